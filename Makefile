@@ -1,0 +1,44 @@
+# kbroker: `make run` starts one broker, `make test` runs every test.
+# Both set up whatever is missing first: Debian packages, .venv/, the Cython build.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+DEB_PACKAGES := zookeeper kcat liburing-dev fio
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test build deps debs clean bench
+
+run: build
+	$(VENV)/bin/kbroker serve
+
+test: debs build
+	$(PY) -m pytest -q tests
+
+bench: build
+	$(PY) -m bench.storage
+
+build: deps
+	$(PY) setup.py -q build_ext --inplace
+	$(PIP) install -q --no-build-isolation --no-deps -e .
+
+# Python packages. liburing is built from source: the 2026.x wheels die with SIGILL here.
+deps: $(VENV)/.stamp-deps
+$(VENV)/.stamp-deps: pyproject.toml
+	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip wheel "setuptools>=68"
+	$(PIP) install -q "cython>=3.0,<3.3" "numpy>=1.26" "pytest>=8" "crc32c>=2.4"
+	$(PY) -c "import liburing" 2>/dev/null || $(PIP) install -q --no-binary liburing liburing==2024.5.3
+	touch $@
+
+# Debian packages the tests drive for real (ZooKeeper, kcat) and tools bench/ uses.
+debs:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+clean:
+	rm -rf build kbroker/_core/*.c kbroker/_core/*.so kbroker/_core/*.html *.egg-info

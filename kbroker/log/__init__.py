@@ -1,0 +1,8 @@
+"""Kafka's storage layout: partition logs made of segments, spread over log directories."""
+from .config import LogConfig
+from .log_manager import LogManager
+from .names import TopicPartition
+from .partition_log import AppendResult, PartitionLog
+from .segment import FileSlice, Segment
+
+__all__ = ["AppendResult", "FileSlice", "LogConfig", "LogManager", "PartitionLog", "Segment", "TopicPartition"]

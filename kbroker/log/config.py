@@ -1,0 +1,123 @@
+"""Per-log configuration: Kafka's topic-level keys with the broker-level ``log.*`` defaults.
+
+One declaration per key (name, broker key, type, default, bounds) drives parsing, validation and
+the typed ``LogConfig`` the log layer reads. Topic overrides use Kafka's topic key names
+(``segment.bytes``), broker properties Kafka's broker names (``log.segment.bytes``).
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+INT64_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class _Key:
+    topic_key: str
+    broker_keys: tuple[str, ...]  # first match wins; later ones are coarser units
+    attr: str
+    parse: Callable[[str], Any]
+    default: Any
+    check: Callable[[Any], bool]
+    rule: str
+    doc: str
+    broker_scale: tuple[int, ...] = ()  # multiplier per broker key (hours -> ms)
+
+
+def _int(text: str) -> int:
+    return int(text.strip())
+
+
+def _timestamp_type(text: str) -> str:
+    value = text.strip()
+    if value not in ("CreateTime", "LogAppendTime"):
+        raise ValueError(value)
+    return value
+
+
+KEYS: tuple[_Key, ...] = (
+    _Key("segment.bytes", ("log.segment.bytes",), "segment_bytes", _int, 1 << 30,
+         lambda v: v >= 14, "an int >= 14", "roll to a new segment at this size"),
+    _Key("segment.ms", ("log.roll.ms", "log.roll.hours"), "segment_ms", _int, 168 * 3600_000,
+         lambda v: v >= 1, "an int >= 1", "roll a segment this long after its first record",
+         (1, 3600_000)),
+    _Key("retention.ms", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+         "retention_ms", _int, 168 * 3600_000, lambda v: v >= -1, "an int >= -1 (-1: unlimited)",
+         "delete segments whose newest record is older", (1, 60_000, 3600_000)),
+    _Key("retention.bytes", ("log.retention.bytes",), "retention_bytes", _int, -1,
+         lambda v: v >= -1, "an int >= -1 (-1: unlimited)", "delete oldest segments beyond this size"),
+    _Key("segment.index.bytes", ("log.index.size.max.bytes",), "segment_index_bytes", _int, 10 * 1024 * 1024,
+         lambda v: v >= 12, "an int >= 12", "preallocated size of .index and .timeindex files"),
+    _Key("index.interval.bytes", ("log.index.interval.bytes",), "index_interval_bytes", _int, 4096,
+         lambda v: v >= 0, "an int >= 0", "bytes between offset index entries"),
+    _Key("flush.messages", ("log.flush.interval.messages",), "flush_messages", _int, INT64_MAX,
+         lambda v: v >= 1, "an int >= 1", "fdatasync after this many unflushed messages"),
+    _Key("flush.ms", ("log.flush.interval.ms",), "flush_ms", _int, INT64_MAX,
+         lambda v: v >= 0, "an int >= 0", "fdatasync when the oldest unflushed data is this old"),
+    _Key("message.timestamp.type", ("log.message.timestamp.type",), "message_timestamp_type", _timestamp_type,
+         "CreateTime", lambda v: True, "CreateTime or LogAppendTime", "which timestamp records carry"),
+    _Key("max.message.bytes", ("message.max.bytes",), "max_message_bytes", _int, 1048588,
+         lambda v: v >= 0, "an int >= 0", "largest record batch accepted"),
+    _Key("file.delete.delay.ms", ("log.segment.delete.delay.ms",), "file_delete_delay_ms", _int, 60_000,
+         lambda v: v >= 0, "an int >= 0", "delay before a deleted segment's files are removed"),
+)
+
+_BY_TOPIC_KEY = {k.topic_key: k for k in KEYS}
+
+
+class ConfigError(ValueError):
+    """A config key that is unknown or whose value does not parse or fit its bounds."""
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1 << 30
+    segment_ms: int = 168 * 3600_000
+    retention_ms: int = 168 * 3600_000
+    retention_bytes: int = -1
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    flush_messages: int = INT64_MAX
+    flush_ms: int = INT64_MAX
+    message_timestamp_type: str = "CreateTime"
+    max_message_bytes: int = 1048588
+    file_delete_delay_ms: int = 60_000
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    @classmethod
+    def from_broker_properties(cls, props: Mapping[str, str]) -> "LogConfig":
+        """Broker defaults from ``log.*`` properties (finer units win, as in Kafka)."""
+        values: dict[str, Any] = {}
+        for key in KEYS:
+            scales = key.broker_scale or (1,) * len(key.broker_keys)
+            for broker_key, scale in zip(key.broker_keys, scales):
+                if broker_key in props:
+                    value = _parse(key, broker_key, props[broker_key])
+                    values[key.attr] = value * scale if isinstance(value, int) and value > 0 else value
+                    break
+        return cls(**values)
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> "LogConfig":
+        """This config with topic-level overrides (``segment.bytes=...``) applied."""
+        values: dict[str, Any] = {}
+        for name, text in overrides.items():
+            key = _BY_TOPIC_KEY.get(name)
+            if key is None:
+                raise ConfigError(f"unknown topic config {name!r}")
+            values[key.attr] = _parse(key, name, text)
+        return dataclasses.replace(self, **values)
+
+
+def _parse(key: _Key, name: str, text: str) -> Any:
+    try:
+        value = key.parse(str(text))
+    except ValueError:
+        raise ConfigError(f"{name}: expected {key.rule}, got {text!r}") from None
+    if not key.check(value):
+        raise ConfigError(f"{name}: expected {key.rule}, got {text!r}")
+    return value

@@ -1,0 +1,219 @@
+"""All partition logs of a broker, spread over ``log.dirs`` (JBOD: one directory per disk).
+
+New partitions go to the online directory holding the fewest partitions, as Kafka does. At start
+each directory is locked, its checkpoint files read and its logs loaded; without the clean-shutdown
+marker every log is recovered from its recovery point. An I/O error in one directory takes that
+directory offline (its partitions answer KAFKA_STORAGE_ERROR) while the others keep serving.
+"""
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+from pathlib import Path
+from typing import Callable, Iterable, Mapping
+
+from kbroker import errors
+from kbroker._core.appender import Appender, open_appender
+
+from . import checkpoint
+from .config import LogConfig
+from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
+from .partition_log import PartitionLog, now_ms
+
+log = logging.getLogger(__name__)
+
+LOCK_FILE = ".lock"
+
+
+class LogManager:
+    def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], config: LogConfig | None = None, *,
+                 appender: Appender | None = None, clock: Callable[[], int] = now_ms) -> None:
+        self.log_dirs = [Path(d).resolve() for d in log_dirs]
+        if not self.log_dirs:
+            raise ValueError("log.dirs is empty: give at least one directory")
+        if len(set(self.log_dirs)) != len(self.log_dirs):
+            raise ValueError(f"log.dirs names a directory twice: {[str(d) for d in self.log_dirs]}")
+        self.config = config or LogConfig()
+        self._owns_appender = appender is None
+        self.appender = appender if appender is not None else open_appender()
+        self._clock = clock
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.offline_dirs: set[Path] = set()
+        self._locks: dict[Path, int] = {}
+        self.topic_overrides: dict[str, Mapping[str, str]] = {}
+
+    # -- start and stop ------------------------------------------------------------------
+
+    def startup(self) -> None:
+        log.info("log dirs %s, appender backend %s", [str(d) for d in self.log_dirs], self.appender.backend)
+        for directory in self.log_dirs:
+            try:
+                directory.mkdir(parents=True, exist_ok=True)
+                self._lock(directory)
+                self._load_dir(directory)
+            except OSError as exc:
+                self.mark_dir_offline(directory, exc)
+
+    def _lock(self, directory: Path) -> None:
+        fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise RuntimeError(f"log dir {directory} is in use by another broker process (its .lock is held)") from None
+        self._locks[directory] = fd
+
+    def _load_dir(self, directory: Path) -> None:
+        marker = directory / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        recovery_points = self._read_checkpoint(directory / checkpoint.RECOVERY_POINT)
+        start_offsets = self._read_checkpoint(directory / checkpoint.LOG_START_OFFSET)
+        high_watermarks = self._read_checkpoint(directory / checkpoint.HIGH_WATERMARK)
+        if not clean:
+            log.info("%s: no clean shutdown marker, recovering logs from their recovery points", directory)
+        for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+            tp = parse_log_dir_name(entry.name) if entry.is_dir() else None
+            if tp is None:
+                continue
+            if tp in self.logs:
+                raise RuntimeError(f"partition {tp} has a log in both {self.logs[tp].directory} and {entry.path}")
+            self.logs[tp] = self._open_log(directory, tp, recover=not clean,
+                                           recovery_point=recovery_points.get(tp, 0),
+                                           log_start_offset=start_offsets.get(tp, 0),
+                                           high_watermark=high_watermarks.get(tp, 0))
+        if clean:
+            marker.unlink()  # from now on a crash must be detectable
+        self._write_checkpoints(directory)
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return checkpoint.read_checkpoint(path)
+        except checkpoint.MalformedCheckpointError as exc:
+            log.warning("ignoring malformed checkpoint file: %s", exc)
+            return {}
+
+    def _open_log(self, directory: Path, tp: TopicPartition, **kwargs: object) -> PartitionLog:
+        config = self.config.with_overrides(self.topic_overrides.get(tp.topic, {}))
+        return PartitionLog(directory / str(tp), tp, config, self.appender, clock=self._clock,
+                            on_io_error=self._on_io_error, **kwargs)  # type: ignore[arg-type]
+
+    def shutdown(self) -> None:
+        """Flush, checkpoint, close every log, then leave the clean-shutdown marker."""
+        for plog in self.logs.values():
+            try:
+                plog.flush()
+            except errors.KafkaStorageError:
+                pass  # its directory went offline; logged already
+        for directory in self.online_dirs:
+            self._write_checkpoints(directory)
+        for plog in self.logs.values():
+            if not plog.offline:
+                plog.close()
+        for directory in self.online_dirs:
+            (directory / CLEAN_SHUTDOWN_FILE).touch()
+        for fd in self._locks.values():
+            os.close(fd)
+        self._locks.clear()
+        self.logs.clear()
+        if self._owns_appender:
+            self.appender.close()
+
+    # -- partitions ----------------------------------------------------------------------
+
+    @property
+    def online_dirs(self) -> list[Path]:
+        return [d for d in self.log_dirs if d not in self.offline_dirs]
+
+    def get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        return self.logs.get(tp)
+
+    def get_or_create_log(self, tp: TopicPartition) -> PartitionLog:
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        validate_topic_name(tp.topic)
+        directory = self.next_log_dir()
+        try:
+            plog = self._open_log(directory, tp, recover=False)
+        except OSError as exc:
+            self.mark_dir_offline(directory, exc)
+            raise errors.KafkaStorageError(f"{tp}: could not create its log in {directory}: {exc}") from None
+        self.logs[tp] = plog
+        log.info("created log for %s in %s", tp, directory)
+        return plog
+
+    def next_log_dir(self) -> Path:
+        """The online directory with the fewest partitions (ties: the order of log.dirs)."""
+        online = self.online_dirs
+        if not online:
+            raise errors.KafkaStorageError("every log directory is offline")
+        counts = {d: 0 for d in online}
+        for plog in self.logs.values():
+            parent = plog.directory.parent
+            if parent in counts:
+                counts[parent] += 1
+        return min(online, key=lambda d: counts[d])
+
+    def delete_log(self, tp: TopicPartition) -> None:
+        plog = self.logs.pop(tp, None)
+        if plog is not None:
+            plog.remove()
+
+    # -- periodic work ---------------------------------------------------------------------
+
+    def cleanup(self, now: int | None = None) -> int:
+        """Apply retention to every online log; returns the number of segments deleted."""
+        now = self._clock() if now is None else now
+        deleted = 0
+        for plog in list(self.logs.values()):
+            if not plog.offline:
+                try:
+                    deleted += plog.delete_old_segments(now)
+                    plog.remove_deleted_files(now)
+                except errors.KafkaStorageError:
+                    pass
+        return deleted
+
+    def flush_dirty(self, now: int | None = None) -> None:
+        """``flush.ms`` policy: fdatasync logs whose oldest unflushed data is old enough."""
+        now = self._clock() if now is None else now
+        for plog in self.logs.values():
+            if not plog.offline:
+                try:
+                    plog.maybe_flush(now)
+                except errors.KafkaStorageError:
+                    pass
+
+    def checkpoint(self) -> None:
+        for directory in self.online_dirs:
+            try:
+                self._write_checkpoints(directory)
+            except OSError as exc:
+                self.mark_dir_offline(directory, exc)
+
+    def _write_checkpoints(self, directory: Path) -> None:
+        logs = [p for p in self.logs.values() if p.directory.parent == directory]
+        checkpoint.write_checkpoint(directory / checkpoint.RECOVERY_POINT, {p.tp: p.recovery_point for p in logs})
+        checkpoint.write_checkpoint(directory / checkpoint.LOG_START_OFFSET, {p.tp: p.log_start_offset for p in logs})
+        checkpoint.write_checkpoint(directory / checkpoint.HIGH_WATERMARK, {p.tp: p.high_watermark for p in logs})
+
+    # -- failure ---------------------------------------------------------------------------
+
+    def _on_io_error(self, plog: PartitionLog, exc: OSError) -> None:
+        self.mark_dir_offline(plog.directory.parent, exc)
+
+    def mark_dir_offline(self, directory: Path, exc: OSError) -> None:
+        if directory in self.offline_dirs:
+            return
+        self.offline_dirs.add(directory)
+        affected = [p for p in self.logs.values() if p.directory.parent == directory]
+        log.error("log directory %s is offline after %s (errno %s: %s); its %d partitions stop serving, "
+                  "the other directories keep working", directory, type(exc).__name__, exc.errno,
+                  exc.strerror, len(affected))
+        for plog in affected:
+            plog.offline = True
+            try:
+                plog.close()
+            except OSError:
+                pass

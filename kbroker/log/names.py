@@ -1,0 +1,45 @@
+"""Kafka's names for things on disk: ``<topic>-<partition>`` directories, 20-digit segment files."""
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+
+# Kafka's legal topic names: at most 249 characters of [a-zA-Z0-9._-], not "." or "..".
+_TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+def validate_topic_name(topic: str) -> None:
+    if topic in (".", "..") or not _TOPIC_RE.match(topic):
+        raise ValueError(
+            f"illegal topic name {topic!r}: use 1-249 characters of ASCII letters, digits, '.', '_', '-'"
+        )
+
+
+def segment_file_stem(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """``my-topic-3`` -> TopicPartition('my-topic', 3); None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    try:
+        validate_topic_name(topic)
+    except ValueError:
+        return None
+    return TopicPartition(topic, int(partition))

@@ -1,0 +1,397 @@
+"""The log of one partition: ordered segments in ``<log dir>/<topic>-<partition>/``.
+
+Offsets, kept as separate notions as in Kafka:
+  log_start_offset  first offset a consumer may read (raised by retention and DeleteRecords)
+  high_watermark    last committed offset + 1 (moved by replication; consumers read below it)
+  log_end_offset    next offset to assign
+  recovery_point    everything below is flushed and need not be re-validated after a crash
+
+Every error raised to callers is a ``kbroker.errors.KafkaError``: a bad batch gets its Kafka code
+and leaves the log untouched; an I/O failure marks the log offline (``KafkaStorageError``).
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from kbroker import errors
+from kbroker._core import records
+from kbroker._core.appender import Appender
+from kbroker._core.index import CorruptIndexError
+
+from .config import LogConfig
+from .names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TopicPartition
+from .segment import FileSlice, Segment
+
+log = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class AppendResult(NamedTuple):
+    first_offset: int
+    last_offset: int
+    log_append_time: int  # -1 unless the topic uses LogAppendTime
+    max_timestamp: int
+    record_count: int
+    size: int
+
+
+class PartitionLog:
+    def __init__(self, directory: Path, tp: TopicPartition, config: LogConfig, appender: Appender, *,
+                 recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
+                 recover: bool = True, clock: Callable[[], int] = now_ms,
+                 on_io_error: Callable[["PartitionLog", OSError], None] | None = None) -> None:
+        self.directory = directory
+        self.tp = tp
+        self.config = config
+        self._appender = appender
+        self._clock = clock
+        self._on_io_error = on_io_error
+        self.offline = False
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, Segment]] = []
+        self.unflushed_messages = 0
+        self.last_flush_ms = clock()
+        directory.mkdir(parents=True, exist_ok=True)
+        self.recovery_point = recovery_point
+        self._load(recover, log_start_offset)
+        self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), self.log_end_offset)
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({self.tp}, start={self.log_start_offset}, hw={self.high_watermark}, "
+                f"end={self.log_end_offset}, segments={len(self.segments)})")
+
+    # -- loading and recovery ------------------------------------------------------------
+
+    def _load(self, recover: bool, log_start_offset: int) -> None:
+        bases = []
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
+                os.unlink(entry.path)  # a delete or write the last run did not finish
+            elif name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
+                bases.append(int(name[:-len(LOG_SUFFIX)]))
+        for entry in os.scandir(self.directory):  # indexes whose segment is gone
+            stem, _, suffix = entry.name.rpartition(".")
+            if "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem.isdigit() and int(stem) not in bases:
+                os.unlink(entry.path)
+        bases.sort()
+        now = self._clock()
+        for i, base in enumerate(bases):
+            self._add_segment(Segment(self.directory, base, self.config, self._appender,
+                                      active=i == len(bases) - 1, created_ms=now))
+        if not self.segments:
+            self._add_segment(Segment(self.directory, log_start_offset, self.config, self._appender,
+                                      active=True, created_ms=now))
+        self._check_indexes(recover)
+        if recover:
+            self._recover()
+        self.log_end_offset = self.active.next_offset()
+        if recover:
+            self.flush()
+
+    def _check_indexes(self, recover: bool) -> None:
+        for segment in self.segments:
+            try:
+                segment.offset_index.sanity_check()
+                segment.time_index.sanity_check()
+            except CorruptIndexError as exc:
+                log.warning("%s: rebuilding indexes of %s: %s", self.tp, segment.log_path, exc)
+                segment.recover()
+
+    def _recover(self) -> None:
+        """Re-validate every segment from the recovery point on; at the first damage cut the
+        segment there and drop every later segment (nothing after damage survives)."""
+        first = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+        for i in range(first, len(self.segments)):
+            segment = self.segments[i]
+            if segment.recover():
+                for later in self.segments[i + 1:]:
+                    log.warning("%s: deleting %s, which follows damaged data", self.tp, later.log_path)
+                    later.remove_files()
+                del self.segments[i + 1:]
+                del self._bases[i + 1:]
+                segment.make_active()
+                break
+
+    def _add_segment(self, segment: Segment) -> None:
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self.segments)
+
+    # -- append --------------------------------------------------------------------------
+
+    def append(self, batches: bytearray | memoryview, leader_epoch: int = -1) -> AppendResult:
+        """Validate client batches, assign offsets in place, write them. ``batches`` must be
+        writable (the receive buffer): offsets are written into it, then it is appended as is."""
+        self._check_online()
+        try:
+            info = records.validate(batches, self.config.max_message_bytes, True)
+        except records.RecordBatchError as exc:
+            raise errors.for_code(exc.code)(f"{self.tp}: {exc}") from None
+        if info.size > self.config.segment_bytes:
+            raise errors.RecordListTooLargeError(
+                f"{self.tp}: {info.size} bytes in one append exceed segment.bytes={self.config.segment_bytes}")
+        now = self._clock()
+        first_offset = self.log_end_offset
+        append_time = now if self.config.log_append_time else -1
+        next_offset = records.assign_offsets(batches, first_offset, leader_epoch, append_time)
+        last_offset = next_offset - 1
+        max_timestamp = append_time if append_time >= 0 else info.max_timestamp
+        offset_of_max = last_offset if append_time >= 0 else first_offset + info.offset_delta_of_max_timestamp
+        try:
+            segment = self._maybe_roll(info.size, max_timestamp, last_offset, now)
+            segment.append(batches, last_offset, max_timestamp, offset_of_max)
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        self.log_end_offset = next_offset
+        self.unflushed_messages += info.record_count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(first_offset, last_offset, append_time, max_timestamp, info.record_count, info.size)
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int) -> Segment:
+        segment = self.active
+        if segment.size == 0:
+            return segment
+        if segment.rolling_base_timestamp >= 0:
+            waited = max_timestamp - segment.rolling_base_timestamp
+        else:
+            waited = now - segment.created_ms
+        if (segment.size > self.config.segment_bytes - size
+                or waited > self.config.segment_ms
+                or segment.indexes_full()
+                or not segment.can_hold_offset(last_offset)):
+            return self.roll(now)
+        return segment
+
+    def roll(self, now: int | None = None) -> Segment:
+        """Close the active segment to appends and start a new one at the log end offset."""
+        self._check_online()
+        if self.active.size == 0:
+            return self.active
+        try:
+            self.active.become_inactive()
+            segment = Segment(self.directory, self.log_end_offset, self.config, self._appender,
+                              active=True, created_ms=self._clock() if now is None else now)
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        self._add_segment(segment)
+        log.debug("%s: rolled new segment at offset %d", self.tp, segment.base_offset)
+        return segment
+
+    def flush(self) -> None:
+        """fdatasync every segment from the recovery point on; the recovery point becomes the LEO."""
+        if self.offline:
+            return
+        first = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+        try:
+            for segment in self.segments[first:]:
+                segment.flush()
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        self.recovery_point = self.log_end_offset
+        self.unflushed_messages = 0
+        self.last_flush_ms = self._clock()
+
+    def maybe_flush(self, now: int) -> bool:
+        """Flush if ``flush.ms`` has passed since the last flush and something is unflushed."""
+        if self.unflushed_messages and now - self.last_flush_ms >= self.config.flush_ms:
+            self.flush()
+            return True
+        return False
+
+    # -- read ----------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FileSlice | None:
+        """Batches from the one holding ``offset``, at most ``max_bytes`` (at least one whole batch
+        with ``min_one_batch``), only below ``max_offset`` (the high watermark for consumers; None
+        for the log end offset). None when there is nothing to read yet."""
+        self._check_online()
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise errors.OffsetOutOfRangeError(
+                f"{self.tp}: offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if offset >= limit:
+            return None
+        try:
+            i = bisect.bisect_right(self._bases, offset) - 1
+            for segment in self.segments[max(i, 0):]:
+                max_position = None
+                if limit < self.log_end_offset and segment.base_offset <= limit:
+                    bound = segment.translate_offset(limit)
+                    max_position = bound[0] if bound is not None else None
+                found = segment.read(offset, max_bytes, max_position, min_one_batch)
+                if found is not None:
+                    return found if found.length else None
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        return None
+
+    def read_bytes(self, offset: int, max_bytes: int, max_offset: int | None = None) -> bytes:
+        """``read`` then the bytes themselves: for tests and tools, never the Fetch path."""
+        found = self.read(offset, max_bytes, max_offset)
+        return found.read() if found is not None else b""
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """ListOffsets: (offset, timestamp) of the first record with a timestamp >= ``timestamp``;
+        -2 (earliest) and -1 (latest) as Kafka. None when no record is that new."""
+        self._check_online()
+        if timestamp == EARLIEST_TIMESTAMP:
+            return self.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return self.log_end_offset, -1
+        try:
+            for segment in self.segments:
+                if segment.size and segment.largest_timestamp() >= timestamp:
+                    found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
+                    if found is not None:
+                        return found
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        return None
+
+    # -- offsets, retention, truncation ---------------------------------------------------
+
+    def update_high_watermark(self, offset: int) -> int:
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to ``offset`` (<= high watermark), drop whole
+        segments below it. Returns the new log start offset."""
+        if offset > self.high_watermark:
+            raise errors.OffsetOutOfRangeError(
+                f"{self.tp}: cannot delete records before {offset}, above the high watermark {self.high_watermark}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._delete_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
+                                  "below the log start offset")
+        return self.log_start_offset
+
+    def delete_old_segments(self, now: int | None = None) -> int:
+        """Retention: whole segments past ``retention.ms`` or beyond ``retention.bytes``, and those
+        below the log start offset. Only data below the high watermark is eligible."""
+        now = self._clock() if now is None else now
+        deleted = self._delete_segments(
+            lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, "below the log start offset")
+        if self.config.retention_ms >= 0:
+            deleted += self._delete_segments(
+                lambda seg, nxt: now - seg.largest_timestamp() > self.config.retention_ms,
+                f"past retention.ms={self.config.retention_ms}")
+        if self.config.retention_bytes >= 0:
+            excess = self.size_bytes - self.config.retention_bytes
+
+            def beyond_size(seg: Segment, nxt: Segment | None) -> bool:
+                nonlocal excess
+                if excess - seg.size >= 0:
+                    excess -= seg.size
+                    return True
+                return False
+
+            deleted += self._delete_segments(beyond_size, f"beyond retention.bytes={self.config.retention_bytes}")
+        return deleted
+
+    def _delete_segments(self, predicate: Callable[[Segment, Segment | None], bool], reason: str) -> int:
+        doomed = []
+        for i, segment in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if nxt is None and segment.size == 0:
+                break
+            if self.high_watermark >= upper and predicate(segment, nxt):
+                doomed.append(segment)
+            else:
+                break
+        if not doomed:
+            return 0
+        if len(doomed) == len(self.segments):
+            self.roll()  # keep an active segment to append to
+        now = self._clock()
+        for segment in doomed:
+            log.info("%s: deleting segment %s (%s)", self.tp, segment.log_path, reason)
+            segment.mark_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+        del self.segments[:len(doomed)]
+        del self._bases[:len(doomed)]
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.remove_deleted_files(now)
+        return len(doomed)
+
+    def remove_deleted_files(self, now: int) -> None:
+        """Close and unlink segments marked deleted once ``file.delete.delay.ms`` has passed (a
+        fetch may still be sending from them until then)."""
+        keep = []
+        for due, segment in self._pending_deletes:
+            if due <= now:
+                segment.remove_files()
+            else:
+                keep.append((due, segment))
+        self._pending_deletes = keep
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at or after ``offset`` (a follower diverging from its leader)."""
+        if offset >= self.log_end_offset:
+            return
+        offset = max(offset, self.log_start_offset)
+        try:
+            while len(self.segments) > 1 and self.active.base_offset >= offset:
+                self.segments.pop().remove_files()
+                self._bases.pop()
+            self.active.truncate_to(offset)
+            self.active.make_active()
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        self.log_end_offset = self.active.next_offset()
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    # -- lifecycle and failure -----------------------------------------------------------
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+        for _, segment in self._pending_deletes:
+            segment.remove_files()
+        self._pending_deletes = []
+
+    def remove(self) -> None:
+        """Delete this log's files and directory (topic deletion)."""
+        self.close()
+        for segment in self.segments:
+            segment.remove_files()
+        for entry in os.scandir(self.directory):
+            os.unlink(entry.path)
+        os.rmdir(self.directory)
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise errors.KafkaStorageError(f"{self.tp}: log directory {self.directory.parent} is offline")
+
+    def _io_failure(self, exc: OSError) -> errors.KafkaError:
+        self.offline = True
+        if self._on_io_error is not None:
+            self._on_io_error(self, exc)
+        else:
+            log.error("%s: I/O error in %s, log is now offline: %s", self.tp, self.directory, exc)
+        return errors.KafkaStorageError(f"{self.tp}: I/O error in {self.directory.parent}: {exc}")

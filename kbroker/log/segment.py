@@ -1,0 +1,308 @@
+"""One log segment: ``<base>.log`` plus its ``.index`` and ``.timeindex``, as in Kafka.
+
+The base offset is <= every offset in the segment. Appends go through the shared appender; an
+offset index entry (largest offset of the append, its file position) is added once more than
+``index.interval.bytes`` were appended since the last entry, so lookups land within ~4 KiB of the
+target and the rest is a scan of batch headers. Reads return file ranges, never bytes.
+
+Not thread-safe: one event loop owns a partition's log.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from pathlib import Path
+from typing import NamedTuple
+
+from kbroker._core import records
+from kbroker._core.appender import Appender
+from kbroker._core.index import OffsetIndex, TimeIndex
+
+from .compression import decompress_records
+from .config import LogConfig
+from .names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_stem
+
+log = logging.getLogger(__name__)
+
+INT32_MAX = (1 << 31) - 1
+
+
+class FileSlice(NamedTuple):
+    """``length`` bytes of an open segment file from ``position``: what a Fetch sends with sendfile."""
+
+    fd: int
+    position: int
+    length: int
+
+    def read(self) -> bytes:
+        """The bytes themselves (tests and tools only; Fetch never copies)."""
+        return os.pread(self.fd, self.length, self.position)
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, appender: Appender,
+                 *, active: bool, created_ms: int) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self._appender = appender
+        stem = directory / segment_file_stem(base_offset)
+        self.log_path = stem.with_suffix(LOG_SUFFIX)
+        self.index_path = stem.with_suffix(INDEX_SUFFIX)
+        self.time_index_path = stem.with_suffix(TIME_INDEX_SUFFIX)
+        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.active = active
+        self.created_ms = created_ms
+        self._open_indexes(writable=active)
+        last_ts, last_ts_offset = self.time_index.last_entry
+        self.max_timestamp = last_ts
+        self.offset_of_max_timestamp = last_ts_offset
+        # Time-based roll counts from the first batch's max timestamp (Kafka's rollingBasedTimestamp).
+        self.rolling_base_timestamp = -1
+        if self.size >= records.HEADER_SIZE:
+            try:
+                self.rolling_base_timestamp = self.header_at(0).max_timestamp
+            except records.RecordBatchError:
+                pass  # damaged: recovery decides
+        self.bytes_since_last_index_entry = 0
+
+    def _open_indexes(self, writable: bool) -> None:
+        size = self.config.segment_index_bytes
+        self.offset_index = OffsetIndex(str(self.index_path), self.base_offset, size, writable)
+        self.time_index = TimeIndex(str(self.time_index_path), self.base_offset, size, writable)
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path}, size={self.size})"
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def append(self, buf: bytearray | memoryview, largest_offset: int, largest_timestamp: int,
+               offset_of_largest_timestamp: int) -> int:
+        """Write validated, offset-assigned batches at the end; returns their file position.
+        On an OSError the file is cut back to its old size and the error propagates."""
+        position = self.size
+        try:
+            self._appender.write(self.fd, position, buf)
+        except OSError:
+            self._cut_back(position)
+            raise
+        self.size = position + len(buf)
+        if self.rolling_base_timestamp < 0:
+            self.rolling_base_timestamp = largest_timestamp
+        if largest_timestamp > self.max_timestamp:
+            self.max_timestamp = largest_timestamp
+            self.offset_of_max_timestamp = offset_of_largest_timestamp
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(largest_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += len(buf)
+        return position
+
+    def _cut_back(self, size: int) -> None:
+        try:
+            os.ftruncate(self.fd, size)
+        except OSError as exc:  # the dir goes offline anyway; recovery trims the tail
+            log.error("could not cut %s back to %d bytes after a failed write: %s", self.log_path, size, exc)
+
+    def indexes_full(self) -> bool:
+        return self.offset_index.is_full or self.time_index.is_full
+
+    def can_hold_offset(self, offset: int) -> bool:
+        return offset - self.base_offset <= INT32_MAX
+
+    def flush(self) -> None:
+        self._appender.sync(self.fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def become_inactive(self) -> None:
+        """On roll: record the final max timestamp and trim both indexes to their entries."""
+        try:
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+        except IndexError:
+            pass  # full: the last entry stays the best available
+        self.offset_index.trim()
+        self.time_index.trim()
+        self.active = False
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def header_at(self, position: int) -> records.BatchHeader:
+        return records.parse_header(os.pread(self.fd, records.HEADER_SIZE, position))
+
+    def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, records.BatchHeader] | None:
+        """Position and header of the first batch whose last offset is >= ``offset``."""
+        _, position = self.offset_index.lookup(offset)
+        position = max(position, start_position)
+        while position < self.size:
+            header = self.header_at(position)
+            if header.base_offset + header.last_offset_delta >= offset:
+                return position, header
+            position += header.size
+        return None
+
+    def read(self, start_offset: int, max_bytes: int, max_position: int | None = None,
+             min_one_batch: bool = False) -> FileSlice | None:
+        """Bytes from the batch holding ``start_offset``, at most ``max_bytes`` (raised to one whole
+        batch with ``min_one_batch``), never past ``max_position``. None if no such batch here."""
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        position, header = found
+        limit = self.size if max_position is None else min(self.size, max_position)
+        if position >= limit:
+            return FileSlice(self.fd, position, 0)
+        wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
+        return FileSlice(self.fd, position, min(limit - position, wanted))
+
+    def next_offset(self) -> int:
+        """One past the last offset in the segment (base offset when empty)."""
+        last_indexed, position = self.offset_index.lookup(self.offset_index.last_offset)
+        next_offset = self.base_offset
+        while position < self.size:
+            header = self.header_at(position)
+            next_offset = header.base_offset + header.last_offset_delta + 1
+            position += header.size
+        return next_offset
+
+    def find_offset_by_timestamp(self, timestamp: int, start_offset: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after ``start_offset`` whose timestamp is
+        >= ``timestamp``; None if this segment has none."""
+        _, ts_offset = self.time_index.lookup(timestamp)
+        _, position = self.offset_index.lookup(max(ts_offset, start_offset))
+        while position < self.size:
+            header = self.header_at(position)
+            if header.max_timestamp >= timestamp and header.base_offset + header.last_offset_delta >= start_offset:
+                batch = os.pread(self.fd, header.size, position)
+                section = None
+                if header.compression:
+                    section = decompress_records(header.compression, memoryview(batch)[records.HEADER_SIZE:])
+                offset = records.first_offset_at_or_after(batch, timestamp, section)
+                if offset >= 0:
+                    offset = max(offset, start_offset)
+                    return offset, header.max_timestamp if header.timestamp_type else timestamp
+            position += header.size
+        return None
+
+    def largest_timestamp(self) -> int:
+        """Newest record timestamp, or the file's mtime when the segment has none (Kafka's rule)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return int(os.fstat(self.fd).st_mtime * 1000)
+
+    # -- recovery and truncation ----------------------------------------------------------
+
+    def recover(self) -> int:
+        """Re-validate every batch, rebuild both indexes, cut the file at the first bad byte.
+        Returns how many bytes were cut."""
+        if not self.active:
+            self._reopen_indexes(writable=True)
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+        self.rolling_base_timestamp = -1
+        self.bytes_since_last_index_entry = 0
+        valid = 0
+        if self.size:
+            with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mm:
+                view = memoryview(mm)
+                try:
+                    headers, valid, status = records.scan_batches(view, verify_crc=True)
+                    valid = self._reindex(headers, valid)
+                finally:
+                    view.release()
+        cut = self.size - valid
+        if cut:
+            log.warning("%s: found %d bytes of invalid or torn data at byte position %d; truncating",
+                        self.log_path, cut, valid)
+            os.ftruncate(self.fd, valid)
+            self.size = valid
+        if not self.active:
+            self.become_inactive()
+        return cut
+
+    def _reindex(self, headers: list[records.BatchHeader], valid: int) -> int:
+        expected = self.base_offset
+        for header in headers:
+            # Offsets must rise and stay addressable from this segment's base: anything else is damage.
+            if header.base_offset < expected or not self.can_hold_offset(header.base_offset + header.last_offset_delta):
+                log.warning("%s: batch at byte position %d has base offset %d, expected >= %d",
+                            self.log_path, header.position, header.base_offset, expected)
+                return header.position
+            expected = header.base_offset + header.last_offset_delta + 1
+            last_offset = header.base_offset + header.last_offset_delta
+            if self.rolling_base_timestamp < 0:
+                self.rolling_base_timestamp = header.max_timestamp
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = last_offset
+            if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+                self.offset_index.append(last_offset, header.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index_entry = 0
+            self.bytes_since_last_index_entry += header.size
+        return valid
+
+    def _reopen_indexes(self, writable: bool) -> None:
+        self.offset_index.close()
+        self.time_index.close()
+        self._open_indexes(writable)
+
+    def make_active(self) -> None:
+        """Reopen the indexes for appending (after truncation made this the last segment again)."""
+        if not self.active:
+            self._reopen_indexes(writable=True)
+            self.active = True
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop every batch whose base offset is >= ``offset``; returns the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, header = found
+        if header.base_offset < offset:  # ``offset`` falls inside a batch: keep that batch whole
+            position += header.size
+        removed = self.size - position
+        if removed:
+            self.make_active()
+            os.ftruncate(self.fd, position)
+            self.size = position
+            self.offset_index.truncate_to(offset)
+            self.time_index.truncate_to(offset)
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+            _, last_position = self.offset_index.lookup(self.offset_index.last_offset)
+            self.bytes_since_last_index_entry = position - last_position
+        return removed
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close files (idempotent); a writable index is trimmed to its entries on close."""
+        if self.fd < 0:
+            return
+        self.offset_index.close()
+        self.time_index.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def mark_deleted(self) -> None:
+        """Rename the files with ``.deleted`` (Kafka's asynchronous delete); readers still holding
+        the fd keep working until ``remove_files``."""
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            try:
+                os.rename(path, str(path) + DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+
+    def remove_files(self) -> None:
+        self.close()
+        for path in (self.log_path, self.index_path, self.time_index_path):
+            for candidate in (str(path) + DELETED_SUFFIX, str(path)):
+                try:
+                    os.unlink(candidate)
+                except FileNotFoundError:
+                    pass

@@ -1,0 +1,619 @@
+# cython: language_level=3, embedsignature=True
+"""Kafka's sparse indexes over preallocated, memory-mapped files, byte-compatible with Kafka.
+
+``.index`` entries are 8 bytes: big-endian int32 offset relative to the segment's base offset,
+then big-endian int32 position in the ``.log`` file.  ``.timeindex`` entries are 12 bytes:
+big-endian int64 timestamp, then big-endian int32 relative offset.
+
+Layout rules follow Kafka's AbstractIndex: a writable index is extended to ``max_index_bytes``
+(rounded down to whole entries) and mapped; the valid entries of an existing file are
+``file length // entry size``, which is exact only because ``close()``/``trim()`` cut the file to
+its entries (after a crash the file is still at its preallocated size, ``sanity_check()`` fails
+and the log layer rebuilds).
+
+Lookups run in C on the mapped bytes (no numpy on the hot path) with Kafka's warm-tail-first
+binary search, which keeps the pages touched by tail reads (consumers near the end of the log)
+resident instead of faulting in the middle of a cold index on every search.
+
+Concurrency: every method runs with the GIL held and none releases it, so Python callers see each
+call as atomic.  The ``nogil`` cdef methods (see index.pxd) leave that to the caller.
+"""
+
+from libc.stdint cimport int64_t, uint32_t, uint64_t, INT32_MAX
+from libc.errno cimport errno, EINTR
+from posix.fcntl cimport open as c_open, O_RDWR, O_RDONLY, O_CREAT, O_CLOEXEC
+from posix.unistd cimport close as c_close, ftruncate
+from posix.stat cimport fstat, struct_stat
+from posix.mman cimport (mmap, munmap, msync, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAILED,
+                         MS_SYNC)
+from cpython.buffer cimport PyBuffer_FillInfo
+from cpython.long cimport PyLong_Check
+from cpython.number cimport PyNumber_Index
+
+import io
+import os
+
+import numpy as np
+
+cdef extern from *:
+    """
+    #include <stdint.h>
+    #include <string.h>
+    /* memcpy keeps the 12-byte time-index entries (misaligned int64) free of UB;
+       compilers turn it into a single load/store. */
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    #  define KB_BE32(x) (x)
+    #  define KB_BE64(x) (x)
+    #else
+    #  define KB_BE32(x) __builtin_bswap32(x)
+    #  define KB_BE64(x) __builtin_bswap64(x)
+    #endif
+    static inline uint32_t kb_get_be32(const char *p) { uint32_t v; memcpy(&v, p, 4); return KB_BE32(v); }
+    static inline uint64_t kb_get_be64(const char *p) { uint64_t v; memcpy(&v, p, 8); return KB_BE64(v); }
+    static inline void kb_put_be32(char *p, uint32_t v) { v = KB_BE32(v); memcpy(p, &v, 4); }
+    static inline void kb_put_be64(char *p, uint64_t v) { v = KB_BE64(v); memcpy(p, &v, 8); }
+    """
+    uint32_t kb_get_be32(const char *p) nogil
+    uint64_t kb_get_be64(const char *p) nogil
+    void kb_put_be32(char *p, uint32_t v) nogil
+    void kb_put_be64(char *p, uint64_t v) nogil
+
+
+class CorruptIndexError(ValueError):
+    """The index file is not a valid index (Kafka's CorruptIndexException); rebuild it."""
+
+
+_OFFSET_DTYPE = np.dtype([("offset", ">u4"), ("position", ">u4")])
+_TIME_DTYPE = np.dtype([("timestamp", ">i8"), ("offset", ">u4")])
+
+# Kafka: AbstractIndex keeps the last 8 KiB of entries "warm" (see module docstring).
+cdef enum:
+    WARM_BYTES = 8192
+
+# Columns a search can run over.
+cdef enum Column:
+    COL_OFFSET_REL = 0      # .index:      be32 relative offset at +0
+    COL_OFFSET_POS = 1      # .index:      be32 position at +4
+    COL_TIME_TS = 2         # .timeindex:  be64 timestamp at +0
+    COL_TIME_REL = 3        # .timeindex:  be32 relative offset at +8
+
+
+cdef inline int64_t _load(const char *data, Py_ssize_t esize, Column col, Py_ssize_t i) noexcept nogil:
+    cdef const char *p = data + i * esize
+    if col == COL_OFFSET_REL:
+        return kb_get_be32(p)
+    elif col == COL_OFFSET_POS:
+        return kb_get_be32(p + 4)
+    elif col == COL_TIME_TS:
+        return <int64_t>kb_get_be64(p)
+    else:
+        return kb_get_be32(p + 8)
+
+
+cdef inline Py_ssize_t _bsearch(const char *data, Py_ssize_t esize, Column col, int64_t target,
+                                Py_ssize_t lo, Py_ssize_t hi) noexcept nogil:
+    # Greatest slot in [lo, hi] with key <= target; caller guarantees key(lo) <= target.
+    cdef Py_ssize_t mid
+    cdef int64_t k
+    while lo < hi:
+        mid = lo + ((hi - lo + 1) >> 1)
+        k = _load(data, esize, col, mid)
+        if k > target:
+            hi = mid - 1
+        elif k < target:
+            lo = mid
+        else:
+            return mid
+    return lo
+
+
+# `col` is a compile-time constant at every call site, so after inlining the branch in _load folds.
+cdef inline Py_ssize_t _largest_lower_bound(const char *data, Py_ssize_t n, Py_ssize_t esize,
+                                            Py_ssize_t warm, Column col, int64_t target) noexcept nogil:
+    """Slot of the greatest entry with key <= target, or -1 (Kafka's largestLowerBoundSlotFor)."""
+    if n == 0:
+        return -1
+    cdef Py_ssize_t first_hot = n - 1 - warm
+    if first_hot < 0:
+        first_hot = 0
+    if _load(data, esize, col, first_hot) < target:
+        return _bsearch(data, esize, col, target, first_hot, n - 1)
+    if _load(data, esize, col, 0) > target:
+        return -1
+    return _bsearch(data, esize, col, target, 0, first_hot)
+
+
+cdef inline Py_ssize_t _count_below(const char *data, Py_ssize_t n, Py_ssize_t esize, Column col,
+                                    int64_t target) noexcept nogil:
+    """Number of leading entries with key < target (keys non-decreasing; exact with duplicates,
+    which the time index's offset column may have)."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    while lo < hi:
+        mid = lo + ((hi - lo) >> 1)
+        if _load(data, esize, col, mid) < target:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+cdef inline int64_t _index_i64(object value) except? -1:
+    # Cython's own int64_t argument conversion accepts floats via __int__ (lookup(1.5) would
+    # silently search for 1); require a real integer (__index__), with a fast path for int.
+    if not PyLong_Check(value):
+        value = PyNumber_Index(value)
+    return value
+
+
+cdef int64_t _as_i64(object value, str what) except? -1:
+    # Out-of-int64 values are "out of range" for the contract (ValueError), not OverflowError.
+    try:
+        return _index_i64(value)
+    except OverflowError:
+        raise ValueError(f"{what} {value} is out of range") from None
+
+
+cdef int _raise_errno(str op, str path) except -1:
+    cdef int err = errno
+    raise OSError(err, f"{op}: {os.strerror(err)}", path)
+
+
+cdef class _Mapping:
+    """One shared mapping of an index file.
+
+    Numpy views returned by ``array()`` hold a reference to it, so closing or resizing the index
+    never unmaps memory a view still points at (the old region is unmapped when the last view
+    dies).  It exports a read-only buffer: nobody writes entries behind the index's back.
+    """
+
+    def __dealloc__(self):
+        if self.addr != NULL:
+            munmap(self.addr, <size_t>self.length)
+            self.addr = NULL
+
+    def __getbuffer__(self, Py_buffer *buf, int flags):
+        PyBuffer_FillInfo(buf, self, self.addr, self.length, 1, flags)
+
+    def __releasebuffer__(self, Py_buffer *buf):
+        pass
+
+
+cdef _Mapping _map_fd(int fd, Py_ssize_t length, bint writable, str path):
+    cdef _Mapping m = _Mapping.__new__(_Mapping)
+    cdef void *addr
+    if length > 0:   # mmap(2) rejects length 0; an empty index maps nothing
+        addr = mmap(NULL, <size_t>length, PROT_READ | PROT_WRITE if writable else PROT_READ,
+                    MAP_SHARED, fd, 0)
+        if addr == MAP_FAILED:
+            _raise_errno("mmap", path)
+        m.addr = <char *>addr
+        m.length = length
+    return m
+
+
+cdef class _AbstractIndex:
+    """What the offset and time index share: the file, its mapping and the entry count."""
+
+    def __cinit__(self):
+        self._fd = -1
+
+    def __dealloc__(self):
+        # No trim here: an index dropped without close() is left like after a crash (Kafka's
+        # behaviour); the mapping itself is released with the last reference to _map.
+        if self._fd >= 0:
+            c_close(self._fd)
+            self._fd = -1
+
+    cdef int _open(self, object path, int64_t base_offset, Py_ssize_t max_index_bytes,
+                   bint writable, Py_ssize_t esize, object dtype) except -1:
+        cdef struct_stat st
+        cdef int fd
+        cdef Py_ssize_t length, size
+        if self._fd >= 0:
+            raise RuntimeError("index already initialised")
+        if base_offset < 0:
+            raise ValueError(f"base_offset must be >= 0, got {base_offset}")
+        if writable and max_index_bytes < esize:
+            raise ValueError(f"max_index_bytes {max_index_bytes} is smaller than one entry ({esize} bytes)")
+        self.path = os.fsdecode(path)
+        self.base_offset = base_offset
+        self.writable = writable
+        self._esize = esize
+        self._warm_entries = WARM_BYTES // esize
+        self._max_index_bytes = max_index_bytes // esize * esize
+        self._dtype = dtype
+        # O_CREAT even when read-only, as Kafka does: a missing index is an empty one.
+        bpath = os.fsencode(self.path)
+        fd = c_open(bpath, (O_RDWR if writable else O_RDONLY) | O_CREAT | O_CLOEXEC, 0o644)
+        if fd < 0:
+            _raise_errno("open", self.path)
+        self._fd = fd
+        try:
+            if fstat(fd, &st) != 0:
+                _raise_errno("fstat", self.path)
+            length = st.st_size
+            self._entries = length // esize
+            if writable:
+                # Never cut existing entries, even if max_index_bytes shrank since they were written.
+                size = max(self._max_index_bytes, self._entries * esize)
+                self._resize_file(size)
+            else:
+                # Map the whole file (a trailing partial entry is ignored, sanity_check reports it).
+                self._map = _map_fd(fd, length, False, self.path)
+                self._data = self._map.addr
+                self._max_entries = self._entries
+        except BaseException:
+            c_close(fd)
+            self._fd = -1
+            self._map = None
+            self._data = NULL
+            self._entries = self._max_entries = 0
+            raise
+        return 0
+
+    cdef int _check_open(self) except -1:
+        if self._fd < 0:
+            raise ValueError(f"index {self.path} is closed")
+        return 0
+
+    cdef int _check_writable(self) except -1:
+        self._check_open()
+        if not self.writable:
+            raise io.UnsupportedOperation(f"index {self.path} was opened read-only")
+        return 0
+
+    cdef int _check_length(self) except -1:
+        cdef struct_stat st
+        if fstat(self._fd, &st) != 0:
+            _raise_errno("fstat", self.path)
+        if st.st_size % self._esize != 0:
+            raise CorruptIndexError(
+                f"index {self.path}: file length {st.st_size} is not a multiple of the entry size {self._esize}")
+        return 0
+
+    cdef int _resize_file(self, Py_ssize_t size) except -1:
+        """Set the file length to ``size`` (whole entries) and remap it.
+
+        Ordered so a failure never leaves the mapping larger than the file (touching mapped pages
+        past EOF is SIGBUS): grow the file before mapping more, map less before shrinking."""
+        cdef struct_stat st
+        cdef _Mapping m
+        if fstat(self._fd, &st) != 0:
+            _raise_errno("fstat", self.path)
+        if size > st.st_size:
+            if ftruncate(self._fd, size) != 0:   # sparse, like Kafka's RandomAccessFile.setLength
+                _raise_errno("ftruncate", self.path)
+        if self._map is None or self._map.length != size:
+            m = _map_fd(self._fd, size, True, self.path)
+            self._map = m   # the old mapping lives on while a numpy view holds it
+            self._data = m.addr
+        self._max_entries = size // self._esize
+        if size < st.st_size:
+            if ftruncate(self._fd, size) != 0:
+                _raise_errno("ftruncate", self.path)
+        return 0
+
+    cdef int _truncate_entries(self, Py_ssize_t n) except -1:
+        self._check_writable()
+        if n < 0 or n > self._entries:
+            raise ValueError(f"cannot truncate {self._entries} entries to {n}")
+        self._entries = n
+        return 0
+
+    cdef Py_ssize_t _norm_entry(self, Py_ssize_t n) except -1:
+        self._check_open()
+        if n < 0:
+            n += self._entries
+        if n < 0 or n >= self._entries:
+            raise IndexError(f"entry {n} out of range (index has {self._entries} entries)")
+        return n
+
+    @property
+    def entries(self):
+        """Number of valid entries."""
+        self._check_open()
+        return self._entries
+
+    @property
+    def max_entries(self):
+        """Entries the current file size holds (== entries once trimmed or opened read-only)."""
+        self._check_open()
+        return self._max_entries
+
+    @property
+    def is_full(self):
+        self._check_open()
+        return self._entries >= self._max_entries
+
+    @property
+    def closed(self):
+        return self._fd < 0
+
+    def truncate_entries(self, Py_ssize_t n):
+        """Keep only the first ``n`` entries (0 <= n <= entries)."""
+        self._truncate_entries(n)
+
+    def reset(self):
+        """Drop every entry and restore the preallocated size given at open (recovery rebuilds)."""
+        self._check_writable()
+        self._entries = 0
+        self._resize_file(self._max_index_bytes)
+
+    def trim(self):
+        """Shrink the file to exactly its entries (on roll and on close); no-op when read-only."""
+        self._check_open()
+        if self.writable:
+            self._resize_file(self._entries * self._esize)
+
+    def resize(self, Py_ssize_t max_index_bytes):
+        """Set the file size to ``max_index_bytes`` rounded down to whole entries, e.g. to make a
+        trimmed index appendable again. Raises ValueError if that would cut valid entries."""
+        self._check_writable()
+        if max_index_bytes < 0:
+            raise ValueError(f"max_index_bytes must be >= 0, got {max_index_bytes}")
+        cdef Py_ssize_t size = max_index_bytes // self._esize * self._esize
+        if size < self._entries * self._esize:
+            raise ValueError(
+                f"cannot resize index {self.path} to {size} bytes: it holds {self._entries} entries")
+        self._resize_file(size)
+
+    def flush(self):
+        """msync(2) the mapping so entries are on disk (no-op when read-only)."""
+        self._check_open()
+        if self.writable and self._data != NULL:
+            if msync(self._data, <size_t>self._map.length, MS_SYNC) != 0:
+                _raise_errno("msync", self.path)
+
+    def close(self):
+        """Trim (when writable) and unmap; the object is unusable afterwards. Idempotent."""
+        if self._fd < 0:
+            return
+        try:
+            if self.writable:
+                self._resize_file(self._entries * self._esize)
+        finally:
+            self._map = None
+            self._data = NULL
+            self._entries = self._max_entries = 0
+            c_close(self._fd)
+            self._fd = -1
+
+    def array(self):
+        """Read-only numpy view of the valid entries (live: shares the mapping).
+
+        The view keeps its mapping alive past close()/resize(), but reading entries that a later
+        truncate_to() + trim() cut from the file is SIGBUS: do not keep views across those."""
+        self._check_open()
+        if self._entries == 0:
+            a = np.empty(0, dtype=self._dtype)
+            a.flags.writeable = False
+            return a
+        return np.frombuffer(self._map, dtype=self._dtype, count=self._entries)
+
+    def __enter__(self):
+        self._check_open()
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        if self._fd < 0:
+            return f"<{type(self).__name__} {self.path!r} closed>"
+        return (f"<{type(self).__name__} {self.path!r} base={self.base_offset} "
+                f"entries={self._entries}/{self._max_entries}{'' if self.writable else ' read-only'}>")
+
+
+cdef class OffsetIndex(_AbstractIndex):
+    """Kafka's ``.index``: maps offsets to positions in the segment's ``.log`` file."""
+
+    entry_size = 8
+
+    def __init__(self, path, int64_t base_offset, Py_ssize_t max_index_bytes=10485760,
+                 bint writable=True):
+        self._open(path, base_offset, max_index_bytes, writable, 8, _OFFSET_DTYPE)
+
+    cdef Py_ssize_t c_slot_for_offset(self, int64_t offset) noexcept nogil:
+        if offset < self.base_offset:   # also keeps offset - base from overflowing
+            return -1
+        return _largest_lower_bound(self._data, self._entries, 8, self._warm_entries,
+                                    COL_OFFSET_REL, offset - self.base_offset)
+
+    cdef Py_ssize_t c_slot_for_position(self, int64_t position) noexcept nogil:
+        return _largest_lower_bound(self._data, self._entries, 8, self._warm_entries,
+                                    COL_OFFSET_POS, position)
+
+    cdef int64_t c_offset_at(self, Py_ssize_t n) noexcept nogil:
+        return self.base_offset + _load(self._data, 8, COL_OFFSET_REL, n)
+
+    cdef int64_t c_position_at(self, Py_ssize_t n) noexcept nogil:
+        return _load(self._data, 8, COL_OFFSET_POS, n)
+
+    cdef int c_append(self, int64_t offset, int64_t position) except -1:
+        cdef char *p
+        self._check_writable()
+        if self._entries >= self._max_entries:   # checked first, as Kafka does
+            raise IndexError(f"index {self.path} is full ({self._entries} entries)")
+        if offset < self.base_offset or offset - self.base_offset > INT32_MAX:
+            raise ValueError(f"offset {offset} is outside the int32 range of relative offsets "
+                             f"from base offset {self.base_offset}")
+        if self._entries > 0 and offset <= self.c_offset_at(self._entries - 1):
+            raise ValueError(f"offset {offset} is not greater than the last indexed offset "
+                             f"{self.c_offset_at(self._entries - 1)} in {self.path}")
+        if position < 0 or position > INT32_MAX:
+            raise ValueError(f"position {position} is outside 0..{INT32_MAX}")
+        p = self._data + self._entries * 8
+        kb_put_be32(p, <uint32_t>(offset - self.base_offset))
+        kb_put_be32(p + 4, <uint32_t>position)
+        self._entries += 1
+        return 0
+
+    @property
+    def last_offset(self):
+        """Absolute offset of the last entry, or base_offset when empty."""
+        self._check_open()
+        if self._entries == 0:
+            return self.base_offset
+        return self.c_offset_at(self._entries - 1)
+
+    def append(self, offset, position):
+        """Add (offset, position). Raises IndexError when full, ValueError when offset is not greater
+        than the last entry's (or below base, or relative offset/position out of int32 range)."""
+        self.c_append(_as_i64(offset, "offset"), _as_i64(position, "position"))
+
+    def lookup(self, offset):
+        """(absolute offset, position) of the greatest entry with offset <= ``offset``;
+        (base_offset, 0) when there is none. Searches the warm tail (last 8 KiB) first."""
+        if self._fd < 0:
+            self._check_open()
+        cdef Py_ssize_t slot = self.c_slot_for_offset(_index_i64(offset))
+        if slot < 0:
+            return (self.base_offset, 0)
+        return (self.c_offset_at(slot), self.c_position_at(slot))
+
+    def lookup_by_position(self, position):
+        """Greatest entry with position <= ``position``; (base_offset, 0) when there is none."""
+        if self._fd < 0:
+            self._check_open()
+        cdef Py_ssize_t slot = self.c_slot_for_position(_index_i64(position))
+        if slot < 0:
+            return (self.base_offset, 0)
+        return (self.c_offset_at(slot), self.c_position_at(slot))
+
+    def entry(self, Py_ssize_t n):
+        """(absolute offset, position) of entry ``n`` (negative counts from the end)."""
+        n = self._norm_entry(n)
+        return (self.c_offset_at(n), self.c_position_at(n))
+
+    def truncate_to(self, offset):
+        """Drop every entry with offset >= ``offset``."""
+        cdef int64_t target = _as_i64(offset, "offset")
+        self._check_writable()
+        if target <= self.base_offset:
+            self._truncate_entries(0)
+        else:
+            self._truncate_entries(_count_below(self._data, self._entries, 8, COL_OFFSET_REL,
+                                                target - self.base_offset))
+
+    def sanity_check(self):
+        """Raise CorruptIndexError when the file is not whole entries or offsets do not increase
+        (or a relative offset/position is negative as Kafka's int32)."""
+        self._check_open()
+        self._check_length()
+        cdef Py_ssize_t i
+        cdef int64_t rel, prev = -1, pos
+        for i in range(self._entries):
+            rel = _load(self._data, 8, COL_OFFSET_REL, i)
+            pos = _load(self._data, 8, COL_OFFSET_POS, i)
+            if rel > INT32_MAX:
+                raise CorruptIndexError(f"index {self.path}: entry {i} has offset "
+                                        f"{self.base_offset + rel - 4294967296} below base {self.base_offset}")
+            if rel <= prev:
+                raise CorruptIndexError(f"index {self.path}: entry {i} offset {self.base_offset + rel} "
+                                        f"is not greater than the previous {self.base_offset + prev}")
+            if pos > INT32_MAX:
+                raise CorruptIndexError(f"index {self.path}: entry {i} has a negative position")
+            prev = rel
+
+
+cdef class TimeIndex(_AbstractIndex):
+    """Kafka's ``.timeindex``: maps increasing timestamps to the offsets holding them."""
+
+    entry_size = 12
+
+    def __init__(self, path, int64_t base_offset, Py_ssize_t max_index_bytes=10485760,
+                 bint writable=True):
+        self._open(path, base_offset, max_index_bytes, writable, 12, _TIME_DTYPE)
+
+    cdef Py_ssize_t c_slot_for_timestamp(self, int64_t timestamp) noexcept nogil:
+        return _largest_lower_bound(self._data, self._entries, 12, self._warm_entries,
+                                    COL_TIME_TS, timestamp)
+
+    cdef int64_t c_timestamp_at(self, Py_ssize_t n) noexcept nogil:
+        return _load(self._data, 12, COL_TIME_TS, n)
+
+    cdef int64_t c_offset_at(self, Py_ssize_t n) noexcept nogil:
+        return self.base_offset + _load(self._data, 12, COL_TIME_REL, n)
+
+    cdef int c_maybe_append(self, int64_t timestamp, int64_t offset) except -1:
+        cdef int64_t last_ts = -1, last_off = self.base_offset
+        cdef char *p
+        self._check_writable()
+        if self._entries > 0:
+            last_ts = self.c_timestamp_at(self._entries - 1)
+            last_off = self.c_offset_at(self._entries - 1)
+        if timestamp <= last_ts:   # Kafka only indexes a strictly newer max timestamp
+            return 0
+        if self._entries >= self._max_entries:
+            raise IndexError(f"time index {self.path} is full ({self._entries} entries)")
+        if offset < last_off:
+            raise ValueError(f"offset {offset} is below the last indexed offset {last_off} "
+                             f"in {self.path}")
+        if offset - self.base_offset > INT32_MAX:
+            raise ValueError(f"offset {offset} is outside the int32 range of relative offsets "
+                             f"from base offset {self.base_offset}")
+        p = self._data + self._entries * 12
+        kb_put_be64(p, <uint64_t>timestamp)
+        kb_put_be32(p + 8, <uint32_t>(offset - self.base_offset))
+        self._entries += 1
+        return 1
+
+    @property
+    def last_entry(self):
+        """(timestamp, absolute offset) of the last entry, or (-1, base_offset) when empty."""
+        self._check_open()
+        if self._entries == 0:
+            return (-1, self.base_offset)
+        return (self.c_timestamp_at(self._entries - 1), self.c_offset_at(self._entries - 1))
+
+    def maybe_append(self, timestamp, offset):
+        """Append when ``timestamp`` is greater than the last entry's (Kafka's rule); returns whether it
+        did. Raises IndexError when full, ValueError when ``offset`` goes backwards with a newer timestamp."""
+        return self.c_maybe_append(_as_i64(timestamp, "timestamp"), _as_i64(offset, "offset")) == 1
+
+    def lookup(self, timestamp):
+        """(timestamp, absolute offset) of the greatest entry with timestamp <= ``timestamp``;
+        (-1, base_offset) when there is none."""
+        if self._fd < 0:
+            self._check_open()
+        cdef Py_ssize_t slot = self.c_slot_for_timestamp(_index_i64(timestamp))
+        if slot < 0:
+            return (-1, self.base_offset)
+        return (self.c_timestamp_at(slot), self.c_offset_at(slot))
+
+    def entry(self, Py_ssize_t n):
+        """(timestamp, absolute offset) of entry ``n`` (negative counts from the end)."""
+        n = self._norm_entry(n)
+        return (self.c_timestamp_at(n), self.c_offset_at(n))
+
+    def truncate_to(self, offset):
+        """Drop every entry with offset >= ``offset`` (all of them when several share it)."""
+        cdef int64_t target = _as_i64(offset, "offset")
+        self._check_writable()
+        if target <= self.base_offset:
+            self._truncate_entries(0)
+        else:
+            self._truncate_entries(_count_below(self._data, self._entries, 12, COL_TIME_REL,
+                                                target - self.base_offset))
+
+    def sanity_check(self):
+        """Raise CorruptIndexError when the file is not whole entries, timestamps do not increase,
+        or offsets go backwards / below the base offset."""
+        self._check_open()
+        self._check_length()
+        cdef Py_ssize_t i
+        cdef int64_t ts, prev_ts = 0, rel, prev_rel = 0
+        for i in range(self._entries):
+            ts = _load(self._data, 12, COL_TIME_TS, i)
+            rel = _load(self._data, 12, COL_TIME_REL, i)
+            if rel > INT32_MAX:
+                raise CorruptIndexError(f"time index {self.path}: entry {i} has offset "
+                                        f"{self.base_offset + rel - 4294967296} below base {self.base_offset}")
+            if i > 0 and ts <= prev_ts:
+                raise CorruptIndexError(f"time index {self.path}: entry {i} timestamp {ts} is not "
+                                        f"greater than the previous {prev_ts}")
+            if i > 0 and rel < prev_rel:
+                raise CorruptIndexError(f"time index {self.path}: entry {i} offset {self.base_offset + rel} "
+                                        f"is below the previous {self.base_offset + prev_rel}")
+            prev_ts = ts
+            prev_rel = rel

@@ -21,6 +21,7 @@ cdef class _AbstractIndex:
     cdef Py_ssize_t _max_index_bytes    # size requested at open, restored by reset()
     cdef Py_ssize_t _entries
     cdef Py_ssize_t _max_entries        # whole entries the current mapping can hold
+    cdef Py_ssize_t _reserved           # bytes from the start known to be allocated on disk
     cdef char *_data                    # == _map.addr (NULL when nothing is mapped)
     cdef _Mapping _map
     cdef object _dtype
@@ -30,6 +31,7 @@ cdef class _AbstractIndex:
     cdef int _check_open(self) except -1
     cdef int _check_writable(self) except -1
     cdef int _check_length(self) except -1
+    cdef int _reserve(self, Py_ssize_t end) except -1
     cdef int _resize_file(self, Py_ssize_t size) except -1
     cdef int _truncate_entries(self, Py_ssize_t n) except -1
     cdef Py_ssize_t _norm_entry(self, Py_ssize_t n) except -1

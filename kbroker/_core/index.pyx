@@ -21,7 +21,7 @@ call as atomic.  The ``nogil`` cdef methods (see index.pxd) leave that to the ca
 
 from libc.stdint cimport int64_t, uint32_t, uint64_t, INT32_MAX
 from libc.errno cimport errno, EINTR
-from posix.fcntl cimport open as c_open, O_RDWR, O_RDONLY, O_CREAT, O_CLOEXEC
+from posix.fcntl cimport open as c_open, O_RDWR, O_RDONLY, O_CREAT, O_CLOEXEC, posix_fallocate
 from posix.unistd cimport close as c_close, ftruncate
 from posix.stat cimport fstat, struct_stat
 from posix.mman cimport (mmap, munmap, msync, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAILED,
@@ -34,6 +34,9 @@ import io
 import os
 
 import numpy as np
+
+# Bytes of index file reserved on disk at a time ahead of the entries (see _reserve).
+cdef Py_ssize_t RESERVE_STEP = 64 * 1024
 
 cdef extern from *:
     """
@@ -233,6 +236,7 @@ cdef class _AbstractIndex:
                 _raise_errno("fstat", self.path)
             length = st.st_size
             self._entries = length // esize
+            self._reserved = self._entries * esize  # written entries own their blocks
             if writable:
                 # Never cut existing entries, even if max_index_bytes shrank since they were written.
                 size = max(self._max_index_bytes, self._entries * esize)
@@ -262,6 +266,26 @@ cdef class _AbstractIndex:
             raise io.UnsupportedOperation(f"index {self.path} was opened read-only")
         return 0
 
+    cdef int _reserve(self, Py_ssize_t end) except -1:
+        """Make sure the file's blocks up to byte ``end`` exist on disk before writing there.
+
+        The file is sparse (grown with ftruncate, as Kafka does), so the first store into a new
+        page of the mapping allocates a block; on a full disk that store would be SIGBUS. Reserving
+        ahead in RESERVE_STEP chunks with posix_fallocate turns that into an OSError (ENOSPC) that
+        the log layer handles, at the cost of one syscall per RESERVE_STEP bytes of entries."""
+        cdef Py_ssize_t length
+        cdef int rc
+        if end <= self._reserved:
+            return 0
+        length = min(RESERVE_STEP, self._max_entries * self._esize - self._reserved)
+        if length < end - self._reserved:
+            length = end - self._reserved
+        rc = posix_fallocate(self._fd, self._reserved, length)
+        if rc != 0:
+            raise OSError(rc, f"{os.strerror(rc)}: reserving index space in {self.path}")
+        self._reserved += length
+        return 0
+
     cdef int _check_length(self) except -1:
         cdef struct_stat st
         if fstat(self._fd, &st) != 0:
@@ -288,6 +312,8 @@ cdef class _AbstractIndex:
             self._map = m   # the old mapping lives on while a numpy view holds it
             self._data = m.addr
         self._max_entries = size // self._esize
+        if self._reserved > size:
+            self._reserved = size
         if size < st.st_size:
             if ftruncate(self._fd, size) != 0:
                 _raise_errno("ftruncate", self.path)
@@ -338,6 +364,7 @@ cdef class _AbstractIndex:
         self._check_writable()
         self._entries = 0
         self._resize_file(self._max_index_bytes)
+        self._reserved = 0
 
     def trim(self):
         """Shrink the file to exactly its entries (on roll and on close); no-op when read-only."""
@@ -442,6 +469,7 @@ cdef class OffsetIndex(_AbstractIndex):
                              f"{self.c_offset_at(self._entries - 1)} in {self.path}")
         if position < 0 or position > INT32_MAX:
             raise ValueError(f"position {position} is outside 0..{INT32_MAX}")
+        self._reserve((self._entries + 1) * 8)
         p = self._data + self._entries * 8
         kb_put_be32(p, <uint32_t>(offset - self.base_offset))
         kb_put_be32(p + 4, <uint32_t>position)
@@ -552,6 +580,7 @@ cdef class TimeIndex(_AbstractIndex):
         if offset - self.base_offset > INT32_MAX:
             raise ValueError(f"offset {offset} is outside the int32 range of relative offsets "
                              f"from base offset {self.base_offset}")
+        self._reserve((self._entries + 1) * 12)
         p = self._data + self._entries * 12
         kb_put_be64(p, <uint64_t>timestamp)
         kb_put_be32(p + 8, <uint32_t>(offset - self.base_offset))

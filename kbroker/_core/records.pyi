@@ -98,6 +98,11 @@ def scan_batches(buf: Buffer, verify_crc: bool = True) -> tuple[list[BatchHeader
     1 = stopped at an incomplete batch (more bytes may complete it), 2 = stopped at a corrupt batch
     (bad length, magic or CRC). ``valid_bytes`` is the length of the whole-and-valid prefix."""
 
+def first_record_at_or_after(batch: Buffer, target_timestamp: int,
+                             records: Buffer | None = None) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first record with timestamp >= target, or None; otherwise as
+    first_offset_at_or_after."""
+
 def first_offset_at_or_after(batch: Buffer, target_timestamp: int, records: Buffer | None = None) -> int:
     """Offset of the first record of this batch with timestamp >= target (LogAppendTime batches
     use maxTimestamp for every record), or -1 if none. For compressed batches pass the

@@ -811,8 +811,15 @@ def scan_batches(buf, bint verify_crc=True):
 # first_offset_at_or_after
 
 def first_offset_at_or_after(batch, int64_t target_timestamp, records=None):
-    """Offset of the first record of this batch with timestamp >= target (LogAppendTime batches
-    use maxTimestamp for every record), or -1 if none. For compressed batches pass the
+    """Offset of the first record of this batch with timestamp >= target, or -1 if none
+    (see first_record_at_or_after)."""
+    found = first_record_at_or_after(batch, target_timestamp, records)
+    return -1 if found is None else found[0]
+
+
+def first_record_at_or_after(batch, int64_t target_timestamp, records=None):
+    """(offset, timestamp) of the first record of this batch with timestamp >= target
+    (LogAppendTime batches use maxTimestamp for every record), or None. For compressed batches pass the
     decompressed records section as ``records`` (ValueError without it, unless the header's
     maxTimestamp already rules the batch out, which is Kafka's shortcut too).
 
@@ -844,7 +851,7 @@ def first_offset_at_or_after(batch, int64_t target_timestamp, records=None):
         max_ts = be_i64(p + OFF_MAX_TIMESTAMP)
         count = be_i32(p + OFF_RECORD_COUNT)
         if max_ts < target_timestamp:
-            return -1
+            return None
         if records is not None:
             _acquire(records, &rview, False)
             have_records = True
@@ -866,8 +873,8 @@ def first_offset_at_or_after(batch, int64_t target_timestamp, records=None):
             ts = max_ts if log_append_time else <int64_t>(<uint64_t>base_ts +
                                                           <uint64_t>ri.timestamp_delta)
             if ts >= target_timestamp:
-                return base_offset + ri.offset_delta
-        return -1
+                return (base_offset + ri.offset_delta, ts)
+        return None
     finally:
         if have_records:
             PyBuffer_Release(&rview)

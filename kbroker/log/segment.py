@@ -180,10 +180,9 @@ class Segment:
                 section = None
                 if header.compression:
                     section = decompress_records(header.compression, memoryview(batch)[records.HEADER_SIZE:])
-                offset = records.first_offset_at_or_after(batch, timestamp, section)
-                if offset >= 0:
-                    offset = max(offset, start_offset)
-                    return offset, header.max_timestamp if header.timestamp_type else timestamp
+                found = records.first_record_at_or_after(batch, timestamp, section)
+                if found is not None:
+                    return max(found[0], start_offset), found[1]
             position += header.size
         return None
 

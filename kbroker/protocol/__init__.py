@@ -1,0 +1,74 @@
+"""Kafka wire protocol: framing, headers, and a codec for every API kbroker speaks.
+
+Public API::
+
+    decode_request(frame, *, strict=False) -> (RequestHeader, body)
+    decode_response(api_key, version, frame, *, strict=False) -> (correlation_id, body)
+    encode_request(api_key, version, correlation_id, client_id, body) -> bytes
+    encode_response(api_key, version, correlation_id, body) -> list[bytes | file slice]
+    encode_api_versions_unsupported(correlation_id) -> list[bytes]
+    frame_size(first_4_bytes, max_size=DEFAULT_MAX_FRAME) -> int
+    SUPPORTED_VERSIONS  {api_key: (min, max)}     API_NAMES {api_key: "Metadata"}
+    API_KEYS {"Metadata": 3}                      APIS {api_key: Api}
+    ProtocolError (reason, api_key, api_version, correlation_id)
+
+`frame` is the bytes after the 4-byte size prefix (a memoryview of the receive bytearray, ideally);
+encoders return the size prefix too. Bodies are instances of generated slotted classes named after
+Kafka's messages (`MetadataRequest`, `FetchResponse`, ...), with snake_case fields and nested struct
+classes as attributes (`FetchResponse.PartitionData`); encoders also take plain dicts.
+"""
+from __future__ import annotations
+
+from .codec import (
+    API_KEYS,
+    API_NAMES,
+    DEFAULT_MAX_FRAME,
+    SUPPORTED_VERSIONS,
+    decode_request,
+    decode_response,
+    encode_api_versions_unsupported,
+    encode_request,
+    encode_response,
+    frame_size,
+    is_flexible,
+)
+from .header import RequestHeader
+from .messages import APIS
+from .schema import Api, Struct
+from .types import ProtocolError
+
+__all__ = [
+    "API_KEYS",
+    "API_NAMES",
+    "APIS",
+    "Api",
+    "DEFAULT_MAX_FRAME",
+    "ProtocolError",
+    "RequestHeader",
+    "SUPPORTED_VERSIONS",
+    "Struct",
+    "decode_request",
+    "decode_response",
+    "encode_api_versions_unsupported",
+    "encode_request",
+    "encode_response",
+    "frame_size",
+    "is_flexible",
+    "request_class",
+    "response_class",
+]
+
+# Every message class under its Kafka name: MetadataRequest, MetadataResponse, ...
+for _api in APIS.values():
+    for _cls in (_api.request, _api.response):
+        globals()[_cls.__name__] = _cls
+        __all__.append(_cls.__name__)
+del _api, _cls
+
+
+def request_class(api_key: int) -> type[Struct]:
+    return APIS[api_key].request
+
+
+def response_class(api_key: int) -> type[Struct]:
+    return APIS[api_key].response

@@ -1,0 +1,13 @@
+"""The API declarations, one module per family. `APIS` maps api key -> Api."""
+from __future__ import annotations
+
+from ..schema import Api
+from . import admin, groups, metadata, produce_fetch, txn
+
+APIS: dict[int, Api] = {}
+for _family in (metadata, produce_fetch, groups, admin, txn):
+    for _api in _family.APIS:
+        if _api.key in APIS:
+            raise RuntimeError(f"api key {_api.key} declared twice")
+        APIS[_api.key] = _api
+del _family, _api

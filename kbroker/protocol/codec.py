@@ -179,25 +179,25 @@ def encode_response(api_key: int, version: int, correlation_id: int, body) -> li
 
 
 def _chunks(parts: list, holes: list[int]) -> list:
+    """Join `parts` into bytes chunks around the file slices at the indexes in `holes`, and
+    write the frame size (parts[0], still b"") once everything after the first slice is sized."""
     if not holes:
         parts[0] = INT32.pack(sum(map(len, parts)))
         return [b"".join(parts)]
-    size, start = 0, 0
-    for i in holes:
-        size += sum(map(len, parts[start:i])) + parts[i].length
-        start = i + 1
-    size += sum(map(len, parts[start:]))
+    first = holes[0]
+    size = sum(map(len, parts[:first]))
+    chunks = []
+    for k, i in enumerate(holes):
+        piece = parts[i]
+        chunks.append(piece)
+        size += piece.length
+        end = holes[k + 1] if k + 1 < len(holes) else len(parts)
+        if end > i + 1:
+            joined = b"".join(parts[i + 1:end])
+            size += len(joined)
+            chunks.append(joined)
     parts[0] = INT32.pack(size)
-    chunks, start = [], 0
-    for i in holes:
-        if i > start:
-            chunks.append(b"".join(parts[start:i]))
-        chunks.append(parts[i])
-        start = i + 1
-    if start < len(parts):
-        tail = b"".join(parts[start:])
-        if tail:
-            chunks.append(tail)
+    chunks.insert(0, b"".join(parts[:first]))
     return chunks
 
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import codecs
 import struct
+import uuid
 
 from . import types as _t
 from .types import FIXED_FORMATS, ZERO_UUID, ProtocolError
@@ -189,7 +190,7 @@ def parse_struct(text: str, name: str) -> StructSpec:
             if last.struct is None:
                 raise ValueError(f"{name}: {line.strip()!r} is indented under non-struct {last.name}")
             stack.append([indent, last.struct])
-        while stack[-1][0] is not None and indent < stack[-1][0]:
+        while len(stack) > 1 and indent < stack[-1][0]:
             stack.pop()
         level = stack[-1]
         if level[0] is None:
@@ -295,7 +296,6 @@ class _Gen:
         self.v = version
         self.flex = flexible
         self.ns: dict = {
-            "_E": ProtocolError,
             "_uvar": _t.read_uvarint,
             "_uvb": _t.uvarint_bytes,
             "_UV1": _t.UVARINT_1,
@@ -304,7 +304,8 @@ class _Gen:
             "_rec": _t.encode_records,
             "_utf8": codecs.utf_8_decode,
             "_bytes": bytes,
-            "_UUID": __import__("uuid").UUID,
+            "_new": object.__new__,
+            "_UUID": uuid.UUID,
             "_uuidb": _uuid_bytes,
             "_unpack": struct.unpack_from,
             "_pack": struct.pack,
@@ -351,9 +352,10 @@ class _Gen:
 
     def _read_len(self, var: str, fmt: str) -> list[str]:
         """A length/count into `var`; -1 means null in both encodings."""
-        if self.flex:
+        if self.flex:  # inline the one- and two-byte varints (records up to 16 KiB)
             return [f"{var} = buf[p]",
                     f"if {var} < 128: p += 1",
+                    f"elif buf[p + 1] < 128: {var} = ({var} & 127) | (buf[p + 1] << 7); p += 2",
                     f"else: {var}, p = _uvar(buf, p)",
                     f"{var} -= 1"]
         return [f"{var}, = {self._struct(fmt, 'u')}(buf, p)", f"p += {struct.calcsize(fmt)}"]
@@ -401,11 +403,12 @@ class _Gen:
         n = pre or self._name("n")
         lines = [] if pre else self._read_len(n, "i")
         if f.elem == "struct":
-            x = self._name("x")
-            body = [f"{tgt} = []",
+            x, lst = self._name("x"), self._name("l")
+            body = [f"{lst} = []",
                     f"for _ in range({n}):",
                     f"    {x}, p = _d_{f.struct.name}(buf, p, L)",
-                    f"    {tgt}.append({x})"]
+                    f"    {lst}.append({x})",
+                    f"{tgt} = {lst}"]
         elif f.elem == "fixed":
             c = FIXED_FORMATS[f.type[1:-1]]
             body = [f"{tgt} = list(_unpack('>%d{c}' % {n}, buf, p))",
@@ -415,8 +418,9 @@ class _Gen:
             elem = Field()
             elem.kind, elem.type, elem.null_lo = f.elem, f.type[1:-1], None
             inner = self._read_value(elem, x, where + "[]")
-            body = [f"{tgt} = []", f"for _ in range({n}):"] + ["    " + s for s in inner]
-            body.append(f"    {tgt}.append({x})")
+            lst = self._name("l")
+            body = [f"{lst} = []", f"for _ in range({n}):"] + ["    " + s for s in inner]
+            body += [f"    {lst}.append({x})", f"{tgt} = {lst}"]
         body.insert(0, f"if {n} > L - p: _many({where!r}, {n}, L - p)")
         if f.nullable(self.v):
             return lines + [f"if {n} < 0:",
@@ -443,7 +447,7 @@ class _Gen:
                 while j < len(inline) and inline[j].kind == "fixed":
                     j += 1
                 fmt = "".join(FIXED_FORMATS[g.type] for g in inline[i:j])
-                targets = "".join(f"v_{g.name}, " for g in inline[i:j])
+                targets = "".join(f"o.{g.name}, " for g in inline[i:j])
                 if j == len(inline) and self.flex and not tagged:
                     # the struct ends here: read the tag count byte in the same unpack
                     n = self._name("n")
@@ -458,14 +462,14 @@ class _Gen:
                     fmt += "h" if g.kind == "string" else "i"
                     lines.append(f"{targets}{n}, = {self._struct(fmt, 'u')}(buf, p)")
                     lines.append(f"p += {struct.calcsize('>' + fmt)}")
-                    lines += self._read_value(g, f"v_{g.name}", f"{spec.qualname}.{g.name}", n)
+                    lines += self._read_value(g, f"o.{g.name}", f"{spec.qualname}.{g.name}", n)
                     j += 1
                 else:
                     lines.append(f"{targets}= {self._struct(fmt, 'u')}(buf, p)")
                     lines.append(f"p += {struct.calcsize('>' + fmt)}")
                 i = j
                 continue
-            lines += self._read_value(f, f"v_{f.name}", f"{spec.qualname}.{f.name}")
+            lines += self._read_value(f, f"o.{f.name}", f"{spec.qualname}.{f.name}")
             i += 1
         if self.flex and not spec_done:
             n = self._name("n")
@@ -476,7 +480,7 @@ class _Gen:
                           f"if {n} < 128: p += 1",
                           f"else: {n}, p = _uvar(buf, p)"]
                 for f in tagged:
-                    lines.append(f"v_{f.name} = {self._default_expr(f)}")
+                    lines.append(f"o.{f.name} = {self._default_expr(f)}")
                 t, z, e = self._name("t"), self._name("z"), self._name("e")
                 loop = [f"if {n} > L - p: _many('tagged fields of {spec.qualname}', {n}, L - p)",
                         f"for _ in range({n}):",
@@ -487,14 +491,13 @@ class _Gen:
                 for k, f in enumerate(tagged):
                     where = f"{spec.qualname}.{f.name}"
                     loop.append(f"    {'if' if k == 0 else 'elif'} {t} == {f.tag}:")
-                    loop += ["        " + s for s in self._read_value(f, f"v_{f.name}", where)]
+                    loop += ["        " + s for s in self._read_value(f, f"o.{f.name}", where)]
                     loop.append(f"        if p > {e}: _badtag({where!r})")
                 loop.append(f"    p = {e}")
                 lines.append(f"if {n}:")
                 lines += ["    " + s for s in loop]
-        args = ", ".join(f"v_{f.name}" if f.present(v) and (f.tag is None or self.flex)
-                         else self._default_expr(f) for f in spec.fields)
-        lines.append(f"return _C_{spec.name}({args}), p")
+        absent = [f"o.{f.name} = {self._default_expr(f)}" for f in spec.fields if not f.present(v)]
+        lines = [f"o = _new(_C_{spec.name})"] + absent + lines + ["return o, p"]
         self.out.append(f"def _d_{spec.name}(buf, p, L):")
         self.out += ["    " + s for s in lines]
         self.out.append("")
@@ -684,7 +687,7 @@ class Api:
 def _check(spec: StructSpec, api: Api) -> None:
     for s in spec.structs():
         for f in s.fields:
-            if f.tag is not None and (not api.is_flexible(f.lo) or f.lo < (api.flexible or 0)):
+            if f.tag is not None and not api.is_flexible(f.lo):
                 raise ValueError(f"{s.qualname}.{f.name}: tagged fields need flexible versions")
         tags = [f.tag for f in s.fields if f.tag is not None]
         if len(tags) != len(set(tags)):

@@ -91,8 +91,12 @@ def read_uvarint(buf, p: int) -> tuple[int, int]:
 
 
 def uvarint_bytes(n: int) -> bytes:
-    if n < 128:
+    if n < 0x80:
         return UVARINT_1[n]
+    if n < 0x4000:  # records lengths up to 16 KiB
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)

@@ -55,6 +55,7 @@ def _fetch_response(topics: int, partitions: int, records):
 def bench(label: str, fn, number: int) -> float:
     # many short repeats, best one: on a shared machine only the minimum is meaningful
     number = max(1, number // 100)
+    timeit.repeat(fn, number=number, repeat=20)  # warm up (allocator, CPU clock)
     best = min(timeit.repeat(fn, number=number, repeat=300)) / number * 1e6
     print(f"{label:<58} {best:9.2f} µs")
     return best

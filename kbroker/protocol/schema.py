@@ -265,8 +265,6 @@ def _build_class(spec: StructSpec, module: str) -> type[Struct]:
             params.append(f"{f.name}=_D_{f.name}")
             body.append(f"    self.{f.name} = {f.name}")
     src = f"def __init__(self, {', '.join(params)}):\n" + ("\n".join(body) or "    pass") + "\n"
-    if not params:
-        src = "def __init__(self):\n    pass\n"
     exec(compile(src, f"<{spec.qualname}.__init__>", "exec"), ns)
     names = tuple(f.name for f in spec.fields)
     cls = type(spec.name, (Struct,), {

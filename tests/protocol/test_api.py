@@ -124,3 +124,12 @@ def test_api_versions_request_v3_software_fields():
     # ApiVersions v0 has an empty body: only the header
     assert len(encode_request(18, 0, 1, "x", ApiVersionsRequest())) == 4 + 8 + 3
     assert struct.unpack(">hh", frame[4:8]) == (18, 3)
+
+
+def test_api_versions_response_built_from_supported_versions():
+    R = protocol.ApiVersionsResponse
+    body = R(api_keys=[R.ApiVersion(k, lo, hi) for k, (lo, hi) in SUPPORTED_VERSIONS.items()])
+    for version in range(4):
+        chunks = encode_response(18, version, 1, body)
+        _, decoded = decode_response(18, version, chunks[0][4:], strict=True)
+        assert {k.api_key: (k.min_version, k.max_version) for k in decoded.api_keys} == SUPPORTED_VERSIONS

@@ -38,21 +38,29 @@ def emit(record: dict) -> None:
     print(json.dumps(record), flush=True)
 
 
-def raw_write(directory: Path, total: int, size: int) -> float:
-    """MB/s of a plain sequential pwrite loop into a new file."""
-    path = directory / "raw.bin"
-    buf = os.urandom(size)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def raw_write(directory: Path, total: int, size: int, files: int = 1) -> float:
+    """MB/s of a plain sequential pwrite loop into new files (round-robin over ``files``), the
+    physical limit the log's appends are compared with."""
+    paths = [directory / f"raw-{i}.bin" for i in range(files)]
+    bufs = [os.urandom(size) for _ in range(files)]
+    fds = [os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644) for path in paths]
+    positions = [0] * files
     try:
-        position = 0
+        written = 0
+        i = 0
         start = time.perf_counter()
-        while position < total:
-            position += os.pwrite(fd, buf, position)
+        while written < total:
+            f = i % files
+            n = os.pwrite(fds[f], bufs[f], positions[f])
+            positions[f] += n
+            written += n
+            i += 1
         elapsed = time.perf_counter() - start
     finally:
-        os.close(fd)
-        path.unlink()
-    return total / elapsed / 1e6
+        for fd, path in zip(fds, paths):
+            os.close(fd)
+            path.unlink()
+    return written / elapsed / 1e6
 
 
 def log_append(directory: Path, total: int, size: int, backend: str, partitions: int) -> float:
@@ -198,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         for round_no in range(args.rounds):
             for size, label in ((MIB, "1mib"), (16 * 1024, "16kib")):
                 keep(f"disk_seq_write_{label}_mb_s", raw_write(directory, total, size), round=round_no)
+                keep(f"disk_seq_write_{label}_100f_mb_s", raw_write(directory, total, size, 100), round=round_no)
                 for backend in backends:
                     for partitions in (1, 100):
                         suffix = "" if partitions == 1 else "_100p"

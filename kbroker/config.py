@@ -74,8 +74,6 @@ DEFS: tuple[_Def, ...] = (
     _d("default.replication.factor", _int, 1, lambda v: v >= 1, "an int >= 1",
        "replication factor of auto-created topics"),
     _d("delete.topic.enable", _bool, True, rule="true or false"),
-    _d("min.insync.replicas", _int, 1, lambda v: v >= 1, "an int >= 1"),
-    _d("unclean.leader.election.enable", _bool, False, rule="true or false"),
     _d("offsets.topic.num.partitions", _int, 50, lambda v: v >= 1, "an int >= 1",
        "partitions of __consumer_offsets"),
     _d("offsets.topic.replication.factor", _int, 3, lambda v: v >= 1, "an int >= 1"),
@@ -108,12 +106,11 @@ DEFS: tuple[_Def, ...] = (
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.
 ACCEPTED_UNUSED = frozenset({
     "num.recovery.threads.per.data.dir", "num.replica.fetchers", "log.cleaner.enable", "log.cleaner.threads",
-    "queued.max.requests", "background.threads", "compression.type", "inter.broker.protocol.version",
+    "queued.max.requests", "background.threads", "inter.broker.protocol.version",
     "log.message.format.version", "log.preallocate", "auto.leader.rebalance.enable",
     "leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "listener.security.protocol.map",
-    "inter.broker.listener.name", "security.inter.broker.protocol", "message.timestamp.difference.max.ms",
-    "log.cleanup.policy", "log.cleaner.dedupe.buffer.size", "fetch.purgatory.purge.interval.requests",
+    "inter.broker.listener.name", "security.inter.broker.protocol", "log.cleaner.dedupe.buffer.size", "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests", "max.connections", "max.connections.per.ip",
 })
 

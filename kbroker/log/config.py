@@ -64,6 +64,48 @@ KEYS: tuple[_Key, ...] = (
          lambda v: v >= 0, "an int >= 0", "delay before a deleted segment's files are removed"),
 )
 
+def _str(text: str) -> str:
+    return text.strip()
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip()
+        if value not in allowed:
+            raise ValueError(value)
+        return value
+    return parse
+
+
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(text)
+    return value == "true"
+
+
+def _policy(text: str) -> str:
+    parts = sorted(p.strip() for p in text.split(",") if p.strip())
+    if not parts or any(p not in ("compact", "delete") for p in parts):
+        raise ValueError(text)
+    return ",".join(parts)
+
+
+KEYS += (
+    _Key("cleanup.policy", ("log.cleanup.policy",), "cleanup_policy", _policy, "delete", lambda v: True,
+         "delete, compact or compact,delete", "what happens to old segments"),
+    _Key("min.insync.replicas", ("min.insync.replicas",), "min_insync_replicas", _int, 1, lambda v: v >= 1,
+         "an int >= 1", "replicas that must have a write for acks=all"),
+    _Key("unclean.leader.election.enable", ("unclean.leader.election.enable",), "unclean_leader_election_enable",
+         _bool, False, lambda v: True, "true or false", "may an out-of-sync replica become leader"),
+    _Key("compression.type", ("compression.type",), "compression_type",
+         _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "producer", lambda v: True,
+         "producer, uncompressed, gzip, snappy, lz4 or zstd", "codec of stored batches"),
+    _Key("message.timestamp.difference.max.ms", ("log.message.timestamp.difference.max.ms",),
+         "message_timestamp_difference_max_ms", _int, INT64_MAX, lambda v: v >= 0, "an int >= 0",
+         "how far a CreateTime may be from the broker's clock"),
+)
+
 _BY_TOPIC_KEY = {k.topic_key: k for k in KEYS}
 
 
@@ -84,6 +126,11 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     max_message_bytes: int = 1048588
     file_delete_delay_ms: int = 60_000
+    cleanup_policy: str = "delete"
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    compression_type: str = "producer"
+    message_timestamp_difference_max_ms: int = INT64_MAX
 
     @property
     def log_append_time(self) -> bool:
@@ -98,9 +145,18 @@ class LogConfig:
             for broker_key, scale in zip(key.broker_keys, scales):
                 if broker_key in props:
                     value = _parse(key, broker_key, props[broker_key])
-                    values[key.attr] = value * scale if isinstance(value, int) and value > 0 else value
+                    scaled = isinstance(value, int) and not isinstance(value, bool) and value > 0
+                    values[key.attr] = value * scale if scaled else value
                     break
         return cls(**values)
+
+    def topic_values(self) -> dict[str, str]:
+        """Every topic-level key with its value in Kafka's string form (DescribeConfigs)."""
+        out = {}
+        for key in KEYS:
+            value = getattr(self, key.attr)
+            out[key.topic_key] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
 
     def with_overrides(self, overrides: Mapping[str, str]) -> "LogConfig":
         """This config with topic-level overrides (``segment.bytes=...``) applied."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import mmap
 import os
 import time
 from pathlib import Path
@@ -143,6 +144,10 @@ class PartitionLog:
     def append(self, batches: bytearray | memoryview, leader_epoch: int = -1) -> AppendResult:
         """Validate client batches, assign offsets in place, write them. ``batches`` must be
         writable (the receive buffer): offsets are written into it, then it is appended as is."""
+        return self.append_validated(batches, self.validate(batches), leader_epoch)
+
+    def validate(self, batches: bytearray | memoryview) -> records.AppendInfo:
+        """Kafka's produce-path checks; raises the KafkaError of the first problem."""
         self._check_online()
         try:
             info = records.validate(batches, self.config.max_message_bytes, True)
@@ -151,6 +156,12 @@ class PartitionLog:
         if info.size > self.config.segment_bytes:
             raise errors.RecordListTooLargeError(
                 f"{self.tp}: {info.size} bytes in one append exceed segment.bytes={self.config.segment_bytes}")
+        return info
+
+    def append_validated(self, batches: bytearray | memoryview, info: records.AppendInfo,
+                         leader_epoch: int = -1) -> AppendResult:
+        """The second half of ``append``: offsets, roll, write, for batches ``validate`` accepted."""
+        self._check_online()
         now = self._clock()
         first_offset = self.log_end_offset
         append_time = now if self.config.log_append_time else -1
@@ -252,6 +263,21 @@ class PartitionLog:
         """``read`` then the bytes themselves: for tests and tools, never the Fetch path."""
         found = self.read(offset, max_bytes, max_offset)
         return found.read() if found is not None else b""
+
+    def batch_headers(self, start_offset: int = 0):
+        """Headers of every stored batch from the segment holding ``start_offset`` on (state
+        rebuilds: producer ids, __consumer_offsets); no CRC check, no record bytes."""
+        self._check_online()
+        first = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        for segment in list(self.segments[first:]):
+            if segment.size:
+                with mmap.mmap(segment.fd, segment.size, prot=mmap.PROT_READ) as mm:
+                    view = memoryview(mm)
+                    try:
+                        headers, _, _ = records.scan_batches(view, verify_crc=False)
+                    finally:
+                        view.release()
+                yield from headers
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) of the first record with a timestamp >= ``timestamp``;

@@ -1,0 +1,545 @@
+"""Persistence of consumer groups in the internal compacted topic ``__consumer_offsets``.
+
+Byte formats are Kafka's (shared/reference/protocol.md §7). Every key and value starts with an
+int16 version and uses the classic encodings: strings int16 length + UTF-8 (-1 = null), bytes
+int32 length, arrays int32 count, all big-endian.
+
+    offset commit key   v1: group string | topic string | partition int32
+    offset commit value v3: offset int64 | leaderEpoch int32 | metadata string | commitTimestamp int64
+                        v1: offset int64 | metadata string | commitTimestamp int64 | expireTimestamp int64
+                            (only when the commit carried an explicit retention)
+    group metadata key  v2: group string
+    group metadata value v3: protocolType string | generation int32 | protocol nullable string |
+                            leader nullable string | currentStateTimestamp int64 |
+                            members [memberId string | groupInstanceId nullable string |
+                                     clientId string | clientHost string | rebalanceTimeout int32 |
+                                     sessionTimeout int32 | subscription bytes | assignment bytes]
+
+A null value (tombstone) deletes its key. Records travel in record batch v2 (magic 2, no
+compression, CRC-32C over attributes..end), built here as a client would: baseOffset 0,
+partitionLeaderEpoch -1, no producer id, so the partition log assigns the offsets.
+
+The group of a record decides its partition: ``abs(javaStringHashCode(group)) % partitions``.
+"""
+from __future__ import annotations
+
+import inspect
+import logging
+import struct
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+OFFSET_COMMIT_VALUE_VERSION = 3
+OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
+GROUP_METADATA_VALUE_VERSION = 3
+
+TopicPartition = tuple[str, int]
+AppendFn = Callable[[int, bytearray], "int | Awaitable[int]"]
+
+
+# --- CRC-32C -------------------------------------------------------------------------------
+
+def _table_crc32c() -> Callable[..., int]:
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
+        table.append(c)
+
+    def crc32c(data: Any, crc: int = 0) -> int:
+        crc ^= 0xFFFFFFFF
+        for byte in bytes(data):
+            crc = (crc >> 8) ^ table[(crc ^ byte) & 0xFF]
+        return crc ^ 0xFFFFFFFF
+
+    return crc32c
+
+
+try:
+    from kbroker._core.records import crc32c as _crc32c
+except ImportError:  # the compiled core is not built (e.g. a docs build)
+    try:
+        from crc32c import crc32c as _crc32c
+    except ImportError:
+        _crc32c = _table_crc32c()
+
+
+def crc32c(data: Any) -> int:
+    """CRC-32C (Castagnoli) of ``data``."""
+    return _crc32c(data)
+
+
+# --- partition choice ----------------------------------------------------------------------
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode()``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as int32."""
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """The ``__consumer_offsets`` partition of a group: Kafka's ``Utils.abs(hash) % n``, where
+    ``Utils.abs(Integer.MIN_VALUE)`` is 0 rather than Java's negative ``Math.abs``."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+# --- values held in memory -----------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class OffsetAndMetadata:
+    """One committed offset. ``leader_epoch`` -1 = unknown; ``expire_timestamp_ms`` is set only
+    for commits that carried an explicit retention (they are written as value version 1)."""
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp_ms: int = -1
+    expire_timestamp_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRecord:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataRecord:
+    """What a group metadata value holds (the group id is in the key)."""
+    protocol_type: str
+    generation_id: int
+    protocol_name: str | None
+    leader_id: str | None
+    state_timestamp_ms: int
+    members: tuple[MemberRecord, ...] = ()
+
+
+@dataclass(slots=True)
+class LoadedPartition:
+    """The state one ``__consumer_offsets`` partition replays to."""
+    offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
+    groups: dict[str, GroupMetadataRecord] = field(default_factory=dict)
+
+
+# --- classic encodings ---------------------------------------------------------------------
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def _string(out: bytearray, value: str | None) -> None:
+    if value is None:
+        out += _I16.pack(-1)
+        return
+    raw = value.encode("utf-8")
+    if len(raw) > 0x7FFF:
+        raise ValueError(f"string of {len(raw)} bytes does not fit an int16 length")
+    out += _I16.pack(len(raw))
+    out += raw
+
+
+def _bytes(out: bytearray, value: bytes) -> None:
+    out += _I32.pack(len(value))
+    out += value
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes | memoryview) -> None:
+        self.buf = memoryview(buf)
+        self.pos = 0
+
+    def _take(self, n: int) -> memoryview:
+        if n < 0 or self.pos + n > len(self.buf):
+            raise ValueError("field runs past the end of the record")
+        view = self.buf[self.pos:self.pos + n]
+        self.pos += n
+        return view
+
+    def i16(self) -> int:
+        return _I16.unpack(self._take(2))[0]
+
+    def i32(self) -> int:
+        return _I32.unpack(self._take(4))[0]
+
+    def i64(self) -> int:
+        return _I64.unpack(self._take(8))[0]
+
+    def string(self) -> str:
+        value = self.nullable_string()
+        if value is None:
+            raise ValueError("null where a string is required")
+        return value
+
+    def nullable_string(self) -> str | None:
+        n = self.i16()
+        return None if n < 0 else str(self._take(n), "utf-8")
+
+    def bytes(self) -> bytes:
+        n = self.i32()
+        return b"" if n < 0 else bytes(self._take(n))
+
+
+def encode_offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
+    out = bytearray(_I16.pack(OFFSET_COMMIT_KEY_VERSION))
+    _string(out, group_id)
+    _string(out, topic)
+    out += _I32.pack(partition)
+    return bytes(out)
+
+
+def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
+    """Version 3, or version 1 when the commit carried an explicit retention (Kafka's rule)."""
+    if value.expire_timestamp_ms is not None:
+        out = bytearray(_I16.pack(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY))
+        out += _I64.pack(value.offset)
+        _string(out, value.metadata)
+        out += _I64.pack(value.commit_timestamp_ms)
+        out += _I64.pack(value.expire_timestamp_ms)
+        return bytes(out)
+    out = bytearray(_I16.pack(OFFSET_COMMIT_VALUE_VERSION))
+    out += _I64.pack(value.offset)
+    out += _I32.pack(value.leader_epoch)
+    _string(out, value.metadata)
+    out += _I64.pack(value.commit_timestamp_ms)
+    return bytes(out)
+
+
+def encode_group_metadata_key(group_id: str) -> bytes:
+    out = bytearray(_I16.pack(GROUP_METADATA_KEY_VERSION))
+    _string(out, group_id)
+    return bytes(out)
+
+
+def encode_group_metadata_value(value: GroupMetadataRecord) -> bytes:
+    out = bytearray(_I16.pack(GROUP_METADATA_VALUE_VERSION))
+    _string(out, value.protocol_type)
+    out += _I32.pack(value.generation_id)
+    _string(out, value.protocol_name)
+    _string(out, value.leader_id)
+    out += _I64.pack(value.state_timestamp_ms)
+    out += _I32.pack(len(value.members))
+    for m in value.members:
+        _string(out, m.member_id)
+        _string(out, m.group_instance_id)
+        _string(out, m.client_id)
+        _string(out, m.client_host)
+        out += _I32.pack(m.rebalance_timeout_ms)
+        out += _I32.pack(m.session_timeout_ms)
+        _bytes(out, m.subscription)
+        _bytes(out, m.assignment)
+    return bytes(out)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetKey:
+    group_id: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    group_id: str
+
+
+def decode_key(key: bytes | memoryview) -> OffsetKey | GroupKey | None:
+    """Decode a key; None for versions a ZK-era broker does not write (KIP-848's 3+)."""
+    r = _Reader(key)
+    version = r.i16()
+    if version in (0, 1):
+        return OffsetKey(r.string(), r.string(), r.i32())
+    if version == 2:
+        return GroupKey(r.string())
+    return None
+
+
+def decode_offset_commit_value(value: bytes | memoryview) -> OffsetAndMetadata:
+    """Value versions 0-3 (the classic ones)."""
+    r = _Reader(value)
+    version = r.i16()
+    if version in (0, 2):
+        offset, metadata, commit_ts = r.i64(), r.string(), r.i64()
+        return OffsetAndMetadata(offset, -1, metadata, commit_ts)
+    if version == 1:
+        offset, metadata, commit_ts, expire_ts = r.i64(), r.string(), r.i64(), r.i64()
+        return OffsetAndMetadata(offset, -1, metadata, commit_ts, None if expire_ts < 0 else expire_ts)
+    if version == 3:
+        offset, epoch, metadata, commit_ts = r.i64(), r.i32(), r.string(), r.i64()
+        return OffsetAndMetadata(offset, epoch, metadata, commit_ts)
+    raise ValueError(f"unsupported offset commit value version {version}")
+
+
+def decode_group_metadata_value(value: bytes | memoryview) -> GroupMetadataRecord:
+    """Value versions 0-3: v1 adds rebalanceTimeout, v2 currentStateTimestamp, v3 groupInstanceId."""
+    r = _Reader(value)
+    version = r.i16()
+    if not 0 <= version <= 3:
+        raise ValueError(f"unsupported group metadata value version {version}")
+    protocol_type = r.string()
+    generation = r.i32()
+    protocol = r.nullable_string()
+    leader = r.nullable_string()
+    state_ts = r.i64() if version >= 2 else -1
+    members = []
+    for _ in range(r.i32()):
+        member_id = r.string()
+        instance_id = r.nullable_string() if version >= 3 else None
+        client_id = r.string()
+        client_host = r.string()
+        rebalance_timeout = r.i32() if version >= 1 else -1
+        session_timeout = r.i32()
+        if rebalance_timeout < 0:
+            rebalance_timeout = session_timeout
+        subscription = r.bytes()
+        assignment = r.bytes()
+        members.append(MemberRecord(member_id, instance_id, client_id, client_host, rebalance_timeout,
+                                    session_timeout, subscription, assignment))
+    return GroupMetadataRecord(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+
+
+# --- record batch v2 -----------------------------------------------------------------------
+
+_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordCount: 61 bytes
+_CRC_START = 21
+_TRANSACTIONAL = 0x10
+_CONTROL = 0x20
+
+
+def _varint(out: bytearray, value: int) -> None:
+    """Append a zigzag varint (Kafka's varint and varlong share the encoding)."""
+    z = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    z = shift = 0
+    while True:
+        if pos >= len(buf) or shift > 63:
+            raise ValueError("bad varint in record")
+        byte = buf[pos]
+        pos += 1
+        z |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+
+
+def build_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytearray:
+    """One uncompressed magic-2 batch of (key, value) records, all stamped ``timestamp_ms``
+    (CreateTime), shaped as a client sends it: baseOffset 0, partitionLeaderEpoch -1, no producer."""
+    if not records:
+        raise ValueError("a batch needs at least one record")
+    body = bytearray()
+    for delta, (key, value) in enumerate(records):
+        rec = bytearray(b"\x00")  # attributes
+        _varint(rec, 0)  # timestampDelta
+        _varint(rec, delta)  # offsetDelta
+        _varint(rec, len(key))
+        rec += key
+        if value is None:
+            _varint(rec, -1)
+        else:
+            _varint(rec, len(value))
+            rec += value
+        _varint(rec, 0)  # no headers
+        _varint(body, len(rec))
+        body += rec
+    n = len(records)
+    batch = bytearray(_BATCH_HEADER.pack(0, _BATCH_HEADER.size - 12 + len(body), -1, 2, 0, 0, n - 1,
+                                         timestamp_ms, timestamp_ms, -1, -1, -1, n))
+    batch += body
+    struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[_CRC_START:]))
+    return batch
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    base_offset: int
+    attributes: int
+    producer_id: int
+    records: list[tuple[bytes | None, bytes | None]]
+
+
+def iter_batches(data: bytes | bytearray | memoryview) -> Iterator[_Batch]:
+    """Walk the magic-2 batches of ``data``, checking each CRC, decoding the records.
+    A truncated batch at the end is ignored (a log read may stop mid-batch)."""
+    buf = memoryview(data)
+    pos = 0
+    while len(buf) - pos >= _BATCH_HEADER.size:
+        (base_offset, length, _epoch, magic, crc, attributes, _last_delta, _base_ts, _max_ts,
+         producer_id, _producer_epoch, _base_seq, count) = _BATCH_HEADER.unpack_from(buf, pos)
+        end = pos + 12 + length
+        if length < _BATCH_HEADER.size - 12:
+            raise ValueError(f"impossible batch length {length} at byte {pos}")
+        if end > len(buf):
+            break
+        if magic != 2:
+            raise ValueError(f"__consumer_offsets batch with magic {magic} at byte {pos}")
+        if crc32c(buf[pos + _CRC_START:end]) != crc:
+            raise ValueError(f"CRC mismatch in __consumer_offsets batch at byte {pos}")
+        section = buf[pos + _BATCH_HEADER.size:end]
+        codec = attributes & 7
+        if codec:
+            from kbroker.log.compression import decompress_records  # rare: we never compress
+
+            section = memoryview(decompress_records(codec, section))
+        yield _Batch(base_offset, attributes, producer_id, _decode_records(section, count))
+        pos = end
+
+
+def _decode_records(section: memoryview, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    out: list[tuple[bytes | None, bytes | None]] = []
+    pos = 0
+    for _ in range(count):
+        length, pos = _read_varint(section, pos)
+        end = pos + length
+        p = pos + 1  # attributes
+        _, p = _read_varint(section, p)  # timestampDelta
+        _, p = _read_varint(section, p)  # offsetDelta
+        fields: list[bytes | None] = []
+        for _ in range(2):
+            n, p = _read_varint(section, p)
+            if n < 0:
+                fields.append(None)
+            else:
+                fields.append(bytes(section[p:p + n]))
+                p += n
+        if p > end or end > len(section):
+            raise ValueError("record runs past its length")
+        out.append((fields[0], fields[1]))
+        pos = end
+    return out
+
+
+# --- the log ---------------------------------------------------------------------------------
+
+class OffsetsLog:
+    """Encodes group state into ``__consumer_offsets`` batches, writes them through the injected
+    ``append(partition, batch) -> offset`` (which may also return an awaitable of the offset), and
+    replays a partition's stored batches."""
+
+    def __init__(self, append: AppendFn | None, num_partitions: int = 50) -> None:
+        if num_partitions < 1:
+            raise ValueError("num_partitions must be >= 1")
+        self._append = append
+        self.num_partitions = num_partitions
+
+    @property
+    def persistent(self) -> bool:
+        return self._append is not None
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def append(self, partition: int, batch: bytearray) -> int | Awaitable[int] | None:
+        """Hand a batch to the log; None when no log is attached (state stays in memory only)."""
+        if self._append is None:
+            return None
+        return self._append(partition, batch)
+
+    # batch builders -------------------------------------------------------------------
+
+    @staticmethod
+    def offset_commit_batch(group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                            now_ms: int) -> bytearray:
+        return build_batch([(encode_offset_commit_key(group_id, t, p), encode_offset_commit_value(v))
+                            for (t, p), v in offsets.items()], now_ms)
+
+    @staticmethod
+    def group_metadata_batch(group_id: str, value: GroupMetadataRecord, now_ms: int) -> bytearray:
+        return build_batch([(encode_group_metadata_key(group_id), encode_group_metadata_value(value))], now_ms)
+
+    @staticmethod
+    def tombstone_batch(group_id: str, partitions: Iterable[TopicPartition], group: bool,
+                        now_ms: int) -> bytearray | None:
+        """Tombstones for the given committed offsets and, with ``group``, the group metadata."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_commit_key(group_id, t, p), None) for t, p in partitions]
+        if group:
+            records.append((encode_group_metadata_key(group_id), None))
+        return build_batch(records, now_ms) if records else None
+
+    # replay -----------------------------------------------------------------------------
+
+    def load_partition(self, partition: int, batches: Iterable[bytes | bytearray | memoryview]) -> LoadedPartition:
+        """Replay one partition's stored batches in log order. Later records win, tombstones
+        delete. Transactional offset commits count only once their COMMIT marker is read; an
+        ABORT marker drops them; of two commits for one partition the later batch wins."""
+        offsets: dict[tuple[str, str, int], tuple[int, OffsetAndMetadata]] = {}
+        groups: dict[str, GroupMetadataRecord] = {}
+        removed_groups: set[str] = set()
+        pending_txn: dict[int, dict[tuple[str, str, int], tuple[int, OffsetAndMetadata]]] = {}
+        for chunk in batches:
+            for batch in iter_batches(chunk):
+                if batch.attributes & _CONTROL:
+                    self._apply_marker(batch, pending_txn, offsets)
+                    continue
+                transactional = bool(batch.attributes & _TRANSACTIONAL)
+                for key_bytes, value_bytes in batch.records:
+                    if key_bytes is None:
+                        log.warning("__consumer_offsets-%d: record without a key ignored", partition)
+                        continue
+                    key = decode_key(key_bytes)
+                    if isinstance(key, OffsetKey):
+                        tp_key = (key.group_id, key.topic, key.partition)
+                        if transactional:
+                            if value_bytes is not None:
+                                pending_txn.setdefault(batch.producer_id, {})[tp_key] = (
+                                    batch.base_offset, decode_offset_commit_value(value_bytes))
+                        elif value_bytes is None:
+                            offsets.pop(tp_key, None)
+                        else:
+                            offsets[tp_key] = (batch.base_offset, decode_offset_commit_value(value_bytes))
+                    elif isinstance(key, GroupKey):
+                        if value_bytes is None:
+                            groups.pop(key.group_id, None)
+                            removed_groups.add(key.group_id)
+                        else:
+                            groups[key.group_id] = decode_group_metadata_value(value_bytes)
+                            removed_groups.discard(key.group_id)
+        loaded = LoadedPartition(groups=groups)
+        for (group_id, topic, part), (_, value) in offsets.items():
+            loaded.offsets.setdefault(group_id, {})[(topic, part)] = value
+        if pending_txn:
+            log.info("__consumer_offsets-%d: %d producers with open transactional commits at load",
+                     partition, len(pending_txn))
+        return loaded
+
+    @staticmethod
+    def _apply_marker(batch: _Batch, pending_txn: dict, offsets: dict) -> None:
+        if not batch.records or batch.records[0][0] is None:
+            return
+        key = batch.records[0][0]
+        if len(key) < 4:
+            return
+        committed = struct.unpack_from(">h", key, 2)[0] == 1  # ControlRecordType: 0 ABORT, 1 COMMIT
+        staged = pending_txn.pop(batch.producer_id, {})
+        if committed:
+            for tp_key, (batch_offset, value) in staged.items():
+                current = offsets.get(tp_key)
+                if current is None or current[0] < batch_offset:
+                    offsets[tp_key] = (batch_offset, value)
+
+
+def is_awaitable(value: object) -> bool:
+    return inspect.isawaitable(value)

@@ -486,3 +486,427 @@ def test_explicit_choice_ignores_env(monkeypatch):
     monkeypatch.setenv("KBROKER_APPENDER", "io_uring")
     with A.open_appender("pwritev") as a:
         assert a.backend == "pwritev"
+
+
+# -- asynchronous writes (start_write / reap / in_flight / fileno) --------------------------
+
+def reap_all(a, n: int, timeout: float = 60.0) -> list[tuple[int, int]]:
+    """reap(wait=True) until ``n`` completions came back (fails instead of hanging)."""
+    import time
+
+    got: list[tuple[int, int]] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < n:
+        assert time.monotonic() < deadline, f"only {len(got)} of {n} completions"
+        batch = a.reap(wait=True)
+        assert batch or a.in_flight == 0, "reap(wait=True) returned nothing with writes in flight"
+        if not batch:
+            break
+        got += batch
+    return got
+
+
+def readable(fd: int, timeout: float) -> bool:
+    import select
+
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    return bool(p.poll(int(timeout * 1000)))
+
+
+def test_async_many_writes_to_several_files(app, opener):
+    fds = [opener(f"a{i}.log") for i in range(4)]
+    expect = {fd: bytearray() for fd in fds}
+    bufs = {}
+    tag = 0
+    for r in range(40):
+        for fd in fds:
+            data = os.urandom(1 + (r * 7919 + fd * 104729) % 70000)
+            bufs[tag] = data
+            app.start_write(fd, len(expect[fd]), data, tag)
+            expect[fd] += data
+            tag += 1
+        if r % 5 == 4:
+            done = app.reap()  # non-blocking, whatever has completed so far
+            for t, err in done:
+                assert err == 0
+                del bufs[t]
+    assert app.in_flight == len(bufs)
+    done = reap_all(app, len(bufs))
+    assert sorted(t for t, _ in done) == sorted(bufs)
+    assert all(err == 0 for _, err in done)
+    assert app.in_flight == 0
+    assert app.reap() == [] and app.reap(wait=True) == []
+    for fd in fds:
+        assert content(fd) == expect[fd]
+
+
+def test_async_reap_wait_semantics(app, opener):
+    fd = opener()
+    assert app.in_flight == 0
+    assert app.reap(wait=True) == []  # nothing in flight: returns at once
+    block = os.urandom(4 << 20)
+    app.start_write(fd, 0, block, 1)
+    assert app.in_flight == 1
+    assert app.reap(wait=True) == [(1, 0)]  # blocks until it is done
+    assert app.in_flight == 0
+    assert content(fd) == block
+    for i in range(3):
+        app.start_write(fd, len(block) + i, b"abc"[i:i + 1], 10 + i)
+    done = app.reap(wait=True)
+    assert 1 <= len(done) <= 3  # at least one, and never a completion twice
+    done += reap_all(app, 3 - len(done))
+    assert sorted(done) == [(10, 0), (11, 0), (12, 0)]
+    assert content(fd) == block + b"abc"
+
+
+@pytest.mark.parametrize("depth", [1, 2])
+def test_async_queue_full_back_pressure(backend, opener, depth):
+    """More start_write calls than the queue depth: the extra ones wait for a completion
+    (kept for reap), none is lost, and in_flight counts everything not reaped."""
+    fds = [opener("a.log"), opener("b.log")]
+    blocks = [os.urandom(256 << 10) for _ in range(16)]
+    with A.open_appender(backend, queue_depth=depth) as a:
+        for i, block in enumerate(blocks):
+            a.start_write(fds[i % 2], (i // 2) * len(block), block, i)
+            assert a.in_flight == i + 1
+        done = reap_all(a, len(blocks))
+        assert sorted(done) == [(i, 0) for i in range(len(blocks))]
+        assert a.in_flight == 0
+    assert content(fds[0]) == b"".join(blocks[0::2])
+    assert content(fds[1]) == b"".join(blocks[1::2])
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EIO])
+def test_async_inject_error(app, opener, err):
+    fd = opener()
+    chunk = 1000
+    app.write(fd, 0, b"s" * chunk)  # synchronous writes count towards after_writes too
+    app.inject_error(err, after_writes=3)
+    app.write(fd, chunk, b"s" * chunk)
+    for i in range(2, 7):
+        app.start_write(fd, i * chunk, bytes([48 + i]) * chunk, i)
+    done = dict(reap_all(app, 5))
+    assert done == {2: 0, 3: 0, 4: err, 5: 0, 6: 0}
+    data = content(fd)
+    assert len(data) == 7 * chunk
+    assert data[4 * chunk:5 * chunk] == b"\0" * chunk  # nothing of the failed write
+    assert data[:4 * chunk] == b"s" * 2 * chunk + b"2" * chunk + b"3" * chunk
+    assert data[5 * chunk:] == b"5" * chunk + b"6" * chunk
+    app.start_write(fd, 4 * chunk, b"4" * chunk, 4)  # one-shot
+    assert reap_all(app, 1) == [(4, 0)]
+
+
+def test_async_errors_and_edge_cases(app, opener):
+    fd = opener()
+    with pytest.raises(ValueError):
+        app.start_write(fd, -1, b"x", 0)
+    with pytest.raises(TypeError):
+        app.start_write(fd, 0, "text", 0)
+    with pytest.raises(BufferError):
+        app.start_write(fd, 0, memoryview(b"abcdef")[::2], 0)
+    with pytest.raises(OverflowError):
+        app.start_write(fd, 0, b"x", 1 << 64)
+    assert app.in_flight == 0
+    app.inject_error(errno.EIO)
+    app.start_write(fd, 0, b"", -5)  # empty: completes at once, does not consume the hook
+    app.start_write(closed_fd(), 0, b"x", (1 << 63) - 1)
+    app.start_write(fd, 0, b"ok", -(1 << 63))  # the hook was consumed by the bad-fd write
+    done = reap_all(app, 3)
+    assert sorted(done) == sorted([(-5, 0), ((1 << 63) - 1, errno.EIO), (-(1 << 63), 0)])
+    app.start_write(closed_fd(), 0, b"x", 1)
+    assert reap_all(app, 1) == [(1, errno.EBADF)]
+    assert content(fd) == b"ok"
+
+
+def test_async_buffer_pinned_until_reaped(app, opener):
+    fd = opener()
+    ba = bytearray(os.urandom(1 << 20))
+    expect = bytes(ba)
+    app.start_write(fd, 0, ba, 0)
+    with pytest.raises(BufferError):
+        ba.extend(b"x")  # still exported: the kernel may be reading it
+    assert reap_all(app, 1) == [(0, 0)]
+    ba.extend(b"x")
+    assert content(fd) == expect
+    app.inject_error(errno.EIO)
+    app.start_write(fd, 0, ba, 1)
+    with pytest.raises(BufferError):
+        ba.extend(b"y")  # also pinned until a failed write is reaped
+    assert reap_all(app, 1) == [(1, errno.EIO)]
+    ba.extend(b"y")
+
+
+def test_async_eventfd(app, opener):
+    fd = opener()
+    efd = app.fileno()
+    assert efd == app.fileno() and efd >= 0
+    assert os.get_inheritable(efd) is False
+    assert not readable(efd, 0)
+    app.start_write(fd, 0, os.urandom(2 << 20), 7)
+    assert readable(efd, 30)
+    done = []
+    while len(done) < 1:  # readable means "may have completions": reap without waiting
+        done += app.reap()
+        if not done:
+            assert readable(efd, 30)
+    assert done == [(7, 0)]
+    # reap() clears it (io_uring may signal a moment after posting the CQE: allow a retry).
+    for _ in range(100):
+        if not readable(efd, 0.01):
+            break
+        assert app.reap() == []
+    else:
+        pytest.fail("eventfd stays readable with nothing left to reap")
+    # Completions that never reach the kernel (injected failure, empty write) signal it too.
+    app.inject_error(errno.EIO)
+    app.start_write(fd, 0, b"x", 8)
+    assert readable(efd, 30)
+    assert app.reap() == [(8, errno.EIO)]
+    app.start_write(fd, 0, b"", 9)
+    assert readable(efd, 30)
+    assert app.reap() == [(9, 0)]
+
+
+def test_async_eventfd_created_after_completion(app, opener):
+    fd = opener()
+    app.start_write(fd, 0, b"early", 1)
+    if app.backend == "io_uring":
+        app.sync(fd)  # waits for the write: its CQE is in the ring, nobody signalled
+    efd = app.fileno()
+    assert readable(efd, 30)
+    assert reap_all(app, 1) == [(1, 0)]
+
+
+def test_async_eventfd_with_asyncio(app, opener):
+    """The intended use: loop.add_reader(appender.fileno(), ...) then reap()."""
+    import asyncio
+
+    fd = opener()
+    blocks = [os.urandom(512 << 10) for _ in range(12)]
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        done, finished = [], loop.create_future()
+
+        def on_ready():
+            done.extend(app.reap())
+            if len(done) == len(blocks) and not finished.done():
+                finished.set_result(None)
+
+        loop.add_reader(app.fileno(), on_ready)
+        try:
+            for i, block in enumerate(blocks):
+                app.start_write(fd, i * len(block), block, i)
+                await asyncio.sleep(0)
+            await asyncio.wait_for(finished, 60)
+        finally:
+            loop.remove_reader(app.fileno())
+        return done
+
+    done = asyncio.run(main())
+    assert sorted(done) == [(i, 0) for i in range(len(blocks))]
+    assert content(fd) == b"".join(blocks)
+
+
+def test_async_mixed_with_sync_calls(app, opener):
+    """Synchronous calls running while async writes are in flight (io_uring: they consume
+    the async CQEs) neither lose nor swallow those completions."""
+    fa, fb = opener("a.log"), opener("b.log")
+    blocks = [os.urandom(300_000 + i) for i in range(24)]
+    pos_a, expect_b, tags = 0, bytearray(), []
+    for i, block in enumerate(blocks):
+        app.start_write(fa, pos_a, block, i)
+        tags.append(i)
+        pos_a += len(block)
+        small = f"<{i}>".encode()
+        if i % 4 == 0:
+            app.write(fb, len(expect_b), small)
+        elif i % 4 == 1:
+            app.writev(fb, len(expect_b), [small[:1], small[1:]])
+        elif i % 4 == 2:
+            app.submit([(fb, len(expect_b), [small])], sync_fds=[fb])
+        else:
+            app.sync(fb)
+            small = b""
+        expect_b += small
+    assert app.in_flight == len(blocks)  # nothing reaped behind our back
+    done = reap_all(app, len(blocks))
+    assert sorted(done) == [(t, 0) for t in tags]
+    assert content(fa) == b"".join(blocks)
+    assert content(fb) == expect_b
+
+
+def test_async_sync_waits_for_in_flight_writes_to_that_fd(app, opener):
+    fd, other = opener("a.log"), opener("b.log")
+    big = os.urandom(8 << 20)
+    app.start_write(fd, 0, big, 1)
+    app.start_write(other, 0, big, 2)
+    app.sync(fd)
+    assert content(fd) == big  # before any reap
+    app.start_write(fd, len(big), b"tail", 3)
+    app.submit([(other, len(big), [b"!"])], sync_fds=[fd])
+    assert content(fd) == big + b"tail"
+    assert sorted(reap_all(app, 3)) == [(1, 0), (2, 0), (3, 0)]
+    assert content(other) == big + b"!"
+
+
+def test_async_large_8mib(app, opener):
+    fd = opener()
+    big = os.urandom(8 << 20)
+    app.write(fd, 0, b"head")
+    app.start_write(fd, 4, memoryview(big), 42)
+    assert reap_all(app, 1) == [(42, 0)]
+    assert os.fstat(fd).st_size == 4 + len(big)
+    with open(fd, "rb", closefd=False) as f:
+        f.seek(4)
+        assert hashlib.sha256(f.read()).digest() == hashlib.sha256(big).digest()
+
+
+def test_async_close_with_writes_in_flight(backend, opener):
+    fd = opener()
+    bufs = [bytearray(os.urandom(1 << 20)) for _ in range(8)]
+    expect = b"".join(bufs)
+    a = A.open_appender(backend, queue_depth=4)
+    efd = a.fileno()
+    for i, buf in enumerate(bufs):
+        a.start_write(fd, i << 20, buf, i)
+    a.close()  # waits for the writes, discards their completions, releases the buffers
+    assert a.closed and a.in_flight == 0
+    assert content(fd) == expect
+    for buf in bufs:
+        buf.extend(b"x")
+    with pytest.raises(OSError):
+        os.fstat(efd)  # the eventfd is closed with the appender
+    for call in (lambda: a.start_write(fd, 0, b"x", 0), lambda: a.reap(), lambda: a.reap(wait=True),
+                 lambda: a.fileno()):
+        with pytest.raises(ValueError):
+            call()
+
+
+def test_async_dropped_appender_drains_and_releases(backend, opener):
+    fd = opener()
+    bufs = [bytearray(os.urandom(1 << 20)) for _ in range(6)]
+    a = A.open_appender(backend)
+    a.fileno()
+    for i, buf in enumerate(bufs):
+        a.start_write(fd, i << 20, buf, i)
+    del a  # no close(): deallocation drains the ring too
+    assert content(fd) == b"".join(bufs)
+    for buf in bufs:
+        buf.extend(b"x")
+
+
+def test_async_no_fd_leak(backend, opener):
+    fd = opener()
+    before = len(os.listdir("/proc/self/fd"))
+    for i in range(100):
+        a = A.open_appender(backend, queue_depth=4)
+        if i % 3:
+            a.fileno()
+        a.start_write(fd, i, b"x", i)
+        if i % 2:
+            a.reap(wait=True)
+        if i % 4 < 2:
+            a.close()
+        del a
+    assert len(os.listdir("/proc/self/fd")) == before
+    assert content(fd) == b"x" * 100
+
+
+def test_async_signals_during_writes_are_retried(app, opener):
+    import signal
+
+    fd = opener()
+    hits = []
+    old = signal.signal(signal.SIGALRM, lambda *_: hits.append(1))
+    signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+    block = os.urandom(256 << 10)
+    try:
+        for i in range(400):
+            app.start_write(fd, i * len(block), block, i)
+            if i % 3 == 0:
+                app.reap(wait=True)
+        reap_all(app, app.in_flight)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert app.in_flight == 0
+    assert os.fstat(fd).st_size == 400 * len(block)
+    assert os.pread(fd, len(block), 333 * len(block)) == block
+    assert hits
+
+
+def test_async_short_write_is_resumed_until_the_real_error(backend, tmp_path):
+    """As the synchronous test above: RLIMIT_FSIZE turns the write short, then EFBIG."""
+    if backend == "io_uring" and not URING:
+        pytest.skip("io_uring cannot be set up on this kernel/sandbox")
+    script = textwrap.dedent(f"""
+        import errno, os, resource, signal
+        from kbroker._core import appender as A
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))
+        fd = os.open({str(tmp_path / "limited.log")!r}, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        with A.open_appender({backend!r}) as a:
+            a.start_write(fd, 0, b"a" * 60_000, 1)
+            a.start_write(fd, 60_000, b"b" * 60_000, 2)
+            done = []
+            while len(done) < 2:
+                done += a.reap(wait=True)
+            assert sorted(done) == [(1, 0), (2, errno.EFBIG)], done
+            assert os.fstat(fd).st_size == 100_000, os.fstat(fd).st_size
+            assert os.pread(fd, 100_000, 0) == b"a" * 60_000 + b"b" * 40_000
+        print("ok")
+    """)
+    root = Path(A.__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd=root, env={**os.environ, "PYTHONPATH": str(root)}, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_async_threads_share_one_appender(app, opener):
+    fds = [opener(f"t{k}.log") for k in range(4)]
+    errors = []
+
+    def worker(k):
+        try:
+            for i in range(200):
+                app.start_write(fds[k], i * 8, f"{k:03d}{i:05d}".encode(), k * 1000 + i)
+                if i % 10 == 0:
+                    app.write(fds[k], 200 * 8 + i, b"s")
+                if i % 25 == 0:
+                    app.sync(fds[k])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    done = reap_all(app, app.in_flight)
+    assert sorted(done) == [(k * 1000 + i, 0) for k in range(4) for i in range(200)]
+    for k in range(4):
+        data = content(fds[k])
+        assert data[:1600] == b"".join(f"{k:03d}{i:05d}".encode() for i in range(200))
+
+
+def test_async_appender_in_garbage_cycle(backend, opener):
+    """Collected as part of cyclic garbage with writes in flight: drained, nothing lost."""
+    import gc
+
+    class Holder:
+        pass
+
+    fd = opener()
+    blocks = [os.urandom(1 << 20) for _ in range(4)]
+    h = Holder()
+    h.self = h
+    h.app = A.open_appender(backend)
+    for i, block in enumerate(blocks):
+        h.app.start_write(fd, i << 20, block, i)
+    del h
+    gc.collect()
+    assert content(fd) == b"".join(blocks)

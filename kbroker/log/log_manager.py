@@ -19,7 +19,7 @@ from kbroker._core.appender import Appender, open_appender
 from . import checkpoint
 from .config import LogConfig
 from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
-from .partition_log import PartitionLog, now_ms
+from .partition_log import PartitionLog, WriteTracker, now_ms
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class LogManager:
         self.config = config or LogConfig()
         self._owns_appender = appender is None
         self.appender = appender if appender is not None else open_appender()
+        self.writes = WriteTracker(self.appender)  # routes async write completions to logs
         self._clock = clock
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.offline_dirs: set[Path] = set()
@@ -96,7 +97,7 @@ class LogManager:
     def _open_log(self, directory: Path, tp: TopicPartition, **kwargs: object) -> PartitionLog:
         config = self.config.with_overrides(self.topic_overrides.get(tp.topic, {}))
         return PartitionLog(directory / str(tp), tp, config, self.appender, clock=self._clock,
-                            on_io_error=self._on_io_error, **kwargs)  # type: ignore[arg-type]
+                            on_io_error=self._on_io_error, tracker=self.writes, **kwargs)  # type: ignore[arg-type]
 
     def shutdown(self) -> None:
         """Flush, checkpoint, close every log, then leave the clean-shutdown marker."""

@@ -12,6 +12,7 @@ and leaves the log untouched; an I/O failure marks the log offline (``KafkaStora
 from __future__ import annotations
 
 import bisect
+import collections
 import logging
 import mmap
 import os
@@ -47,12 +48,44 @@ class AppendResult(NamedTuple):
     size: int
 
 
+class WriteTracker:
+    """Routes the appender's asynchronous completions to the logs that started the writes.
+    One per appender (the log manager's); a log opened on its own gets a private one."""
+
+    def __init__(self, appender: Appender) -> None:
+        self.appender = appender
+        self._next_tag = 1
+        self._owners: dict[int, "PartitionLog"] = {}
+
+    def new_tag(self, plog: "PartitionLog") -> int:
+        tag = self._next_tag
+        self._next_tag += 1
+        self._owners[tag] = plog
+        return tag
+
+    def reap(self, wait: bool = False) -> int:
+        done = self.appender.reap(wait)
+        for tag, err in done:
+            owner = self._owners.pop(tag, None)
+            if owner is not None:
+                owner._write_done(tag, err)
+        return len(done)
+
+    def drain(self, plog: "PartitionLog") -> None:
+        while plog._pending:
+            self.reap(wait=True)
+
+
 class PartitionLog:
     def __init__(self, directory: Path, tp: TopicPartition, config: LogConfig, appender: Appender, *,
                  recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
                  recover: bool = True, clock: Callable[[], int] = now_ms,
-                 on_io_error: Callable[["PartitionLog", OSError], None] | None = None) -> None:
+                 on_io_error: Callable[["PartitionLog", OSError], None] | None = None,
+                 tracker: WriteTracker | None = None) -> None:
         self.directory = directory
+        self._tracker = tracker if tracker is not None else WriteTracker(appender)
+        # Asynchronous writes in flight, oldest first: [tag, segment, end position, next offset, done]
+        self._pending: collections.deque[list] = collections.deque()
         self.tp = tp
         self.config = config
         self._appender = appender
@@ -66,7 +99,7 @@ class PartitionLog:
         self.last_flush_ms = clock()
         directory.mkdir(parents=True, exist_ok=True)
         self.recovery_point = recovery_point
-        self._load(recover, log_start_offset)
+        self._load(recover, log_start_offset)  # sets log_end_offset and written_offset
         self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), self.log_end_offset)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
 
@@ -99,7 +132,7 @@ class PartitionLog:
         self._check_indexes(recover)
         if recover:
             self._recover()
-        self.log_end_offset = self.active.next_offset()
+        self.log_end_offset = self.written_offset = self.active.next_offset()
         if recover:
             self.flush()
 
@@ -159,9 +192,15 @@ class PartitionLog:
         return info
 
     def append_validated(self, batches: bytearray | memoryview, info: records.AppendInfo,
-                         leader_epoch: int = -1) -> AppendResult:
-        """The second half of ``append``: offsets, roll, write, for batches ``validate`` accepted."""
+                         leader_epoch: int = -1, wait: bool = True) -> AppendResult:
+        """The second half of ``append``: offsets, roll, write, for batches ``validate`` accepted.
+
+        With ``wait=False`` the write is started asynchronously: the offsets are taken at once, but
+        readers (and the high watermark) see the batches only once the write completed, which
+        ``written_offset`` tracks. ``batches`` must then stay unmodified until that happens."""
         self._check_online()
+        if wait and self._pending:
+            self._tracker.drain(self)
         now = self._clock()
         first_offset = self.log_end_offset
         append_time = now if self.config.log_append_time else -1
@@ -171,14 +210,46 @@ class PartitionLog:
         offset_of_max = last_offset if append_time >= 0 else first_offset + info.offset_delta_of_max_timestamp
         try:
             segment = self._maybe_roll(info.size, max_timestamp, last_offset, now)
-            segment.append(batches, last_offset, max_timestamp, offset_of_max)
+            tag = None if wait else self._tracker.new_tag(self)
+            segment.append(batches, last_offset, max_timestamp, offset_of_max, tag)
         except OSError as exc:
             raise self._io_failure(exc) from None
+        if tag is None:
+            self.written_offset = next_offset
+        else:
+            self._pending.append([tag, segment, segment.size, next_offset, False])
         self.log_end_offset = next_offset
         self.unflushed_messages += info.record_count
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
         return AppendResult(first_offset, last_offset, append_time, max_timestamp, info.record_count, info.size)
+
+    def append_async(self, batches: bytearray | memoryview, leader_epoch: int = -1) -> AppendResult:
+        """``append`` with the write started asynchronously (see ``append_validated``)."""
+        return self.append_validated(batches, self.validate(batches), leader_epoch, wait=False)
+
+    def _write_done(self, tag: int, err: int) -> None:
+        """An asynchronous write finished: advance what readers may see over the completed prefix."""
+        if err:
+            # Nothing from this write on may ever become visible: the log goes offline, and
+            # recovery at the next start cuts whatever partial bytes the failed write left.
+            self._pending.clear()
+            if not self.offline:
+                self._io_failure(OSError(err, os.strerror(err)))
+            return
+        for entry in self._pending:
+            if entry[0] == tag:
+                entry[4] = True
+                break
+        while self._pending and self._pending[0][4]:
+            _, segment, end_position, next_offset, _ = self._pending.popleft()
+            segment.written_size = end_position
+            self.written_offset = next_offset
+
+    def complete_writes(self) -> None:
+        """Wait until every asynchronous write of this log is done."""
+        if self._pending:
+            self._tracker.drain(self)
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, now: int) -> Segment:
         segment = self.active
@@ -214,13 +285,14 @@ class PartitionLog:
         """fdatasync every segment from the recovery point on; the recovery point becomes the LEO."""
         if self.offline:
             return
+        self.complete_writes()
         first = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
         try:
             for segment in self.segments[first:]:
                 segment.flush()
         except OSError as exc:
             raise self._io_failure(exc) from None
-        self.recovery_point = self.log_end_offset
+        self.recovery_point = self.written_offset
         self.unflushed_messages = 0
         self.last_flush_ms = self._clock()
 
@@ -242,14 +314,14 @@ class PartitionLog:
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise errors.OffsetOutOfRangeError(
                 f"{self.tp}: offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
-        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        limit = self.written_offset if max_offset is None else min(max_offset, self.written_offset)
         if offset >= limit:
             return None
         try:
             i = bisect.bisect_right(self._bases, offset) - 1
             for segment in self.segments[max(i, 0):]:
                 max_position = None
-                if limit < self.log_end_offset and segment.base_offset <= limit:
+                if limit < self.written_offset and segment.base_offset <= limit:
                     bound = segment.translate_offset(limit)
                     max_position = bound[0] if bound is not None else None
                 found = segment.read(offset, max_bytes, max_position, min_one_batch)
@@ -300,7 +372,8 @@ class PartitionLog:
     # -- offsets, retention, truncation ---------------------------------------------------
 
     def update_high_watermark(self, offset: int) -> int:
-        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        """Clamped to what is written: a consumer can never be promised bytes still in flight."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.written_offset)
         return self.high_watermark
 
     def delete_records_before(self, offset: int) -> int:
@@ -377,6 +450,7 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> None:
         """Drop everything at or after ``offset`` (a follower diverging from its leader)."""
+        self.complete_writes()
         if offset >= self.log_end_offset:
             return
         offset = max(offset, self.log_start_offset)
@@ -388,13 +462,15 @@ class PartitionLog:
             self.active.make_active()
         except OSError as exc:
             raise self._io_failure(exc) from None
-        self.log_end_offset = self.active.next_offset()
+        self.log_end_offset = self.written_offset = self.active.next_offset()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
 
     # -- lifecycle and failure -----------------------------------------------------------
 
     def close(self) -> None:
+        if self._pending and not self.offline:
+            self._tracker.drain(self)
         for segment in self.segments:
             segment.close()
         for _, segment in self._pending_deletes:

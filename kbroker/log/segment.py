@@ -53,6 +53,9 @@ class Segment:
         self.time_index_path = stem.with_suffix(TIME_INDEX_SUFFIX)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         self.size = os.fstat(self.fd).st_size
+        # Bytes below written_size are in the page cache; between it and size, asynchronous
+        # writes are still in flight, so readers never look there.
+        self.written_size = self.size
         self.active = active
         self.created_ms = created_ms
         self._open_indexes(writable=active)
@@ -79,16 +82,23 @@ class Segment:
     # -- writing -----------------------------------------------------------------------------
 
     def append(self, buf: bytearray | memoryview, largest_offset: int, largest_timestamp: int,
-               offset_of_largest_timestamp: int) -> int:
+               offset_of_largest_timestamp: int, tag: int | None = None) -> int:
         """Write validated, offset-assigned batches at the end; returns their file position.
+
+        With ``tag`` the write is started asynchronously (its completion, reaped by the log
+        manager under that tag, moves ``written_size``); without, it is done when this returns.
         On an OSError the file is cut back to its old size and the error propagates."""
         position = self.size
-        try:
-            self._appender.write(self.fd, position, buf)
-        except OSError:
-            self._cut_back(position)
-            raise
-        self.size = position + len(buf)
+        if tag is None:
+            try:
+                self._appender.write(self.fd, position, buf)
+            except OSError:
+                self._cut_back(position)
+                raise
+            self.size = self.written_size = position + len(buf)
+        else:
+            self._appender.start_write(self.fd, position, buf, tag)
+            self.size = position + len(buf)
         if self.rolling_base_timestamp < 0:
             self.rolling_base_timestamp = largest_timestamp
         if largest_timestamp > self.max_timestamp:
@@ -137,7 +147,7 @@ class Segment:
         """Position and header of the first batch whose last offset is >= ``offset``."""
         _, position = self.offset_index.lookup(offset)
         position = max(position, start_position)
-        while position < self.size:
+        while position < self.written_size:
             header = self.header_at(position)
             if header.base_offset + header.last_offset_delta >= offset:
                 return position, header
@@ -152,7 +162,7 @@ class Segment:
         if found is None:
             return None
         position, header = found
-        limit = self.size if max_position is None else min(self.size, max_position)
+        limit = self.written_size if max_position is None else min(self.written_size, max_position)
         if position >= limit:
             return FileSlice(self.fd, position, 0)
         wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
@@ -162,7 +172,7 @@ class Segment:
         """One past the last offset in the segment (base offset when empty)."""
         last_indexed, position = self.offset_index.lookup(self.offset_index.last_offset)
         next_offset = self.base_offset
-        while position < self.size:
+        while position < self.written_size:
             header = self.header_at(position)
             next_offset = header.base_offset + header.last_offset_delta + 1
             position += header.size
@@ -173,7 +183,7 @@ class Segment:
         >= ``timestamp``; None if this segment has none."""
         _, ts_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(ts_offset, start_offset))
-        while position < self.size:
+        while position < self.written_size:
             header = self.header_at(position)
             if header.max_timestamp >= timestamp and header.base_offset + header.last_offset_delta >= start_offset:
                 batch = os.pread(self.fd, header.size, position)
@@ -218,7 +228,7 @@ class Segment:
             log.warning("%s: found %d bytes of invalid or torn data at byte position %d; truncating",
                         self.log_path, cut, valid)
             os.ftruncate(self.fd, valid)
-            self.size = valid
+            self.size = self.written_size = valid
         if not self.active:
             self.become_inactive()
         return cut
@@ -268,7 +278,7 @@ class Segment:
         if removed:
             self.make_active()
             os.ftruncate(self.fd, position)
-            self.size = position
+            self.size = self.written_size = position
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry

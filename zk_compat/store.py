@@ -1,0 +1,392 @@
+"""The metadata store the broker codes against: ZooKeeper's data model, as a typing.Protocol.
+
+Two implementations provide it: ``zk_compat.embedded`` (in-process, persisted under a log dir)
+and ``kazoo_bridge`` (a real ZooKeeper ensemble through kazoo). Names and semantics follow
+ZooKeeper and kazoo so the bridge is a thin translation:
+
+* ``create(path, value, ephemeral=, sequence=, makepath=)`` returns the created path (with the
+  10-digit sequence suffix when ``sequence``). Parents must exist unless ``makepath``; missing
+  parents are then created persistent with null data.
+* Data is ``bytes`` or ``None`` (ZooKeeper distinguishes null data, which Kafka writes for
+  container nodes, from an empty array).
+* Versions are compare-and-set tokens: ``-1`` matches any version.
+* Watches are one-shot and fire *after* the change, on the store's event thread, once per
+  watcher per event even if the same callable was registered several times (ZooKeeper
+  deduplicates watchers the same way). ``exists`` on a missing node sets a watch that fires
+  CREATED. A failed ``get``/``get_children`` (NoNode) sets no watch. Watches are dropped when
+  the session is lost; ``DataWatch``/``ChildrenWatch`` below re-arm themselves and re-read after
+  a new session, which is what long-lived watchers should use.
+* ``multi`` is atomic: all operations apply with one zxid or none does. On failure it raises
+  the failing operation's error, whose ``results`` holds one entry per operation (the error
+  itself at ``failed_op_index``, ``RolledBackError`` for the others), like ZooKeeper's multi.
+* Every method is synchronous and may be called from any thread. Watch and session-state
+  callbacks run one at a time on the store's event thread and must not block there for long
+  (kazoo's rule); hand long work to another thread or loop with ``call_soon_threadsafe``.
+
+Errors are this module's exceptions only: the bridge translates kazoo's, so callers cannot tell
+the implementations apart.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, Union, runtime_checkable
+
+log = logging.getLogger(__name__)
+
+ANY_VERSION = -1
+
+
+# ---------------------------------------------------------------------------------------------
+# errors (ZooKeeper's KeeperException codes in ``code``)
+
+class MetadataStoreError(Exception):
+    """Base of every metadata-store error."""
+
+    code = -1
+
+    def __init__(self, message: str = "", *, path: str | None = None) -> None:
+        super().__init__(message or (f"{type(self).__name__}: {path}" if path else type(self).__name__))
+        self.path = path
+        #: for an error raised by ``multi``: the per-operation results and which one failed
+        self.results: list[object] | None = None
+        self.failed_op_index: int | None = None
+
+
+class RuntimeInconsistencyError(MetadataStoreError):
+    code = -2
+
+
+class RolledBackError(RuntimeInconsistencyError):
+    """Result of an operation of a failed ``multi`` that was not the failing one."""
+
+
+class ConnectionLossError(MetadataStoreError):
+    """The connection dropped; the operation may or may not have been applied. Retriable."""
+
+    code = -4
+
+
+class BadArgumentsError(MetadataStoreError):
+    code = -8
+
+
+class NoNodeError(MetadataStoreError):
+    code = -101
+
+
+class BadVersionError(MetadataStoreError):
+    code = -103
+
+
+class NoChildrenForEphemeralsError(MetadataStoreError):
+    code = -108
+
+
+class NodeExistsError(MetadataStoreError):
+    code = -110
+
+
+class NotEmptyError(MetadataStoreError):
+    code = -111
+
+
+class SessionExpiredError(MetadataStoreError):
+    """The session is gone: its ephemeral nodes and watches are lost."""
+
+    code = -112
+
+
+# ---------------------------------------------------------------------------------------------
+# values
+
+@dataclass(frozen=True)
+class Stat:
+    """ZooKeeper's Stat. Times are milliseconds since the epoch; ``ephemeral_owner`` is the
+    owning session id, 0 for a persistent node. ``czxid`` of ``/brokers/ids/<id>`` is Kafka's
+    broker epoch."""
+
+    czxid: int
+    mzxid: int
+    pzxid: int
+    ctime: int
+    mtime: int
+    version: int
+    cversion: int
+    aversion: int
+    ephemeral_owner: int
+    data_length: int
+    num_children: int
+
+
+class EventType(enum.Enum):
+    CREATED = "CREATED"
+    DELETED = "DELETED"
+    CHANGED = "CHANGED"
+    CHILD = "CHILD"
+
+
+@dataclass(frozen=True)
+class WatchedEvent:
+    type: EventType
+    path: str
+
+
+class SessionState(enum.Enum):
+    """kazoo's KazooState. SUSPENDED: connection lost, session may survive (ephemeral nodes and
+    the controller role are in doubt). LOST: session expired; ephemerals are gone and must be
+    re-created, watches must be re-set. CONNECTED: (re)connected, possibly with a new session."""
+
+    CONNECTED = "CONNECTED"
+    SUSPENDED = "SUSPENDED"
+    LOST = "LOST"
+
+
+Watcher = Callable[[WatchedEvent], object]
+StateListener = Callable[[SessionState], object]
+
+
+# multi operations (kazoo's transaction vocabulary)
+
+@dataclass(frozen=True)
+class CreateOp:
+    path: str
+    value: bytes | None = None
+    ephemeral: bool = False
+    sequence: bool = False
+
+
+@dataclass(frozen=True)
+class DeleteOp:
+    path: str
+    version: int = ANY_VERSION
+
+
+@dataclass(frozen=True)
+class SetDataOp:
+    path: str
+    value: bytes | None
+    version: int = ANY_VERSION
+
+
+@dataclass(frozen=True)
+class CheckVersionOp:
+    path: str
+    version: int
+
+
+Op = Union[CreateOp, DeleteOp, SetDataOp, CheckVersionOp]
+# Per-operation results of a successful multi: CreateOp -> created path, SetDataOp -> Stat,
+# DeleteOp and CheckVersionOp -> True.
+OpResult = Union[str, Stat, bool]
+
+
+# ---------------------------------------------------------------------------------------------
+# the protocol
+
+@runtime_checkable
+class MetadataStore(Protocol):
+    @property
+    def session_id(self) -> int:
+        """The current session id (owner of this client's ephemeral nodes); it changes after
+        the session is lost and a new one is established."""
+        ...
+
+    def create(self, path: str, value: bytes | None = None, *, ephemeral: bool = False,
+               sequence: bool = False, makepath: bool = False) -> str:
+        """Create a node; returns its actual path. Raises NodeExistsError, NoNodeError (parent
+        missing and not ``makepath``), NoChildrenForEphemeralsError."""
+        ...
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]:
+        """Data and Stat. Raises NoNodeError (and sets no watch)."""
+        ...
+
+    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        """Stat or None; the watch fires on creation, change or deletion."""
+        ...
+
+    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        """Child names, sorted. Raises NoNodeError. The watch fires CHILD when a child is
+        created or deleted, DELETED when the node itself goes."""
+        ...
+
+    def set(self, path: str, value: bytes | None, version: int = ANY_VERSION) -> Stat:
+        """Replace the data if the version matches. Raises NoNodeError, BadVersionError."""
+        ...
+
+    def delete(self, path: str, version: int = ANY_VERSION, recursive: bool = False) -> None:
+        """Delete a node (``version`` checks that node only). Raises NoNodeError,
+        BadVersionError, NotEmptyError. ``recursive`` deletes the subtree first; over a real
+        ZooKeeper that is not atomic."""
+        ...
+
+    def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        """Apply all operations atomically or none (see the module doc for errors)."""
+        ...
+
+    def add_listener(self, listener: StateListener) -> None:
+        """Call ``listener(SessionState)`` on every session-state change (event thread)."""
+        ...
+
+    def remove_listener(self, listener: StateListener) -> None:
+        ...
+
+    def close(self) -> None:
+        """End the session: its ephemeral nodes are deleted and its watches dropped."""
+        ...
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers written once over any MetadataStore
+
+class Transaction:
+    """kazoo-style builder over ``multi``::
+
+        t = Transaction(store)
+        t.check("/controller_epoch", epoch_zk_version)
+        t.set_data(state_path, data, version)
+        results = t.commit()
+    """
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self.ops: list[Op] = []
+
+    def create(self, path: str, value: bytes | None = None, *, ephemeral: bool = False,
+               sequence: bool = False) -> Transaction:
+        self.ops.append(CreateOp(path, value, ephemeral, sequence))
+        return self
+
+    def delete(self, path: str, version: int = ANY_VERSION) -> Transaction:
+        self.ops.append(DeleteOp(path, version))
+        return self
+
+    def set_data(self, path: str, value: bytes | None, version: int = ANY_VERSION) -> Transaction:
+        self.ops.append(SetDataOp(path, value, version))
+        return self
+
+    def check(self, path: str, version: int) -> Transaction:
+        self.ops.append(CheckVersionOp(path, version))
+        return self
+
+    def commit(self) -> list[OpResult]:
+        return self._store.multi(self.ops)
+
+
+class DataWatch:
+    """Keep ``func(data, stat, event)`` informed about one node, like kazoo's DataWatch.
+
+    ``func`` is called at once with the current state (``event`` None), then after every change
+    (data and stat are None while the node does not exist), and again after a new session is
+    established, since watches do not survive a lost session. It stops when ``func`` returns
+    False or ``stop()`` is called. Calls are serialized; they run on the store's event thread
+    except the first, which runs in the constructing thread. ``func`` may see the same state
+    twice after a reconnect; it must treat calls as "re-read", not as "one change each".
+    """
+
+    def __init__(self, store: MetadataStore, path: str,
+                 func: Callable[[bytes | None, Stat | None, WatchedEvent | None], object]) -> None:
+        self._store = store
+        self._path = path
+        self._func = func
+        self._lock = threading.RLock()
+        self._stopped = False
+        store.add_listener(self._on_state)
+        self._fetch(None)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+        self._store.remove_listener(self._on_state)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def _on_event(self, event: WatchedEvent) -> None:
+        self._fetch(event)
+
+    def _on_state(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            self._fetch(None)
+
+    def _fetch(self, event: WatchedEvent | None) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                while True:
+                    try:
+                        data, stat = self._store.get(self._path, watch=self._on_event)
+                        break
+                    except NoNodeError:
+                        stat_or_none = self._store.exists(self._path, watch=self._on_event)
+                        if stat_or_none is None:
+                            data, stat = None, None
+                            break
+                        # created in between: read it
+            except (ConnectionLossError, SessionExpiredError) as exc:
+                log.debug("DataWatch on %s: %s; re-reading on reconnect", self._path, exc)
+                return
+            if self._func(data, stat, event) is False:
+                self._stopped = True
+        if self._stopped:
+            self._store.remove_listener(self._on_state)
+
+
+class ChildrenWatch:
+    """Keep ``func(children, event)`` informed about a node's children, like kazoo's
+    ChildrenWatch, but surviving the node's absence: ``children`` is None while the node does
+    not exist (an exists watch waits for it), else the sorted child names. Same calling and
+    stopping rules as DataWatch."""
+
+    def __init__(self, store: MetadataStore, path: str,
+                 func: Callable[[list[str] | None, WatchedEvent | None], object]) -> None:
+        self._store = store
+        self._path = path
+        self._func = func
+        self._lock = threading.RLock()
+        self._stopped = False
+        store.add_listener(self._on_state)
+        self._fetch(None)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+        self._store.remove_listener(self._on_state)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def _on_event(self, event: WatchedEvent) -> None:
+        self._fetch(event)
+
+    def _on_state(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            self._fetch(None)
+
+    def _fetch(self, event: WatchedEvent | None) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                while True:
+                    try:
+                        children: list[str] | None = self._store.get_children(self._path, watch=self._on_event)
+                        break
+                    except NoNodeError:
+                        if self._store.exists(self._path, watch=self._on_event) is None:
+                            children = None
+                            break
+            except (ConnectionLossError, SessionExpiredError) as exc:
+                log.debug("ChildrenWatch on %s: %s; re-reading on reconnect", self._path, exc)
+                return
+            if self._func(children, event) is False:
+                self._stopped = True
+        if self._stopped:
+            self._store.remove_listener(self._on_state)

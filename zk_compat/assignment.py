@@ -1,0 +1,176 @@
+"""Replica assignment for new topics and partitions: Kafka's ``AdminUtils.assignReplicasToBrokers``
+(reference ``zookeeper-layout.md`` section 6.13).
+
+Leaders go round-robin over the broker list from a random start; followers sit at an offset
+``1 + (shift + j) % (n - 1)`` from the leader (never 0, so never the leader again), and the shift
+grows by one after every full round of n partitions, so that followers spread differently each
+round. The rack-aware variant runs the same walk over a rack-alternating broker list and skips a
+follower whose rack (or broker) already holds a replica while some rack (or broker) holds none.
+
+The two random draws (start index, then shift) come from an injectable ``random.Random``; with a
+``fixed_start_index`` there is no randomness at all.
+"""
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from kbroker.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
+
+
+@dataclass(frozen=True)
+class BrokerMetadata:
+    id: int
+    rack: str | None = None
+
+
+class RackAwareMode(enum.Enum):
+    """Kafka's RackAwareMode: ENFORCED fails when only some brokers have a rack, SAFE then
+    ignores racks (what the CreateTopics API uses), DISABLED always ignores them."""
+
+    ENFORCED = "enforced"
+    SAFE = "safe"
+    DISABLED = "disabled"
+
+
+def broker_metadatas(brokers: Iterable[tuple[int, str | None]],
+                     mode: RackAwareMode = RackAwareMode.ENFORCED) -> list[BrokerMetadata]:
+    """(id, rack) pairs -> the broker list the assignment runs over, sorted by id, with racks
+    kept or dropped per ``mode`` (Kafka's ``AdminZkClient.getBrokerMetadatas``)."""
+    pairs = sorted(brokers)
+    with_rack = [b for b in pairs if b[1] is not None]
+    partial = 0 < len(with_rack) < len(pairs)
+    if mode is RackAwareMode.ENFORCED and partial:
+        raise InvalidReplicaAssignmentError(
+            "not all brokers have rack information; assign without racks (rack-aware mode "
+            "'disabled' or 'safe') or set broker.rack on every broker")
+    if mode is RackAwareMode.DISABLED or (mode is RackAwareMode.SAFE and partial):
+        return [BrokerMetadata(broker_id) for broker_id, _ in pairs]
+    return [BrokerMetadata(broker_id, rack) for broker_id, rack in pairs]
+
+
+def assign_replicas_to_brokers(brokers: Sequence[BrokerMetadata | int], partition_count: int,
+                               replication_factor: int, *, fixed_start_index: int = -1,
+                               start_partition_id: int = -1,
+                               rng: random.Random | None = None) -> dict[int, list[int]]:
+    """Partition id -> replica list (preferred leader first) for ``partition_count`` partitions
+    numbered from ``max(0, start_partition_id)``. ``brokers`` is used in the given order (Kafka's
+    admin path sorts by id: see ``broker_metadatas``)."""
+    metas = [b if isinstance(b, BrokerMetadata) else BrokerMetadata(int(b)) for b in brokers]
+    if partition_count <= 0:
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    if replication_factor > len(metas):
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: {len(metas)}.")
+    if len({m.id for m in metas}) != len(metas):
+        raise InvalidReplicaAssignmentError(f"duplicate broker ids in {[m.id for m in metas]}")
+    rng = rng if rng is not None else random.Random()
+    if all(m.rack is None for m in metas):
+        return _rack_unaware([m.id for m in metas], partition_count, replication_factor,
+                             fixed_start_index, start_partition_id, rng)
+    if any(m.rack is None for m in metas):
+        raise InvalidReplicaAssignmentError(
+            "Not all brokers have rack information for replica rack aware assignment.")
+    return _rack_aware({m.id: m.rack for m in metas if m.rack is not None}, partition_count,
+                       replication_factor, fixed_start_index, start_partition_id, rng)
+
+
+def _follower_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def _start(n: int, fixed_start_index: int, rng: random.Random) -> tuple[int, int]:
+    if fixed_start_index >= 0:
+        return fixed_start_index, fixed_start_index
+    start_index = rng.randrange(n)  # first draw
+    shift = rng.randrange(n)        # second, independent draw
+    return start_index, shift
+
+
+def _rack_unaware(broker_ids: list[int], partition_count: int, replication_factor: int,
+                  fixed_start_index: int, start_partition_id: int, rng: random.Random) -> dict[int, list[int]]:
+    n = len(broker_ids)
+    start_index, shift = _start(n, fixed_start_index, rng)
+    assignment: dict[int, list[int]] = {}
+    partition = max(0, start_partition_id)
+    for _ in range(partition_count):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start_index) % n
+        replicas = [broker_ids[first]]
+        replicas += [broker_ids[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+        assignment[partition] = replicas
+        partition += 1
+    return assignment
+
+
+def rack_alternated_brokers(broker_racks: Mapping[int, str]) -> list[int]:
+    """Racks sorted by name, brokers of a rack sorted by id, then one broker per rack in turn:
+    ``rack1:[0,1,2] rack2:[3,4,5] rack3:[6,7,8]`` -> ``0,3,6,1,4,7,2,5,8``."""
+    by_rack: dict[str, list[int]] = {}
+    for broker_id, rack in broker_racks.items():
+        by_rack.setdefault(rack, []).append(broker_id)
+    queues = [sorted(by_rack[rack]) for rack in sorted(by_rack)]
+    result: list[int] = []
+    depth = 0
+    while len(result) < len(broker_racks):
+        result += [q[depth] for q in queues if depth < len(q)]
+        depth += 1
+    return result
+
+
+def _rack_aware(broker_racks: dict[int, str], partition_count: int, replication_factor: int,
+                fixed_start_index: int, start_partition_id: int, rng: random.Random) -> dict[int, list[int]]:
+    arranged = rack_alternated_brokers(broker_racks)
+    n = len(arranged)
+    rack_count = len(set(broker_racks.values()))
+    start_index, shift = _start(n, fixed_start_index, rng)
+    assignment: dict[int, list[int]] = {}
+    partition = max(0, start_partition_id)
+    for _ in range(partition_count):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        first = (partition + start_index) % n
+        leader = arranged[first]
+        replicas = [leader]
+        racks_used = {broker_racks[leader]}
+        brokers_used = {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            while True:
+                broker = arranged[_follower_index(first, shift * rack_count, k, n)]
+                rack = broker_racks[broker]
+                k += 1
+                if ((rack not in racks_used or len(racks_used) == rack_count)
+                        and (broker not in brokers_used or len(brokers_used) == n)):
+                    replicas.append(broker)
+                    racks_used.add(rack)
+                    brokers_used.add(broker)
+                    break
+        assignment[partition] = replicas
+        partition += 1
+    return assignment
+
+
+def assign_replicas_for_new_partitions(existing: Mapping[int, Sequence[int]], brokers: Sequence[BrokerMetadata | int],
+                                       new_partition_count: int) -> dict[int, list[int]]:
+    """Assignments for the partitions added when a topic grows to ``new_partition_count``
+    (Kafka's ``createPartitionsWithAssignment``): replication factor of partition 0, brokers
+    sorted by id, start index = first broker whose id >= partition 0's first replica (else 0),
+    used for the shift too, partition ids continuing after the existing ones. No randomness."""
+    if 0 not in existing or not existing[0]:
+        raise InvalidReplicaAssignmentError("the topic has no assignment for partition 0")
+    to_add = new_partition_count - len(existing)
+    if to_add <= 0:
+        raise InvalidPartitionsError(
+            f"Topic currently has {len(existing)} partitions, {new_partition_count} would not be an increase.")
+    metas = sorted((b if isinstance(b, BrokerMetadata) else BrokerMetadata(int(b)) for b in brokers),
+                   key=lambda m: m.id)
+    first_replica = existing[0][0]
+    start = next((i for i, m in enumerate(metas) if m.id >= first_replica), 0)
+    return assign_replicas_to_brokers(metas, to_add, len(existing[0]), fixed_start_index=start,
+                                      start_partition_id=len(existing))

@@ -374,8 +374,9 @@ class Group:
     def _remove(self, member: Member) -> None:
         """Drop a member from the tables (no callbacks, no rebalance: see ``remove_member``)."""
         self.members.pop(member.member_id, None)
-        if member.group_instance_id is not None and self.static_members.get(member.group_instance_id) == member.member_id:
-            del self.static_members[member.group_instance_id]
+        instance_id = member.group_instance_id
+        if instance_id is not None and self.static_members.get(instance_id) == member.member_id:
+            del self.static_members[instance_id]
         self._cancel_session(member)
         if self.leader_id == member.member_id:
             self.leader_id = next(iter(self.members), None)
@@ -893,9 +894,9 @@ class Group:
                          m.session_timeout_ms, m.metadata(self.protocol_name) if self.protocol_name else b"",
                          bytes(assignment.get(m.member_id, b"")))
             for m in self.members.values())
+        state_timestamp_ms = self.state_timestamp_ms if self.state_timestamp_ms is not None else -1
         return GroupMetadataRecord(self.protocol_type or "", self.generation_id, self.protocol_name,
-                                   self.leader_id, self.state_timestamp_ms if self.state_timestamp_ms is not None else -1,
-                                   members)
+                                   self.leader_id, state_timestamp_ms, members)
 
     @classmethod
     def from_record(cls, group_id: str, record: GroupMetadataRecord, ctx: GroupContext) -> Group:

@@ -12,14 +12,16 @@ import pytest
 from kbroker.coordinator import GroupConfig, GroupCoordinator
 
 START_MS = 1_700_000_000_000
+HANG_GUARD_S = 30
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_pyfunc_call(pyfuncitem: pytest.Function):
-    """Run ``async def`` tests with asyncio.run (no plugin needed)."""
+    """Run ``async def`` tests with asyncio.run (no plugin needed). The deadline is only a guard
+    against a held request that is never answered; no test waits on real time."""
     if inspect.iscoroutinefunction(pyfuncitem.obj):
         kwargs = {name: pyfuncitem.funcargs[name] for name in pyfuncitem._fixtureinfo.argnames}
-        asyncio.run(pyfuncitem.obj(**kwargs))
+        asyncio.run(asyncio.wait_for(pyfuncitem.obj(**kwargs), HANG_GUARD_S))
         return True
     return None
 

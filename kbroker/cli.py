@@ -1,5 +1,6 @@
 """The ``kbroker`` command line, in the habits of Kafka's tools.
 
+    kbroker serve [server.properties] [--override key=value ...]      (kafka-server-start.sh)
     kbroker dump-log --files 00000000000000000000.log [--files ...]   (kafka-dump-log.sh)
 """
 from __future__ import annotations
@@ -69,12 +70,46 @@ def dump_log(paths: list[str], out=sys.stdout) -> int:
     return status
 
 
+def serve(args: argparse.Namespace) -> int:
+    import asyncio
+    import logging
+
+    from kbroker.broker import serve as run_broker
+    from kbroker.config import load_config
+    from kbroker.log.config import ConfigError
+
+    logging.basicConfig(level=os.environ.get("KBROKER_LOG_LEVEL", "INFO"),
+                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+    try:
+        config = load_config(args.config, args.override)
+    except (ConfigError, OSError) as exc:
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 2
+    for line in config.unknown_keys:
+        logging.getLogger("kbroker.config").warning("%s: ignored", line)
+    try:
+        asyncio.run(run_broker(config))
+    except OSError as exc:
+        print(f"kbroker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except RuntimeError as exc:
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-compatible broker")
     sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("serve", help="run a broker (Ctrl-C or SIGTERM stops it cleanly)")
+    run.add_argument("config", nargs="?", help="a Kafka-style server.properties (default: built-in defaults)")
+    run.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                     help="set a property, overriding the file (repeatable)")
     dump = sub.add_parser("dump-log", help="print the batches of segment files and the entries of index files")
     dump.add_argument("--files", action="append", required=True, help="a .log, .index or .timeindex file")
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
     if args.command == "dump-log":
         missing = [f for f in args.files if not os.path.exists(f)]
         if missing:

@@ -1,0 +1,357 @@
+"""The broker: wires config, logs, metadata store, partitions, purgatory, coordinator and network.
+
+Single-node mode (no ``zookeeper.connect``) keeps Kafka's ZooKeeper layout in the embedded store
+under the first log dir; this broker is then the controller and the leader of every partition.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import signal
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kbroker import errors
+from kbroker.config import BrokerConfig
+from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.fetch_sessions import FetchSessionCache
+from kbroker.handlers import load_all
+from kbroker.log import LogManager, TopicPartition
+from kbroker.log.config import ConfigError
+from kbroker.log.names import validate_topic_name
+from kbroker.network.server import NetworkServer
+from kbroker.partition import Partition
+from kbroker.purgatory import Purgatory
+from zk_compat import layout
+from zk_compat.embedded import EmbeddedServer
+from zk_compat.znodes import BrokerInfo, EndPoint, PartitionState, TopicAssignment
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    assignment: dict[int, list[int]]
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id if config.broker_id >= 0 else 0
+        self.topics: dict[str, TopicInfo] = {}
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.fetch_sessions = FetchSessionCache()
+        self.cluster_id = ""
+        self.log_manager: LogManager | None = None
+        self.store: Any = None
+        self.server: NetworkServer | None = None
+        self.purgatory: Purgatory | None = None
+        self.coordinator: CoordinatorBridge | None = None
+        self._tasks: list[asyncio.Task] = []
+        self._next_producer_id = 0
+
+    # -- start and stop ----------------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        self.log_manager = LogManager(cfg.log_dirs, cfg.log)
+        store_dir = self.log_manager.log_dirs[0]
+        store_dir.mkdir(parents=True, exist_ok=True)
+        self._store_server = EmbeddedServer.in_log_dir(store_dir)
+        self.store = self._store_server.connect()
+        layout.ensure_persistent_paths(self.store)
+        self.cluster_id = layout.get_or_create_cluster_id(self.store)
+        self._load_topics()
+        for name, info in self.topics.items():
+            self.log_manager.topic_overrides[name] = info.configs
+        self.log_manager.startup()
+        for name, info in self.topics.items():
+            for index in info.assignment:
+                self._host_partition(TopicPartition(name, index))
+        self.purgatory = Purgatory()
+        self._producer_ids = iter(())
+        listener = cfg.listeners[0]
+        self.server = NetworkServer(listener.host, listener.port, self.dispatch,
+                                    max_request_bytes=cfg.socket_request_max_bytes,
+                                    send_buffer_bytes=cfg.socket_send_buffer_bytes,
+                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+                                    idle_ms=cfg.connections_max_idle_ms)
+        await self.server.start()
+        advertised = cfg.advertised_listeners[0]
+        host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
+        port = self.server.port if advertised.port == 0 else advertised.port
+        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
+        layout.register_broker(self.store, BrokerInfo.from_endpoints(
+            self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
+            timestamp_ms=int(time.time() * 1000), rack=cfg.broker_rack or None))
+        # Nothing below yields to the loop, so no request is served before the coordinator is ready.
+        self.coordinator = CoordinatorBridge(self)
+        await self.coordinator.start()
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        log.info("kbroker %d started: cluster %s, %d topics, listening on %s:%d", self.broker_id,
+                 self.cluster_id, len(self.topics), host, port)
+
+    async def stop(self) -> None:
+        """Graceful shutdown: stop serving, flush, checkpoint, leave the clean-shutdown marker."""
+        for task in self._tasks:
+            task.cancel()
+        if self.server is not None:
+            await self.server.stop()
+        if self.coordinator is not None:
+            await self.coordinator.stop()
+        if self.purgatory is not None:
+            self.purgatory.close()
+        if self.log_manager is not None:
+            self.log_manager.shutdown()
+        if self.store is not None:
+            self.store.close()
+            self._store_server.close()
+        log.info("kbroker %d stopped cleanly", self.broker_id)
+
+    async def _housekeeping(self) -> None:
+        cfg = self.config
+        period = min(cfg.log_retention_check_interval_ms, cfg.log_flush_offset_checkpoint_interval_ms or 60000,
+                     1000) / 1000
+        last_retention = last_checkpoint = time.monotonic()
+        while True:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            assert self.log_manager is not None
+            self.log_manager.flush_dirty()
+            if now - last_retention >= cfg.log_retention_check_interval_ms / 1000:
+                self.log_manager.cleanup()
+                last_retention = now
+            if now - last_checkpoint >= (cfg.log_flush_offset_checkpoint_interval_ms or 60000) / 1000:
+                self.log_manager.checkpoint()
+                last_checkpoint = now
+
+    # -- requests ----------------------------------------------------------------------------
+
+    _handlers = None
+
+    def dispatch(self, header, body, conn):
+        handlers = Broker._handlers
+        if handlers is None:
+            handlers = Broker._handlers = load_all()
+        handler = handlers.get(header.api_key)
+        if handler is None:
+            from kbroker.network.connection import CLOSE
+            log.info("closing a connection that sent api key %d, which is not served", header.api_key)
+            return CLOSE
+        return handler(self, header, body, conn)
+
+    def on_append(self, partition: Partition) -> None:
+        assert self.purgatory is not None
+        self.purgatory.check(partition.tp)
+
+    # -- cluster view (single node) ----------------------------------------------------------
+
+    def live_brokers(self) -> list[LiveBroker]:
+        return [self.endpoint]
+
+    def controller_id(self) -> int:
+        return self.broker_id
+
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        return self.partitions.get(tp)
+
+    def partition_state(self, topic: str, index: int) -> PartitionState:
+        partition = self.partitions.get(TopicPartition(topic, index))
+        if partition is None or partition.log.offline:
+            return PartitionState(leader=-1, leader_epoch=0, isr=[], controller_epoch=1)
+        return PartitionState(leader=partition.leader_id, leader_epoch=partition.leader_epoch,
+                              isr=list(partition.isr), controller_epoch=1)
+
+    def broker_config_strings(self) -> dict[str, str]:
+        out = {}
+        for key, value in self.config.values.items():
+            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+            out[key.replace("_", ".")] = text.lower() if isinstance(value, bool) else text
+        return out
+
+    # -- topics ------------------------------------------------------------------------------
+
+    def _load_topics(self) -> None:
+        doomed = set(layout.get_topics_marked_for_deletion(self.store))
+        for name in layout.get_all_topics(self.store):
+            assignment = layout.get_topic_assignment(self.store, name)
+            if assignment is None:
+                continue
+            if name in doomed:  # a deletion the last run did not finish
+                self._finish_deletion(name, assignment.partitions)
+                continue
+            configs = layout.get_entity_config(self.store, "topics", name)
+            self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.partitions.items()}, dict(configs))
+
+    def _host_partition(self, tp: TopicPartition) -> Partition:
+        assert self.log_manager is not None
+        plog = self.log_manager.get_or_create_log(tp)
+        partition = Partition(tp, plog, self.broker_id)
+        self.partitions[tp] = partition
+        state = PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch,
+                               isr=[self.broker_id], controller_epoch=1)
+        current = layout.get_partition_state(self.store, tp.topic, tp.partition)
+        if current is None:
+            layout.create_partition_state(self.store, tp.topic, tp.partition, state)
+        elif current[0] != state:
+            layout.set_partition_state(self.store, tp.topic, tp.partition, state, current[1].version)
+        return partition
+
+    def auto_create_topic(self, name: str) -> TopicInfo | None:
+        if name in self.topics:
+            return self.topics[name]
+        try:
+            return self.create_topic(name, self.config.num_partitions, self.config.default_replication_factor)
+        except errors.TopicAlreadyExistsError:
+            return self.topics.get(name)
+
+    def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     assignment: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None,
+                     validate_only: bool = False) -> TopicInfo:
+        try:
+            validate_topic_name(name)
+        except ValueError as exc:
+            raise errors.InvalidTopicError(str(exc)) from None
+        if name in self.topics:
+            raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
+        configs = dict(configs or {})
+        try:
+            self.config.log.with_overrides(configs)
+        except ConfigError as exc:
+            raise errors.InvalidConfigError(str(exc)) from None
+        live = [b.id for b in self.live_brokers()]
+        if assignment:
+            if sorted(assignment) != list(range(len(assignment))):
+                raise errors.InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
+            for replicas in assignment.values():
+                if not replicas or len(set(replicas)) != len(replicas) or any(r not in live for r in replicas):
+                    raise errors.InvalidReplicaAssignmentError(f"replicas {replicas} are not distinct live brokers")
+        else:
+            partitions = self.config.num_partitions if num_partitions == -1 else num_partitions
+            factor = self.config.default_replication_factor if replication_factor == -1 else replication_factor
+            if partitions <= 0:
+                raise errors.InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions}")
+            if factor <= 0:
+                raise errors.InvalidReplicationFactorError(f"replication factor must be at least 1, got {factor}")
+            if factor > len(live):
+                raise errors.InvalidReplicationFactorError(
+                    f"replication factor {factor} is larger than the {len(live)} available broker(s)")
+            assignment = layout.assign_replicas_to_brokers(sorted(live), partitions, factor, rng=random.Random())
+        info = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, configs)
+        if validate_only:
+            return info
+        layout.create_topic(self.store, name, info.assignment, configs)
+        self.topics[name] = info
+        assert self.log_manager is not None
+        self.log_manager.topic_overrides[name] = configs
+        for index, replicas in info.assignment.items():
+            if self.broker_id in replicas:
+                self._host_partition(TopicPartition(name, index))
+        log.info("created topic %s with %d partitions", name, len(info.assignment))
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self.topics.get(name)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        if not self.config.delete_topic_enable:
+            raise errors.TopicDeletionDisabledError("delete.topic.enable is false")
+        if info.internal:
+            raise errors.InvalidTopicError(f"{name} is internal and cannot be deleted")
+        layout.mark_topic_for_deletion(self.store, name)
+        del self.topics[name]
+        self._finish_deletion(name, info.assignment)
+        self.log_manager.topic_overrides.pop(name, None)
+        log.info("deleted topic %s", name)
+
+    def _finish_deletion(self, name: str, assignment: dict[int, list[int]]) -> None:
+        """Logs first, then the znodes (the deletion marker last), so a crash in between resumes."""
+        assert self.log_manager is not None
+        for index in assignment:
+            tp = TopicPartition(name, index)
+            self.partitions.pop(tp, None)
+            self.log_manager.delete_log(tp)
+        layout.delete_topic_znodes(self.store, name)
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        info = self.topics.get(name)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        current = len(info.assignment)
+        if count <= current:
+            raise errors.InvalidPartitionsError(f"topic {name} has {current} partitions; {count} would not add any")
+        extra = layout.assign_replicas_for_new_partitions(info.assignment, sorted(b.id for b in self.live_brokers()),
+                                                          count)
+        if validate_only:
+            return
+        info.assignment.update({p: list(r) for p, r in extra.items()})
+        assignment = layout.get_topic_assignment(self.store, name)
+        layout.set_topic_assignment(self.store, name, TopicAssignment(
+            partitions=dict(info.assignment), topic_id=assignment.topic_id if assignment else None))
+        for index in range(current, count):
+            if self.broker_id in info.assignment[index]:
+                self._host_partition(TopicPartition(name, index))
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        info = self.topics.get(name)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        try:
+            effective = self.config.log.with_overrides(configs)
+        except ConfigError as exc:
+            raise errors.InvalidConfigError(str(exc)) from None
+        if validate_only:
+            return
+        layout.change_entity_config(self.store, "topics", name, configs)
+        info.configs = dict(configs)
+        assert self.log_manager is not None
+        self.log_manager.topic_overrides[name] = info.configs
+        for index in info.assignment:
+            partition = self.partitions.get(TopicPartition(name, index))
+            if partition is not None:
+                partition.log.config = effective
+
+    # -- producer ids ------------------------------------------------------------------------
+
+    def next_producer_id(self) -> int:
+        """Ids come from /latest_producer_id_block in blocks of 1000, as Kafka allocates them."""
+        for pid in self._producer_ids:
+            return pid
+        block = layout.claim_producer_id_block(self.store, self.broker_id)
+        self._producer_ids = iter(range(block.block_start, block.block_end + 1))
+        return next(self._producer_ids)
+
+
+async def serve(config: BrokerConfig) -> None:
+    """Run until SIGTERM/SIGINT, then shut down cleanly."""
+    broker = Broker(config)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(f"kbroker {broker.broker_id} serving on {broker.endpoint.host}:{broker.endpoint.port}", flush=True)
+    await stop.wait()
+    await broker.stop()

@@ -1,0 +1,87 @@
+"""Incremental fetch sessions (KIP-227).
+
+A client opens a session with (session_id 0, epoch 0) and gets an id; later requests name the
+session and the next epoch, list only partitions that changed, and list forgotten ones. The
+response of an incremental request holds only partitions with something new: records, an error,
+or a changed high watermark, last stable or log start offset. (session_id 0, epoch -1) is a plain
+full fetch with no session.
+"""
+from __future__ import annotations
+
+import itertools
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from kbroker import errors
+
+INITIAL_EPOCH = 0
+FINAL_EPOCH = -1
+
+
+@dataclass
+class SessionPartition:
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    # what the client was last told; a change means the partition goes into the next response
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass
+class FetchSession:
+    session_id: int
+    epoch: int
+    partitions: "OrderedDict[tuple[str, int], SessionPartition]" = field(default_factory=OrderedDict)
+    last_used: float = 0.0
+
+
+class FetchSessionCache:
+    def __init__(self, max_sessions: int = 1000) -> None:
+        self.sessions: dict[int, FetchSession] = {}
+        self.max_sessions = max_sessions
+        self._ids = itertools.count(1)
+
+    def resolve(self, session_id: int, epoch: int, wanted: list[tuple[str, int, int, int, int]],
+                forgotten: list[tuple[str, int]]) -> tuple[FetchSession | None, bool]:
+        """Returns (session or None, incremental?). ``wanted``: (topic, partition, fetch offset,
+        max bytes, current leader epoch). Raises FetchSessionIdNotFound / InvalidFetchSessionEpoch."""
+        now = time.monotonic()
+        if session_id == 0:
+            if epoch == FINAL_EPOCH:
+                return None, False
+            if epoch != INITIAL_EPOCH:
+                raise errors.InvalidFetchSessionEpochError(f"a new session must start at epoch 0, not {epoch}")
+            session = FetchSession(next(self._ids), 1, last_used=now)
+            for t, p, off, mb, le in wanted:
+                session.partitions[(t, p)] = SessionPartition(off, mb, le)
+            self._evict_if_full()
+            self.sessions[session.session_id] = session
+            return session, False
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise errors.FetchSessionIdNotFoundError(f"fetch session {session_id} is unknown")
+        if epoch == FINAL_EPOCH:
+            del self.sessions[session_id]
+            return None, False
+        if epoch != session.epoch:
+            raise errors.InvalidFetchSessionEpochError(
+                f"fetch session {session_id} expects epoch {session.epoch}, got {epoch}")
+        for key in forgotten:
+            session.partitions.pop(key, None)
+        for t, p, off, mb, le in wanted:
+            entry = session.partitions.get((t, p))
+            if entry is None:
+                session.partitions[(t, p)] = SessionPartition(off, mb, le)
+            else:
+                entry.fetch_offset, entry.max_bytes, entry.current_leader_epoch = off, mb, le
+        session.epoch = 1 if session.epoch == 2**31 - 1 else session.epoch + 1
+        session.last_used = now
+        return session, True
+
+    def _evict_if_full(self) -> None:
+        if len(self.sessions) >= self.max_sessions:
+            oldest = min(self.sessions.values(), key=lambda s: s.last_used)
+            del self.sessions[oldest.session_id]

@@ -1,0 +1,216 @@
+"""Topic, record and config administration: CreateTopics (19), DeleteTopics (20), DeleteRecords
+(21), DescribeConfigs (32), AlterConfigs (33), DescribeLogDirs (35), CreatePartitions (37),
+IncrementalAlterConfigs (44). Every topic or resource gets its own error code; one bad entry never
+fails the others."""
+from __future__ import annotations
+
+import logging
+
+from kbroker import errors
+from kbroker.log import TopicPartition
+from kbroker.log.config import ConfigError
+
+from . import handles
+
+log = logging.getLogger(__name__)
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+SOURCE_DYNAMIC_TOPIC = 1
+SOURCE_STATIC_BROKER = 4
+SOURCE_DEFAULT = 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _error(exc: Exception) -> tuple[int, str]:
+    if isinstance(exc, errors.KafkaError):
+        return exc.code, exc.message
+    if isinstance(exc, (ConfigError, ValueError)):
+        return errors.InvalidConfigError.code, str(exc)
+    log.exception("admin request failed")
+    return errors.UnknownServerError.code, str(exc)
+
+
+@handles(19)
+def create_topics(broker, header, request, conn):
+    results = []
+    for topic in request.topics:
+        out = {"name": topic.name, "error_code": 0, "error_message": None}
+        try:
+            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
+            configs = {c.name: c.value for c in topic.configs if c.value is not None}
+            info = broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor, assignment,
+                                       configs, validate_only=request.validate_only)
+            out["num_partitions"] = len(info.assignment)
+            out["replication_factor"] = len(next(iter(info.assignment.values())))
+        except Exception as exc:
+            out["error_code"], out["error_message"] = _error(exc)
+        results.append(out)
+    return {"throttle_time_ms": 0, "topics": results}
+
+
+@handles(20)
+def delete_topics(broker, header, request, conn):
+    names = [t.name for t in request.topics] if header.api_version >= 6 else list(request.topic_names)
+    results = []
+    for name in names:
+        out = {"name": name, "error_code": 0}
+        try:
+            if name is None:
+                raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
+            broker.delete_topic(name)
+        except Exception as exc:
+            out["error_code"], out["error_message"] = _error(exc)
+        results.append(out)
+    return {"throttle_time_ms": 0, "responses": results}
+
+
+@handles(37)
+def create_partitions(broker, header, request, conn):
+    results = []
+    for topic in request.topics:
+        out = {"name": topic.name, "error_code": 0, "error_message": None}
+        try:
+            broker.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+        except Exception as exc:
+            out["error_code"], out["error_message"] = _error(exc)
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+@handles(21)
+def delete_records(broker, header, request, conn):
+    topics = []
+    for topic in request.topics:
+        parts = []
+        for p in topic.partitions:
+            out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
+            try:
+                partition = broker.partition(TopicPartition(topic.name, p.partition_index))
+                if partition is None:
+                    raise errors.UnknownTopicOrPartitionError(f"{topic.name}-{p.partition_index} is not hosted here")
+                offset = partition.high_watermark if p.offset == -1 else p.offset
+                out["low_watermark"] = partition.log.delete_records_before(offset)
+            except Exception as exc:
+                out["error_code"] = _error(exc)[0]
+            parts.append(out)
+        topics.append({"name": topic.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+@handles(32)
+def describe_configs(broker, header, request, conn):
+    results = []
+    for resource in request.resources:
+        out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+               "resource_name": resource.resource_name, "configs": []}
+        try:
+            entries = _config_entries(broker, resource.resource_type, resource.resource_name)
+            wanted = resource.configuration_keys
+            for name, value, source, read_only in entries:
+                if wanted is not None and name not in wanted:
+                    continue
+                entry = {"name": name, "value": value, "read_only": read_only, "is_default": source == SOURCE_DEFAULT,
+                         "config_source": source, "is_sensitive": False, "synonyms": []}
+                if request.include_synonyms:
+                    entry["synonyms"] = [{"name": name, "value": value, "source": source}]
+                out["configs"].append(entry)
+        except Exception as exc:
+            out["error_code"], out["error_message"] = _error(exc)
+        results.append(out)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _config_entries(broker, resource_type: int, name: str) -> list[tuple[str, str, int, bool]]:
+    if resource_type == TOPIC_RESOURCE:
+        info = broker.topics.get(name)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        effective = broker.config.log.with_overrides(info.configs).topic_values()
+        defaults = broker.config.log.topic_values()
+        return [(k, v, SOURCE_DYNAMIC_TOPIC if k in info.configs else
+                 (SOURCE_DEFAULT if v == defaults[k] else SOURCE_STATIC_BROKER), False)
+                for k, v in sorted(effective.items())]
+    if resource_type == BROKER_RESOURCE:
+        if name not in ("", str(broker.broker_id)):
+            raise errors.InvalidRequestError(f"this is broker {broker.broker_id}, not {name}")
+        return [(k, v, SOURCE_STATIC_BROKER, True) for k, v in sorted(broker.broker_config_strings().items())]
+    raise errors.InvalidRequestError(f"unsupported config resource type {resource_type}")
+
+
+@handles(33)
+def alter_configs(broker, header, request, conn):
+    responses = []
+    for resource in request.resources:
+        out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+               "resource_name": resource.resource_name}
+        try:
+            _require_topic(resource)
+            # AlterConfigs replaces the whole set of overrides.
+            new = {c.name: c.value for c in resource.configs if c.value is not None}
+            broker.alter_topic_configs(resource.resource_name, new, validate_only=request.validate_only)
+        except Exception as exc:
+            out["error_code"], out["error_message"] = _error(exc)
+        responses.append(out)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+@handles(44)
+def incremental_alter_configs(broker, header, request, conn):
+    responses = []
+    for resource in request.resources:
+        out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+               "resource_name": resource.resource_name}
+        try:
+            _require_topic(resource)
+            info = broker.topics.get(resource.resource_name)
+            if info is None:
+                raise errors.UnknownTopicOrPartitionError(f"topic {resource.resource_name!r} does not exist")
+            new = dict(info.configs)
+            for c in resource.configs:
+                if c.config_operation == SET:
+                    new[c.name] = c.value
+                elif c.config_operation == DELETE:
+                    new.pop(c.name, None)
+                elif c.config_operation in (APPEND, SUBTRACT):
+                    items = [x for x in (new.get(c.name) or "").split(",") if x]
+                    values = [x for x in (c.value or "").split(",") if x]
+                    items = items + [v for v in values if v not in items] if c.config_operation == APPEND \
+                        else [x for x in items if x not in values]
+                    new[c.name] = ",".join(items)
+                else:
+                    raise errors.InvalidRequestError(f"unknown config operation {c.config_operation}")
+            broker.alter_topic_configs(resource.resource_name, new, validate_only=request.validate_only)
+        except Exception as exc:
+            out["error_code"], out["error_message"] = _error(exc)
+        responses.append(out)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _require_topic(resource) -> None:
+    if resource.resource_type != TOPIC_RESOURCE:
+        raise errors.InvalidRequestError("only topic configs can be altered (broker configs are static here)")
+
+
+@handles(35)
+def describe_log_dirs(broker, header, request, conn):
+    wanted = None
+    if request.topics is not None:
+        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
+    results = []
+    for directory in broker.log_manager.log_dirs:
+        offline = directory in broker.log_manager.offline_dirs
+        topics: dict[str, list[dict]] = {}
+        if not offline:
+            for tp, plog in sorted(broker.log_manager.logs.items()):
+                if plog.directory.parent != directory or (wanted is not None and tuple(tp) not in wanted):
+                    continue
+                topics.setdefault(tp.topic, []).append({
+                    "partition_index": tp.partition, "partition_size": plog.size_bytes,
+                    "offset_lag": 0, "is_future_key": False})
+        results.append({
+            "error_code": errors.KafkaStorageError.code if offline else 0,
+            "log_dir": str(directory),
+            "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
+        })
+    return {"throttle_time_ms": 0, "results": results}

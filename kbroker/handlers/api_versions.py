@@ -1,0 +1,25 @@
+"""ApiVersions (18): what this broker serves, answered before anything else."""
+from __future__ import annotations
+
+import re
+
+from kbroker import errors
+from kbroker.protocol import SUPPORTED_VERSIONS
+
+from . import HANDLERS, handles
+
+# KIP-511: client software name and version must look like this, else INVALID_REQUEST.
+_SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
+
+
+def advertised() -> list[dict]:
+    return [{"api_key": key, "min_version": SUPPORTED_VERSIONS[key][0], "max_version": SUPPORTED_VERSIONS[key][1]}
+            for key in sorted(HANDLERS) if key in SUPPORTED_VERSIONS]
+
+
+@handles(18)
+def api_versions(broker, header, request, conn):
+    if header.api_version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
+                                        and _SOFTWARE.match(request.client_software_version or "")):
+        return {"error_code": errors.InvalidRequestError.code, "api_keys": advertised()}
+    return {"error_code": 0, "api_keys": advertised()}

@@ -1,0 +1,175 @@
+"""Fetch (1) and ListOffsets (2): the read path.
+
+Records leave as file ranges (``FileSlice``) that the connection sends with sendfile; no record
+byte passes through Python. A fetch with less than ``min_bytes`` available waits in the purgatory
+until an append to one of its partitions, or ``max_wait_ms``.
+"""
+from __future__ import annotations
+
+import logging
+
+from kbroker import errors
+from kbroker.fetch_sessions import FetchSession
+from kbroker.log import TopicPartition
+from kbroker.partition import error_code_of
+from kbroker.purgatory import DelayedOperation
+
+from . import handles
+
+log = logging.getLogger(__name__)
+
+
+class _Fetch:
+    """One evaluation of a fetch request against the logs."""
+
+    def __init__(self, broker, version: int, request, session: FetchSession | None, incremental: bool,
+                 wanted: list[tuple[str, int, int, int, int]]) -> None:
+        self.broker = broker
+        self.version = version
+        self.request = request
+        self.session = session
+        self.incremental = incremental
+        self.wanted = wanted
+        self.from_follower = request.replica_id >= 0
+        self.bytes = 0
+        self.errors = False
+        self.partitions: list[tuple[str, dict]] = []
+
+    def run(self) -> "_Fetch":
+        remaining = self.request.max_bytes if self.version >= 3 else 0x7FFFFFFF
+        self.bytes = 0
+        self.errors = False
+        self.partitions = []
+        first = True
+        for topic, index, offset, max_bytes, _ in self.wanted:
+            out = {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
+                   "log_start_offset": -1, "records": b""}  # Kafka sends empty, never null, records
+            if self.version >= 4 and self.request.isolation_level == 1:
+                out["aborted_transactions"] = []
+            try:
+                partition = self.broker.partition(TopicPartition(topic, index))
+                if partition is None:
+                    raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+                budget = min(max_bytes, remaining)
+                result = partition.read(offset, budget, self.request.isolation_level, self.from_follower,
+                                        min_one_batch=first and self.version >= 3)
+                out["high_watermark"] = result.high_watermark
+                out["last_stable_offset"] = result.last_stable_offset
+                out["log_start_offset"] = result.log_start_offset
+                if result.records is not None and result.records.length:
+                    out["records"] = result.records
+                    self.bytes += result.records.length
+                    remaining -= result.records.length
+                    first = False
+            except errors.KafkaError as exc:
+                code = exc.code
+                if code == errors.KafkaStorageError.code and self.version <= 5:
+                    code = errors.NotLeaderOrFollowerError.code  # older clients do not know 56
+                out["error_code"] = code
+                self.errors = True
+                plog = self.broker.partition(TopicPartition(topic, index))
+                if plog is not None and not plog.log.offline:
+                    out["high_watermark"] = plog.log.high_watermark
+                    out["log_start_offset"] = plog.log.log_start_offset
+            except Exception as exc:
+                log.exception("fetch of %s-%d failed", topic, index)
+                out["error_code"] = error_code_of(exc)
+                self.errors = True
+            self.partitions.append((topic, out))
+        return self
+
+    def response(self) -> dict:
+        by_topic: dict[str, list[dict]] = {}
+        for topic, out in self.partitions:
+            if self.incremental and not self._changed(topic, out):
+                continue
+            by_topic.setdefault(topic, []).append(out)
+        if self.session is not None:
+            for topic, out in self.partitions:
+                entry = self.session.partitions.get((topic, out["partition_index"]))
+                if entry is not None:
+                    entry.high_watermark = out["high_watermark"]
+                    entry.last_stable_offset = out["last_stable_offset"]
+                    entry.log_start_offset = out["log_start_offset"]
+        return {
+            "throttle_time_ms": 0,
+            "error_code": 0,
+            "session_id": self.session.session_id if self.session is not None else 0,
+            "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+        }
+
+    def _changed(self, topic: str, out: dict) -> bool:
+        entry = self.session.partitions.get((topic, out["partition_index"])) if self.session else None
+        return (entry is None or bool(out["records"]) or out["error_code"] != 0
+                or entry.high_watermark != out["high_watermark"]
+                or entry.last_stable_offset != out["last_stable_offset"]
+                or entry.log_start_offset != out["log_start_offset"])
+
+
+class DelayedFetch(DelayedOperation):
+    def __init__(self, fetch: _Fetch, min_bytes: int) -> None:
+        super().__init__()
+        self.fetch = fetch
+        self.min_bytes = min_bytes
+
+    def ready(self) -> bool:
+        self.fetch.run()
+        return self.fetch.bytes >= self.min_bytes or self.fetch.errors
+
+    def result(self) -> dict:
+        return self.fetch.response()
+
+
+@handles(1)
+def fetch(broker, header, request, conn):
+    version = header.api_version
+    wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
+              for t in request.topics for p in t.partitions]
+    session, incremental = None, False
+    if version >= 7:
+        forgotten = [(f.topic, p) for f in request.forgotten_topics_data for p in f.partitions]
+        try:
+            session, incremental = broker.fetch_sessions.resolve(request.session_id, request.session_epoch,
+                                                                 wanted, forgotten)
+        except errors.KafkaError as exc:
+            return {"throttle_time_ms": 0, "error_code": exc.code, "session_id": 0, "responses": []}
+        if session is not None:
+            wanted = [(t, p, e.fetch_offset, e.max_bytes, e.current_leader_epoch)
+                      for (t, p), e in session.partitions.items()]
+    evaluation = _Fetch(broker, version, request, session, incremental, wanted).run()
+    if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
+        return evaluation.response()
+    delayed = DelayedFetch(evaluation, max(request.min_bytes, 1))
+    keys = [TopicPartition(t, p) for t, p, *_ in wanted]
+    return broker.purgatory.watch(delayed, keys, request.max_wait_ms)
+
+
+@handles(2)
+def list_offsets(broker, header, request, conn):
+    version = header.api_version
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
+                   "leader_epoch": -1}
+            try:
+                partition = broker.partition(TopicPartition(topic.name, p.partition_index))
+                if partition is None:
+                    raise errors.UnknownTopicOrPartitionError(f"{topic.name}-{p.partition_index} is not hosted here")
+                if request.replica_id >= 0:
+                    found = partition.log.offset_for_timestamp(p.timestamp)
+                else:
+                    found = partition.offset_for_timestamp(p.timestamp, request.isolation_level)
+                if found is not None:
+                    out["offset"], out["timestamp"] = found
+                    out["leader_epoch"] = partition.leader_epoch
+                if version == 0:
+                    out["old_style_offsets"] = [found[0]] if found is not None else []
+            except errors.KafkaError as exc:
+                out["error_code"] = exc.code
+                if version == 0:
+                    out["old_style_offsets"] = []
+            partitions.append(out)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}

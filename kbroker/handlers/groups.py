@@ -1,0 +1,194 @@
+"""Consumer groups and producer ids: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
+OffsetFetch (9), DeleteGroups (42), InitProducerId (22). The coordinator holds the logic; these
+translate requests and versions."""
+from __future__ import annotations
+
+from kbroker import errors
+
+from . import handles
+
+GROUP_KEY, TRANSACTION_KEY = 0, 1
+
+
+def _coordinator(broker):
+    return broker.coordinator.coordinator
+
+
+@handles(10)
+def find_coordinator(broker, header, request, conn):
+    node = broker.endpoint
+    keys = list(request.coordinator_keys) if header.api_version >= 4 else [request.key]
+    results = []
+    for key in keys:
+        code, message = 0, None
+        if request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
+            code, message = errors.InvalidRequestError.code, f"unknown coordinator key type {request.key_type}"
+        elif request.key_type == TRANSACTION_KEY:
+            code, message = errors.CoordinatorNotAvailableError.code, "transactions are not served yet"
+        elif not key:
+            code, message = errors.InvalidGroupIdError.code, "the group id is empty"
+        found = code == 0
+        results.append({"key": key, "node_id": node.id if found else -1, "host": node.host if found else "",
+                        "port": node.port if found else -1, "error_code": code, "error_message": message})
+    if header.api_version >= 4:
+        return {"throttle_time_ms": 0, "coordinators": results}
+    r = results[0]
+    return {"throttle_time_ms": 0, "error_code": r["error_code"], "error_message": r["error_message"],
+            "node_id": r["node_id"], "host": r["host"], "port": r["port"]}
+
+
+@handles(11)
+async def join_group(broker, header, request, conn):
+    v = header.api_version
+    result = await _coordinator(broker).join_group(
+        request.group_id, request.member_id, request.group_instance_id if v >= 5 else None,
+        client_id=header.client_id or "", client_host=conn.client_host,
+        session_timeout_ms=request.session_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms if v >= 1 else -1,
+        protocol_type=request.protocol_type, protocols=[(p.name, p.metadata) for p in request.protocols],
+        require_known_member_id=v >= 4)
+    return {
+        "throttle_time_ms": 0, "error_code": result.error, "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type, "protocol_name": result.protocol_name or ("" if v < 7 else None),
+        "leader": result.leader_id, "member_id": result.member_id,
+        "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+                    for m in result.members],
+    }
+
+
+@handles(14)
+async def sync_group(broker, header, request, conn):
+    v = header.api_version
+    result = await _coordinator(broker).sync_group(
+        request.group_id, request.generation_id, request.member_id,
+        request.group_instance_id if v >= 3 else None,
+        protocol_type=request.protocol_type if v >= 5 else None,
+        protocol_name=request.protocol_name if v >= 5 else None,
+        assignments=[(a.member_id, a.assignment) for a in request.assignments])
+    return {"throttle_time_ms": 0, "error_code": result.error, "protocol_type": result.protocol_type,
+            "protocol_name": result.protocol_name, "assignment": result.assignment}
+
+
+@handles(12)
+def heartbeat(broker, header, request, conn):
+    code = _coordinator(broker).heartbeat(request.group_id, request.member_id, request.generation_id,
+                                          request.group_instance_id if header.api_version >= 3 else None)
+    return {"throttle_time_ms": 0, "error_code": code}
+
+
+@handles(13)
+def leave_group(broker, header, request, conn):
+    if header.api_version >= 3:
+        members = [(m.member_id, m.group_instance_id) for m in request.members]
+    else:
+        members = [request.member_id]
+    result = _coordinator(broker).leave_group(request.group_id, members)
+    if header.api_version < 3:
+        return {"throttle_time_ms": 0, "error_code": result.legacy_error}
+    return {"throttle_time_ms": 0, "error_code": result.error,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": m.error}
+                        for m in result.members]}
+
+
+@handles(8)
+async def offset_commit(broker, header, request, conn):
+    v = header.api_version
+    offsets = {}
+    unknown = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if topic.name not in broker.topics or p.partition_index not in broker.topics[topic.name].assignment:
+                unknown[tp] = errors.UnknownTopicOrPartitionError.code
+                continue
+            entry = (p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
+            if v == 1:
+                entry += (p.commit_timestamp,)
+            offsets[tp] = entry
+    codes = dict(unknown)
+    if offsets:
+        codes.update(await _coordinator(broker).commit_offsets(
+            request.group_id, request.member_id if v >= 1 else "", request.generation_id if v >= 1 else -1,
+            request.group_instance_id if v >= 7 else None, offsets,
+            request.retention_time_ms if 2 <= v <= 4 else -1))
+    topics: dict[str, list[dict]] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            topics.setdefault(topic.name, []).append(
+                {"partition_index": p.partition_index, "error_code": codes.get((topic.name, p.partition_index), 0)})
+    return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
+
+
+def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bool) -> tuple[int, list[dict]]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    try:
+        found = _coordinator(broker).fetch_offsets(group_id, wanted, require_stable)
+    except errors.KafkaError as exc:
+        if wanted is None or version >= 2:
+            return exc.code, []
+        found = {tp: (-1, -1, "", exc.code) for tp in wanted}  # v0-1 repeat it per partition
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), (offset, epoch, metadata, code) in found.items():
+        by_topic.setdefault(topic, []).append({"partition_index": index, "committed_offset": offset,
+                                               "committed_leader_epoch": epoch, "metadata": metadata,
+                                               "error_code": code})
+    return 0, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
+
+
+@handles(9)
+def offset_fetch(broker, header, request, conn):
+    v = header.api_version
+    if v >= 8:
+        groups = []
+        for g in request.groups:
+            code, topics = _fetch_group(broker, v, g.group_id, g.topics, request.require_stable)
+            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
+        return {"throttle_time_ms": 0, "groups": groups}
+    code, topics = _fetch_group(broker, v, request.group_id, request.topics, v >= 7 and request.require_stable)
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+
+
+@handles(15)
+def describe_groups(broker, header, request, conn):
+    groups = []
+    for group_id in request.groups:
+        d = _coordinator(broker).describe_group(group_id)
+        groups.append({
+            "error_code": d.error, "group_id": d.group_id, "group_state": d.state,
+            "protocol_type": d.protocol_type, "protocol_data": d.protocol_name,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "member_metadata": m.metadata, "member_assignment": m.assignment} for m in d.members],
+        })
+    return {"throttle_time_ms": 0, "groups": groups}
+
+
+@handles(16)
+def list_groups(broker, header, request, conn):
+    code, groups = _coordinator(broker).list_groups(request.states_filter if header.api_version >= 4 else None)
+    return {"throttle_time_ms": 0, "error_code": code,
+            "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
+                       for g in groups]}
+
+
+@handles(42)
+async def delete_groups(broker, header, request, conn):
+    codes = await _coordinator(broker).delete_groups(request.groups_names)
+    return {"throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": code} for g, code in codes.items()]}
+
+
+@handles(22)
+def init_producer_id(broker, header, request, conn):
+    if request.transactional_id:
+        return {"throttle_time_ms": 0, "error_code": errors.CoordinatorNotAvailableError.code,
+                "producer_id": -1, "producer_epoch": -1}
+    if header.api_version >= 3 and request.producer_id >= 0:
+        # KIP-360: an idempotent producer bumping its epoch keeps its id
+        epoch = request.producer_epoch + 1
+        if epoch > 32767:
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": broker.next_producer_id(),
+                    "producer_epoch": 0}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": request.producer_id, "producer_epoch": epoch}
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": broker.next_producer_id(), "producer_epoch": 0}

@@ -1,0 +1,67 @@
+"""Metadata (3) and DescribeCluster (60): brokers, controller, topics, leaders."""
+from __future__ import annotations
+
+from kbroker import errors
+
+from . import handles
+
+
+def _brokers(broker) -> list[dict]:
+    return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in broker.live_brokers()]
+
+
+def topic_metadata(broker, name: str) -> dict:
+    topic = broker.topics.get(name)
+    if topic is None:
+        return {"error_code": errors.UnknownTopicOrPartitionError.code, "name": name, "partitions": []}
+    partitions = []
+    for index in sorted(topic.assignment):
+        state = broker.partition_state(name, index)
+        partitions.append({
+            "error_code": 0 if state.leader >= 0 else errors.LeaderNotAvailableError.code,
+            "partition_index": index,
+            "leader_id": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": list(topic.assignment[index]),
+            "isr_nodes": list(state.isr),
+            "offline_replicas": [],
+        })
+    return {"error_code": 0, "name": name, "is_internal": topic.internal, "partitions": partitions}
+
+
+@handles(3)
+def metadata(broker, header, request, conn):
+    if request.topics is None or (header.api_version == 0 and not request.topics):
+        names = sorted(broker.topics)  # all topics (v0: an empty list means all)
+    else:
+        names = []
+        auto = request.allow_auto_topic_creation and header.api_version >= 4 or header.api_version < 4
+        for t in request.topics:
+            name = t.name
+            if name is None:
+                continue
+            if name not in broker.topics and auto and broker.config.auto_create_topics_enable:
+                broker.auto_create_topic(name)
+            names.append(name)
+    topics = []
+    for name in names:
+        try:
+            topics.append(topic_metadata(broker, name))
+        except errors.KafkaError as exc:
+            topics.append({"error_code": exc.code, "name": name, "partitions": []})
+    return {
+        "brokers": _brokers(broker),
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id(),
+        "topics": topics,
+    }
+
+
+@handles(60)
+def describe_cluster(broker, header, request, conn):
+    return {
+        "error_code": 0,
+        "cluster_id": broker.cluster_id,
+        "controller_id": broker.controller_id(),
+        "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in broker.live_brokers()],
+    }

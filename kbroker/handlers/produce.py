@@ -1,0 +1,82 @@
+"""Produce (0): the write path. Each partition's records are a memoryview into the request frame;
+the log validates and assigns offsets in place, then appends those very bytes.
+
+Requests of one connection are applied in arrival order (this runs synchronously on dispatch).
+acks=0 gets no response; if any partition failed, the connection is closed instead, as Kafka does,
+so the client refreshes its metadata.
+"""
+from __future__ import annotations
+
+import logging
+
+from kbroker import errors
+from kbroker._core import records as core_records
+from kbroker.log import TopicPartition
+from kbroker.partition import error_code_of
+
+from . import CLOSE, NO_RESPONSE, handles
+
+log = logging.getLogger(__name__)
+
+
+@handles(0)
+def produce(broker, header, request, conn):
+    version = header.api_version
+    acks = request.acks
+    responses = []
+    failed = False
+    for topic in request.topic_data:
+        partitions = []
+        for data in topic.partition_data:
+            result = _append_one(broker, version, acks, topic.name, data.index, data.records)
+            failed |= result["error_code"] != 0
+            partitions.append(result)
+        responses.append({"name": topic.name, "partition_responses": partitions})
+    if acks == 0:
+        return CLOSE if failed else NO_RESPONSE
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _append_one(broker, version: int, acks: int, topic: str, index: int, batches) -> dict:
+    out = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+    try:
+        if acks not in (-1, 0, 1):
+            raise errors.InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}")
+        if topic in broker.topics and broker.topics[topic].internal:
+            raise errors.InvalidTopicError(f"{topic} is internal: clients may not produce to it")
+        if topic not in broker.topics and broker.config.auto_create_topics_enable:
+            broker.auto_create_topic(topic)
+        partition = broker.partition(TopicPartition(topic, index))
+        if partition is None:
+            raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+        if batches is None or len(batches) == 0:
+            raise errors.InvalidRecordError("no record batch")
+        if version >= 3:
+            _check_single_v2_batch(batches, version)
+        result = partition.append_as_leader(batches)
+        out["base_offset"] = result.first_offset
+        out["log_append_time_ms"] = result.log_append_time
+        out["log_start_offset"] = partition.log.log_start_offset
+        broker.on_append(partition)
+    except errors.KafkaError as exc:
+        out["error_code"] = exc.code
+        if version >= 8:
+            out["error_message"] = exc.message
+        log.debug("produce to %s-%d refused: %s", topic, index, exc)
+    except Exception as exc:  # a bug must cost one partition its answer, not the broker
+        log.exception("produce to %s-%d failed", topic, index)
+        out["error_code"] = error_code_of(exc)
+    return out
+
+
+def _check_single_v2_batch(batches, version: int) -> None:
+    """Produce v3+: exactly one batch, magic 2; zstd needs v7+."""
+    try:
+        header = core_records.parse_header(batches)
+    except core_records.RecordBatchError as exc:
+        raise errors.for_code(exc.code)(str(exc)) from None
+    if header.size < len(batches):
+        raise errors.InvalidRecordError(
+            f"produce v{version} carries exactly one record batch; got {len(batches)} bytes for a batch of {header.size}")
+    if header.compression == 4 and version < 7:
+        raise errors.UnsupportedCompressionTypeError("zstd needs Produce v7 or later")

@@ -1,0 +1,248 @@
+"""One client connection: frames in, responses out in request order, zero-copy both ways.
+
+Reading: ``recv_into`` a reusable scratch buffer; small frames are copied out of it (one memcpy of a
+few bytes beats a syscall per frame), a frame bigger than what the scratch holds gets its own
+bytearray and the socket reads straight into it, so Produce payloads land where the log will
+validate them in place. ``socket.request.max.bytes`` is checked on the 4-byte size, before any
+allocation.
+
+Writing: each request takes a slot in a FIFO when it arrives; its response fills the slot whenever
+its handler finishes, and slots leave the FIFO strictly in order. Bytes go out with ``send``,
+segment ranges (Fetch) with the Cython ``sendfile``; on EAGAIN the connection waits for
+writability. Too many unanswered requests pause reading (back-pressure).
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import socket
+import time
+from typing import TYPE_CHECKING, Any
+
+from kbroker._core.sendfile import send_range
+from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_unsupported, encode_response
+
+if TYPE_CHECKING:
+    from .server import NetworkServer
+
+log = logging.getLogger(__name__)
+
+SCRATCH_BYTES = 64 * 1024
+MAX_IN_FLIGHT = 100
+NO_RESPONSE = object()  # a handler result meaning "send nothing" (Produce acks=0)
+CLOSE = object()        # a handler result meaning "close the connection" (acks=0 failure, as Kafka)
+
+
+class _Slot:
+    __slots__ = ("api_key", "version", "correlation_id", "chunks", "ready")
+
+    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
+        self.api_key = api_key
+        self.version = version
+        self.correlation_id = correlation_id
+        self.chunks: list[Any] | object | None = None
+        self.ready = False
+
+
+class Connection:
+    def __init__(self, server: "NetworkServer", sock: socket.socket, peer: tuple) -> None:
+        self.server = server
+        self.loop = server.loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.peer = peer
+        self.client_host = peer[0] if peer else ""
+        self.max_frame = server.max_request_bytes
+        self.last_active = time.monotonic()
+        self.closed = False
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._start = 0   # first unparsed byte in scratch
+        self._end = 0     # end of received bytes in scratch
+        self._big: bytearray | None = None  # a frame being received directly
+        self._big_view: memoryview | None = None
+        self._big_got = 0
+        self._slots: collections.deque[_Slot] = collections.deque()
+        self._out: collections.deque[Any] = collections.deque()  # chunks being written
+        self._out_pos = 0
+        self._writing = False
+        self._reading = True
+        self._file_stalls = 0
+        self.loop.add_reader(self.fd, self._on_readable)
+
+    # -- reading -------------------------------------------------------------------------
+
+    def _on_readable(self) -> None:
+        try:
+            if self._big is not None:
+                n = self.sock.recv_into(self._big_view[self._big_got:])
+                if not n:
+                    return self.close("peer closed")
+                self._big_got += n
+                if self._big_got == len(self._big):
+                    frame, self._big, self._big_view = self._big, None, None
+                    self._handle_frame(frame)
+                self.last_active = time.monotonic()
+                return
+            if self._start == self._end:
+                self._start = self._end = 0
+            elif self._end == len(self._scratch):  # compact the partial frame to the front
+                left = self._end - self._start
+                self._scratch[:left] = self._scratch[self._start:self._end]
+                self._start, self._end = 0, left
+            n = self.sock.recv_into(self._scratch_view[self._end:])
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            return self.close(f"receive failed: {exc}")
+        if not n:
+            return self.close("peer closed")
+        self.last_active = time.monotonic()
+        self._end += n
+        self._parse_scratch()
+
+    def _parse_scratch(self) -> None:
+        scratch = self._scratch
+        while not self.closed and self._end - self._start >= 4:
+            start = self._start
+            size = int.from_bytes(scratch[start:start + 4], "big", signed=True)
+            if size < 0 or size > self.max_frame:
+                return self.close(f"frame of {size} bytes refused (socket.request.max.bytes={self.max_frame})")
+            have = self._end - start - 4
+            if have >= size:
+                frame = scratch[start + 4:start + 4 + size]  # a small copy, owned by the request
+                self._start = start + 4 + size
+                self._handle_frame(frame)
+            elif size > len(scratch) - 4:
+                frame = bytearray(size)  # big frame: the socket fills it directly
+                frame[:have] = scratch[start + 4:self._end]
+                self._start = self._end = 0
+                self._big, self._big_view, self._big_got = frame, memoryview(frame), have
+                return
+            else:
+                return
+
+    def _handle_frame(self, frame: bytearray) -> None:
+        try:
+            header, body = decode_request(memoryview(frame))
+        except ProtocolError as exc:
+            if exc.api_key == 18 and exc.reason == "unsupported_version" and exc.correlation_id is not None:
+                # KIP-511: answer a too-new ApiVersions with a v0 error body listing our range.
+                slot = _Slot(18, 0, exc.correlation_id)
+                self._slots.append(slot)
+                self._fill(slot, encode_api_versions_unsupported(exc.correlation_id))
+                return
+            return self.close(f"undecodable request: {exc}")
+        slot = _Slot(header.api_key, header.api_version, header.correlation_id)
+        self._slots.append(slot)
+        if len(self._slots) >= MAX_IN_FLIGHT and self._reading:
+            self.loop.remove_reader(self.fd)
+            self._reading = False
+        try:
+            result = self.server.dispatch(header, body, self)
+        except Exception:
+            log.exception("handler for api %d v%d failed", header.api_key, header.api_version)
+            return self.close("handler error")
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            task = asyncio.ensure_future(result)
+            task.add_done_callback(lambda t, s=slot: self._on_done(s, t))
+        else:
+            self._complete(slot, result)
+
+    def _on_done(self, slot: _Slot, task: asyncio.Future) -> None:
+        if self.closed:
+            return
+        if task.cancelled():
+            return self.close("request cancelled")
+        exc = task.exception()
+        if exc is not None:
+            log.error("handler for api %d v%d failed", slot.api_key, slot.version, exc_info=exc)
+            return self.close("handler error")
+        self._complete(slot, task.result())
+
+    def _complete(self, slot: _Slot, result: Any) -> None:
+        if result is CLOSE:
+            return self.close("closed by handler")
+        if result is NO_RESPONSE:
+            self._fill(slot, NO_RESPONSE)
+            return
+        try:
+            chunks = encode_response(slot.api_key, slot.version, slot.correlation_id, result)
+        except Exception:
+            log.exception("could not encode the response to api %d v%d", slot.api_key, slot.version)
+            return self.close("response encoding failed")
+        self._fill(slot, chunks)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def _fill(self, slot: _Slot, chunks: Any) -> None:
+        slot.chunks = chunks
+        slot.ready = True
+        while self._slots and self._slots[0].ready:
+            done = self._slots.popleft()
+            if done.chunks is not NO_RESPONSE:
+                self._out.extend(done.chunks)  # type: ignore[arg-type]
+        if not self._reading and len(self._slots) < MAX_IN_FLIGHT // 2 and not self.closed:
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
+        if not self._writing:
+            self._write()
+
+    def _write(self) -> None:
+        out = self._out
+        try:
+            while out:
+                chunk = out[0]
+                if isinstance(chunk, (bytes, bytearray, memoryview)):
+                    n = self.sock.send(memoryview(chunk)[self._out_pos:] if self._out_pos else chunk)
+                    self._out_pos += n
+                    done = self._out_pos >= len(chunk)
+                else:  # a segment file range
+                    left = chunk.length - self._out_pos
+                    n = send_range(self.fd, chunk.fd, chunk.position + self._out_pos, left)
+                    self._out_pos += n
+                    done = self._out_pos >= chunk.length
+                    if n == 0 and not done:
+                        self._file_stalls += 1
+                        if self._file_stalls > 2:  # writable twice yet nothing sent: the file is shorter
+                            return self.close("segment file ended before the promised range")
+                        return self._wait_writable()
+                    self._file_stalls = 0
+                if done:
+                    out.popleft()
+                    self._out_pos = 0
+                else:
+                    return self._wait_writable()
+        except (BlockingIOError, InterruptedError):
+            return self._wait_writable()
+        except OSError as exc:
+            return self.close(f"send failed: {exc}")
+        if self._writing:
+            self.loop.remove_writer(self.fd)
+            self._writing = False
+        self.last_active = time.monotonic()
+
+    def _wait_writable(self) -> None:
+        if not self._writing:
+            self.loop.add_writer(self.fd, self._write)
+            self._writing = True
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self, why: str = "") -> None:
+        if self.closed:
+            return
+        self.closed = True
+        log.debug("closing connection from %s: %s", self.peer, why)
+        if self._reading:
+            self.loop.remove_reader(self.fd)
+        if self._writing:
+            self.loop.remove_writer(self.fd)
+        self._out.clear()
+        self._slots.clear()
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self.server.forget(self)

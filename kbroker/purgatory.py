@@ -1,0 +1,113 @@
+"""Delayed operations (Kafka's purgatory): requests that wait for data or for replicas.
+
+An operation is watched under keys (topic-partitions); ``check(key)`` after an append or a high
+watermark change tries to complete the operations watching it; a timeout registered in the Cython
+timing wheel forces completion. Each operation completes exactly once (``try_complete`` vs
+``force_complete``, decided by the ``completed`` flag), and is removed from every watch list and
+from the wheel when it does, so long polls leave nothing behind.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from typing import Any, Hashable, Iterable
+
+from kbroker._core.timewheel import TimingWheel
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+class DelayedOperation:
+    """Subclasses implement ``ready()`` (may it complete now?) and ``result()`` (the outcome)."""
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.completed = False
+        self.keys: tuple[Hashable, ...] = ()
+        self.timer = -1
+
+    def ready(self) -> bool:
+        raise NotImplementedError
+
+    def result(self) -> Any:
+        raise NotImplementedError
+
+
+class Purgatory:
+    def __init__(self, tick_ms: int = 1, wheel_size: int = 20) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.wheel = TimingWheel(tick_ms, wheel_size, monotonic_ms())
+        self.watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
+        self._handle: asyncio.TimerHandle | None = None
+        self._armed_ms = -1
+
+    def __len__(self) -> int:
+        return len(self.wheel)
+
+    def watch(self, op: DelayedOperation, keys: Iterable[Hashable], timeout_ms: int) -> asyncio.Future:
+        """Complete now if possible, else wait for a ``check`` of one of ``keys`` or the timeout."""
+        if op.ready():
+            self._finish(op)
+            return op.future
+        op.keys = tuple(keys)
+        for key in op.keys:
+            self.watchers[key].add(op)
+        op.timer = self.wheel.add(monotonic_ms() + max(timeout_ms, 0), op)
+        self._arm()
+        return op.future
+
+    def check(self, key: Hashable) -> None:
+        ops = self.watchers.get(key)
+        if not ops:
+            return
+        for op in list(ops):
+            if not op.completed and op.ready():
+                self._finish(op)
+
+    def _finish(self, op: DelayedOperation) -> None:
+        if op.completed:
+            return
+        op.completed = True
+        for key in op.keys:
+            watching = self.watchers.get(key)
+            if watching is not None:
+                watching.discard(op)
+                if not watching:
+                    del self.watchers[key]
+        if op.timer >= 0:
+            self.wheel.cancel(op.timer)
+        if not op.future.done():
+            try:
+                op.future.set_result(op.result())
+            except Exception as exc:  # the waiting handler turns it into an error response
+                op.future.set_exception(exc)
+
+    def _arm(self) -> None:
+        expiry = self.wheel.next_expiry_ms()
+        if expiry < 0 or (self._handle is not None and self._armed_ms <= expiry):
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        delay = max(0, expiry - monotonic_ms()) / 1000
+        self._armed_ms = expiry
+        self._handle = self.loop.call_later(delay, self._expire)
+
+    def _expire(self) -> None:
+        self._handle = None
+        self._armed_ms = -1
+        for op in self.wheel.advance(monotonic_ms()):
+            op.timer = -1
+            self._finish(op)
+        self._arm()
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        for ops in list(self.watchers.values()):
+            for op in list(ops):
+                if not op.future.done():
+                    op.future.cancel()
+        self.watchers.clear()

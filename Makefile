@@ -19,9 +19,13 @@ test: debs build
 bench: build
 	$(PY) -m bench.storage
 
-build: deps
+build: deps $(VENV)/.stamp-editable
 	$(PY) setup.py -q build_ext --inplace
+
+# The editable install (console script .venv/bin/kbroker) only changes with the metadata.
+$(VENV)/.stamp-editable: pyproject.toml setup.py $(VENV)/.stamp-deps
 	$(PIP) install -q --no-build-isolation --no-deps -e .
+	touch $@
 
 # Python packages. liburing is built from source: the 2026.x wheels die with SIGILL here.
 deps: $(VENV)/.stamp-deps

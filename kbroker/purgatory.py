@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from typing import Any, Hashable, Iterable
 
-from kbroker._core.timewheel import TimingWheel
+from kbroker.timers import LoopWheel
 
 
 def monotonic_ms() -> int:
@@ -38,14 +38,11 @@ class DelayedOperation:
 
 class Purgatory:
     def __init__(self, tick_ms: int = 1, wheel_size: int = 20) -> None:
-        self.loop = asyncio.get_running_loop()
-        self.wheel = TimingWheel(tick_ms, wheel_size, monotonic_ms())
+        self.timeouts = LoopWheel(monotonic_ms, self._expired, tick_ms, wheel_size)
         self.watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
-        self._handle: asyncio.TimerHandle | None = None
-        self._armed_ms = -1
 
     def __len__(self) -> int:
-        return len(self.wheel)
+        return len(self.timeouts)
 
     def watch(self, op: DelayedOperation, keys: Iterable[Hashable], timeout_ms: int) -> asyncio.Future:
         """Complete now if possible, else wait for a ``check`` of one of ``keys`` or the timeout."""
@@ -55,8 +52,7 @@ class Purgatory:
         op.keys = tuple(keys)
         for key in op.keys:
             self.watchers[key].add(op)
-        op.timer = self.wheel.add(monotonic_ms() + max(timeout_ms, 0), op)
-        self._arm()
+        op.timer = self.timeouts.add(monotonic_ms() + max(timeout_ms, 0), op)
         return op.future
 
     def check(self, key: Hashable) -> None:
@@ -66,6 +62,11 @@ class Purgatory:
         for op in list(ops):
             if not op.completed and op.ready():
                 self._finish(op)
+
+    def _expired(self, ops: list[DelayedOperation]) -> None:
+        for op in ops:
+            op.timer = -1
+            self._finish(op)
 
     def _finish(self, op: DelayedOperation) -> None:
         if op.completed:
@@ -78,34 +79,15 @@ class Purgatory:
                 if not watching:
                     del self.watchers[key]
         if op.timer >= 0:
-            self.wheel.cancel(op.timer)
+            self.timeouts.cancel(op.timer)
         if not op.future.done():
             try:
                 op.future.set_result(op.result())
             except Exception as exc:  # the waiting handler turns it into an error response
                 op.future.set_exception(exc)
 
-    def _arm(self) -> None:
-        expiry = self.wheel.next_expiry_ms()
-        if expiry < 0 or (self._handle is not None and self._armed_ms <= expiry):
-            return
-        if self._handle is not None:
-            self._handle.cancel()
-        delay = max(0, expiry - monotonic_ms()) / 1000
-        self._armed_ms = expiry
-        self._handle = self.loop.call_later(delay, self._expire)
-
-    def _expire(self) -> None:
-        self._handle = None
-        self._armed_ms = -1
-        for op in self.wheel.advance(monotonic_ms()):
-            op.timer = -1
-            self._finish(op)
-        self._arm()
-
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
+        self.timeouts.close()
         for ops in list(self.watchers.values()):
             for op in list(ops):
                 if not op.future.done():

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Iterator
 from kbroker._core import records
 from kbroker.coordinator.coordinator import GroupCoordinator
 from kbroker.coordinator.group import GroupConfig
+from kbroker.coordinator.timer import wall_clock_ms
+from kbroker.timers import WheelTimer
 from kbroker.log import TopicPartition
 
 if TYPE_CHECKING:
@@ -40,16 +42,17 @@ class CoordinatorBridge:
                 "compression.type": "producer"})
         partitions = len(broker.topics[OFFSETS_TOPIC].assignment)
         group_config = dataclasses.replace(GroupConfig.from_broker_config(cfg), offsets_topic_num_partitions=partitions)
-        self.coordinator = GroupCoordinator(group_config, append=self._append)
+        # Session, rebalance and join deadlines run on a Cython timing wheel driven by the loop.
+        self.timer = WheelTimer(wall_clock_ms)
+        self.coordinator = GroupCoordinator(group_config, append=self._append, clock=wall_clock_ms, timer=self.timer)
         for p in range(partitions):
             self.coordinator.begin_loading(p)
-            loaded = self.coordinator.load_partition(p, self._stored_batches(p))
-            if loaded:
-                log.info("loaded %d records of %s-%d", loaded, OFFSETS_TOPIC, p)
+            self.coordinator.load_partition(p, self._stored_batches(p))
 
     async def stop(self) -> None:
         if self.coordinator is not None:
             self.coordinator.shutdown()
+            self.timer.wheel.close()
 
     def _append(self, partition: int, batch: bytearray) -> int:
         target = self.broker.partition(TopicPartition(OFFSETS_TOPIC, partition))

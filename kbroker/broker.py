@@ -134,7 +134,7 @@ class Broker:
         cfg = self.config
         period = min(cfg.log_retention_check_interval_ms, cfg.log_flush_offset_checkpoint_interval_ms or 60000,
                      1000) / 1000
-        last_retention = last_checkpoint = time.monotonic()
+        last_retention = last_checkpoint = last_offsets_cleanup = time.monotonic()
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
@@ -146,6 +146,10 @@ class Broker:
             if now - last_checkpoint >= (cfg.log_flush_offset_checkpoint_interval_ms or 60000) / 1000:
                 self.log_manager.checkpoint()
                 last_checkpoint = now
+            if now - last_offsets_cleanup >= cfg.offsets_retention_check_interval_ms / 1000:
+                assert self.coordinator is not None and self.coordinator.coordinator is not None
+                await self.coordinator.coordinator.cleanup_expired_offsets()
+                last_offsets_cleanup = now
 
     # -- requests ----------------------------------------------------------------------------
 

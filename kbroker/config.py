@@ -80,6 +80,8 @@ DEFS: tuple[_Def, ...] = (
     _d("offsets.topic.segment.bytes", _int, 104857600, lambda v: v >= 1, "an int >= 1"),
     _d("offsets.retention.minutes", _int, 10080, lambda v: v >= 1, "an int >= 1"),
     _d("offsets.commit.timeout.ms", _int, 5000, lambda v: v >= 1, "an int >= 1"),
+    _d("offsets.retention.check.interval.ms", _int, 600000, lambda v: v >= 1, "an int >= 1",
+       "how often expired committed offsets are removed"),
     _d("transaction.state.log.num.partitions", _int, 50, lambda v: v >= 1, "an int >= 1"),
     _d("transaction.state.log.replication.factor", _int, 3, lambda v: v >= 1, "an int >= 1"),
     _d("transaction.state.log.min.isr", _int, 2, lambda v: v >= 1, "an int >= 1"),

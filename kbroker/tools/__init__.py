@@ -1,0 +1,2 @@
+"""Admin command-line tools (``kbroker topics``, ``kbroker groups``) and the small synchronous
+client they share, speaking the Kafka protocol through kbroker's own codec."""

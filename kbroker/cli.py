@@ -2,6 +2,11 @@
 
     kbroker serve [server.properties] [--override key=value ...]      (kafka-server-start.sh)
     kbroker dump-log --files 00000000000000000000.log [--files ...]   (kafka-dump-log.sh)
+    kbroker topics --bootstrap-server HOST:PORT --create|--list|--describe|--alter|--delete ...
+                                                                       (kafka-topics.sh)
+    kbroker groups --bootstrap-server HOST:PORT --list|--describe ...   (kafka-consumer-groups.sh)
+
+Exit status: 0 success, 1 failure (one line on stderr), 2 bad arguments.
 """
 from __future__ import annotations
 
@@ -107,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="set a property, overriding the file (repeatable)")
     dump = sub.add_parser("dump-log", help="print the batches of segment files and the entries of index files")
     dump.add_argument("--files", action="append", required=True, help="a .log, .index or .timeindex file")
+    from kbroker.tools import groups, topics
+    topics.add_parser(sub)
+    groups.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
@@ -115,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"no such file: {', '.join(missing)}")
         return dump_log(args.files)
+    if args.command in ("topics", "groups"):
+        try:
+            return args.run(args)
+        except KeyboardInterrupt:
+            return 130
     return 2
 
 

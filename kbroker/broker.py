@@ -6,11 +6,13 @@ under the first log dir; this broker is then the controller and the leader of ev
 from __future__ import annotations
 
 import asyncio
+import base64
 import logging
 import os
 import random
 import signal
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +44,7 @@ class TopicInfo:
     name: str
     assignment: dict[int, list[int]]
     configs: dict[str, str] = field(default_factory=dict)
+    topic_id: uuid.UUID = uuid.UUID(int=0)  # Kafka's topic id (stored base64url in /brokers/topics/<t>)
 
     @property
     def internal(self) -> bool:
@@ -207,7 +210,8 @@ class Broker:
                 self._finish_deletion(name, assignment.partitions)
                 continue
             configs = layout.get_entity_config(self.store, "topics", name)
-            self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.partitions.items()}, dict(configs))
+            self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.partitions.items()}, dict(configs),
+                                          _topic_uuid(assignment.topic_id))
 
     def _host_partition(self, tp: TopicPartition) -> Partition:
         assert self.log_manager is not None
@@ -239,7 +243,7 @@ class Broker:
         except ValueError as exc:
             raise errors.InvalidTopicError(str(exc)) from None
         if name in self.topics:
-            raise errors.TopicAlreadyExistsError(f"topic {name!r} already exists")
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         configs = dict(configs or {})
         try:
             self.config.log.with_overrides(configs)
@@ -266,7 +270,7 @@ class Broker:
         info = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, configs)
         if validate_only:
             return info
-        layout.create_topic(self.store, name, info.assignment, configs)
+        info.topic_id = _topic_uuid(layout.create_topic(self.store, name, info.assignment, configs))
         self.topics[name] = info
         assert self.log_manager is not None
         self.log_manager.topic_overrides[name] = configs
@@ -346,6 +350,13 @@ class Broker:
         block = layout.claim_producer_id_block(self.store, self.broker_id)
         self._producer_ids = iter(range(block.block_start, block.block_end + 1))
         return next(self._producer_ids)
+
+
+def _topic_uuid(text: str | None) -> uuid.UUID:
+    """Kafka stores topic ids as 22-character base64url strings; the wire carries 16 bytes."""
+    if not text:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
 
 
 async def serve(config: BrokerConfig) -> None:

@@ -41,8 +41,13 @@ def create_topics(broker, header, request, conn):
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
             info = broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor, assignment,
                                        configs, validate_only=request.validate_only)
+            out["topic_id"] = info.topic_id
             out["num_partitions"] = len(info.assignment)
             out["replication_factor"] = len(next(iter(info.assignment.values())))
+            if header.api_version >= 5:  # the new topic's effective configs, as Kafka returns them
+                out["configs"] = [{"name": n, "value": v, "read_only": False, "is_sensitive": False,
+                                   "config_source": SOURCE_DYNAMIC_TOPIC if n in configs else SOURCE_DEFAULT}
+                                  for n, v in sorted(broker.config.log.with_overrides(configs).topic_values().items())]
         except Exception as exc:
             out["error_code"], out["error_message"] = _error(exc)
         results.append(out)

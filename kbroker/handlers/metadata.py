@@ -26,7 +26,8 @@ def topic_metadata(broker, name: str) -> dict:
             "isr_nodes": list(state.isr),
             "offline_replicas": [],
         })
-    return {"error_code": 0, "name": name, "is_internal": topic.internal, "partitions": partitions}
+    return {"error_code": 0, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
+            "partitions": partitions}
 
 
 @handles(3)

@@ -52,7 +52,7 @@ class Connection:
         self.sock = sock
         self.fd = sock.fileno()
         self.peer = peer
-        self.client_host = peer[0] if peer else ""
+        self.client_host = f"/{peer[0]}" if peer else ""  # Kafka shows InetAddress.toString(): "/1.2.3.4"
         self.max_frame = server.max_request_bytes
         self.last_active = time.monotonic()
         self.closed = False

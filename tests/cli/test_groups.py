@@ -75,9 +75,9 @@ def test_list_and_describe_a_live_group(broker, kbroker, consumed_group):
     member = consumer.memberid()
     assert member
     assert table(r.stdout) == [
-        [group, topic, "0", "4", "6", "2", member, "127.0.0.1", CLIENT_ID],
-        [group, topic, "1", "1", "4", "3", member, "127.0.0.1", CLIENT_ID],
-        [group, topic, "2", "-", "3", "-", member, "127.0.0.1", CLIENT_ID],
+        [group, topic, "0", "4", "6", "2", member, "/127.0.0.1", CLIENT_ID],
+        [group, topic, "1", "1", "4", "3", member, "/127.0.0.1", CLIENT_ID],
+        [group, topic, "2", "-", "3", "-", member, "/127.0.0.1", CLIENT_ID],
     ]
 
     r = kbroker("groups", *b, "--describe", "--group", group, "--members", "--verbose")
@@ -85,7 +85,7 @@ def test_list_and_describe_a_live_group(broker, kbroker, consumed_group):
     lines = r.stdout.split("\n")
     assert lines[0] == "" and lines[1].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS",
                                                     "ASSIGNMENT"]
-    assert lines[2].split() == [group, member, "127.0.0.1", CLIENT_ID, "3", f"{topic}(0,1,2)"]
+    assert lines[2].split() == [group, member, "/127.0.0.1", CLIENT_ID, "3", f"{topic}(0,1,2)"]
 
     r = kbroker("groups", *b, "--describe", "--group", group, "--state")
     assert r.returncode == 0 and r.stderr == ""

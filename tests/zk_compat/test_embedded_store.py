@@ -144,8 +144,25 @@ def test_sequential_names_use_the_parents_cversion(store):
     second = store.create("/config/changes/config_change_", b"2", sequence=True)
     assert first == "/config/changes/config_change_0000000000"
     assert second == "/config/changes/config_change_0000000001"
-    store.delete(first)  # deletions advance the counter too, as in ZooKeeper
-    assert store.create("/config/changes/config_change_", sequence=True) == "/config/changes/config_change_0000000003"
+    store.delete(first)  # deletions do not advance the suffix (they do advance cversion)
+    assert store.create("/config/changes/config_change_", sequence=True) == "/config/changes/config_change_0000000002"
+    assert store.exists("/config/changes").cversion == 4
+
+
+def test_sequence_suffix_counts_creates_only_as_zookeeper_does(store):
+    # ZooKeeper 3.8, measured: n-0, n-1, delete n-0, n-2, create+delete "plain", n-4; the
+    # reported cversion counts deletions too (2 * creates - children)
+    store.create("/p")
+    first = store.create("/p/n-", sequence=True)
+    assert store.create("/p/n-", sequence=True) == "/p/n-0000000001"
+    store.delete(first)
+    assert store.exists("/p").cversion == 3
+    assert store.create("/p/n-", sequence=True) == "/p/n-0000000002"
+    store.create("/p/plain")
+    store.delete("/p/plain")
+    assert store.exists("/p").cversion == 6
+    assert store.create("/p/n-", sequence=True) == "/p/n-0000000004"
+    assert store.exists("/p").cversion == 7
 
 
 def test_sequence_counters_are_per_parent(store):

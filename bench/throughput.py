@@ -388,7 +388,8 @@ def run_phase(args: argparse.Namespace, broker: BrokerProcess, phase: str, acks:
         record["error"] = f"skipped: {broker.name} failed earlier"
         emit(record)
         return record
-    spy = PySpy(profile_dir if broker.name == "kbroker" else None, broker.pid, f"kbroker-{phase}-r{round_no}")
+    spy = PySpy(profile_dir if broker.name.startswith("kbroker") else None, broker.pid,
+                f"{broker.name}-{phase}-r{round_no}")
     cpu0, client0 = broker.cpu(), self_cpu()
     try:
         if phase.startswith("produce"):
@@ -419,13 +420,37 @@ def run_phase(args: argparse.Namespace, broker: BrokerProcess, phase: str, acks:
     return record
 
 
-def start_broker(name: str, workdir: Path) -> BrokerProcess:
+# Runs kbroker from another source tree (a git worktree with its extensions built or copied in),
+# ahead of the editable install of this one, so a change is measured against HEAD in one run.
+TREE_LAUNCHER = """import sys
+sys.meta_path[:] = [f for f in sys.meta_path if not type(f).__module__.startswith("__editable__")]
+sys.path.insert(0, sys.argv.pop(1))
+from kbroker.cli import main
+sys.exit(main())
+"""
+
+
+def parse_broker(spec: str) -> tuple[str, Path | None]:
+    """``kbroker``, ``tansu`` or ``kbroker=<source tree>`` (named kbroker_<tree's dir name>)."""
+    if spec in ("kbroker", "tansu"):
+        return spec, None
+    kind, _, tree = spec.partition("=")
+    if kind != "kbroker" or not tree or not (Path(tree) / "kbroker" / "cli.py").exists():
+        raise ValueError(f"{spec!r}: expected kbroker, tansu or kbroker=<a kbroker source tree>")
+    path = Path(tree).resolve()
+    return f"kbroker_{re.sub(r'[^A-Za-z0-9]+', '_', path.name)}", path
+
+
+def start_broker(name: str, tree: Path | None, workdir: Path) -> BrokerProcess:
     port = free_port()
-    if name == "kbroker":
-        argv = [str(Path(sys.executable).parent / "kbroker"), "serve",
-                "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                "--override", f"log.dirs={workdir / 'kbroker-logs'}",
-                "--override", "group.initial.rebalance.delay.ms=0"]
+    if name.startswith("kbroker"):
+        if tree is None:
+            argv = [str(Path(sys.executable).parent / "kbroker")]
+        else:
+            argv = [sys.executable, "-c", TREE_LAUNCHER, str(tree)]
+        argv += ["serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                 "--override", f"log.dirs={workdir / (name + '-logs')}",
+                 "--override", "group.initial.rebalance.delay.ms=0"]
         env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"))
     else:
         url = f"tcp://127.0.0.1:{port}"
@@ -451,16 +476,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-bytes", type=int, default=MIB, help="producer batch.size")
     parser.add_argument("--fetch-partition-bytes", type=int, default=MIB,
                         help="consumer max.partition.fetch.bytes (librdkafka's default, 1 MiB)")
-    parser.add_argument("--brokers", default="kbroker,tansu", help="comma-separated subset of kbroker,tansu")
+    parser.add_argument("--brokers", default="kbroker,tansu",
+                        help="comma-separated: kbroker, tansu, kbroker=<source tree> (e.g. a worktree "
+                             "with a change, to compare it with this tree's kbroker in the same run)")
     parser.add_argument("--log-dir", default=None, help="parent of kbroker's log.dirs (default: a temp dir "
                         "on the repo's disk; /dev/shm puts it in memory like Tansu's memory:// engine)")
     parser.add_argument("--phase-timeout", type=float, default=300.0, help="seconds before a phase is a failure")
     parser.add_argument("--py-spy", metavar="DIR", default=None, help="profile kbroker's phases with py-spy")
     args = parser.parse_args(argv)
-    names = [n.strip() for n in args.brokers.split(",") if n.strip()]
-    unknown = set(names) - {"kbroker", "tansu"}
-    if unknown or not names:
-        parser.error(f"--brokers takes kbroker and/or tansu, not {sorted(unknown)}")
+    try:
+        specs = [parse_broker(n.strip()) for n in args.brokers.split(",") if n.strip()]
+    except ValueError as exc:
+        parser.error(str(exc))
+    names = [name for name, _ in specs]
+    if not names or len(set(names)) != len(names):
+        parser.error(f"--brokers names each broker once: {args.brokers!r}")
 
     base = Path(args.log_dir or REPO).resolve()
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-throughput-", dir=base))
@@ -471,9 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     failures: dict[str, str] = {}
     records: list[dict] = []
     try:
-        for name in names:
+        for name, tree in specs:
             try:
-                broker = start_broker(name, workdir)
+                broker = start_broker(name, tree, workdir)
             except Exception as exc:
                 failures[name] = f"start failed: {type(exc).__name__}: {exc}"
                 emit({"broker": name, "phase": "start", "error": failures[name]})
@@ -520,10 +550,12 @@ def main(argv: list[str] | None = None) -> int:
             for r in mine:
                 if "error" in r:
                     failures[f"{name}_{phase}_r{r['round']}"] = r["error"]
-    if "kbroker" in names and "tansu" in names:
-        for phase, _ in PHASES:
-            k, t = summary.get(f"kbroker_{phase}_msgs_s"), summary.get(f"tansu_{phase}_msgs_s")
-            summary[f"kbroker_vs_tansu_{phase}_pct"] = round(100 * k / t, 1) if k and t else None
+    pairs = [("kbroker", "tansu")] + [(n, "kbroker") for n in names if n.startswith("kbroker_")]
+    for mine, other in pairs:
+        if mine in names and other in names:
+            for phase, _ in PHASES:
+                a, b = summary.get(f"{mine}_{phase}_msgs_s"), summary.get(f"{other}_{phase}_msgs_s")
+                summary[f"{mine}_vs_{other}_{phase}_pct"] = round(100 * a / b, 1) if a and b else None
     summary.update(messages=args.messages, size=args.size, partitions=args.partitions, rounds=args.rounds,
                    linger_ms=args.linger_ms, batch_bytes=args.batch_bytes,
                    fetch_partition_bytes=args.fetch_partition_bytes, kbroker_log_dir=str(base),

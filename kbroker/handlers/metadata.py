@@ -41,12 +41,13 @@ def metadata(broker, header, request, conn):
             name = t.name
             if name is None:
                 continue
-            if name not in broker.topics and auto and broker.config.auto_create_topics_enable:
-                broker.auto_create_topic(name)
             names.append(name)
     topics = []
     for name in names:
         try:
+            if name not in broker.topics and auto and broker.config.auto_create_topics_enable:
+                # an illegal name is answered INVALID_TOPIC_EXCEPTION for that topic, as Kafka does
+                broker.auto_create_topic(name)
             topics.append(topic_metadata(broker, name))
         except errors.KafkaError as exc:
             topics.append({"error_code": exc.code, "name": name, "partitions": []})

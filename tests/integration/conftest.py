@@ -1,0 +1,199 @@
+"""Real broker processes for the integration tests.
+
+``broker`` starts ``kbroker serve`` on a free loopback port with its log dir under the test's tmp
+dir, waits until it accepts connections, and yields a ``BrokerProcess``: unpack it as
+``host, port, dirs = broker`` or use ``broker.bootstrap`` and ``broker.restart()`` (SIGTERM, wait
+for a clean exit, start again on the same port and dirs). Teardown stops it with SIGTERM and
+asserts it exited 0; the broker's log is printed when a test or the shutdown fails.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HOST = "127.0.0.1"
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 30.0
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def accepts(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+class BrokerProcess:
+    def __init__(self, base: Path, overrides: dict[str, str] | None = None) -> None:
+        self.host = HOST
+        self.port = free_port()
+        self.dirs = base / "logs"
+        self.log_path = base / "broker.log"
+        self.overrides = dict(overrides or {})
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    # ``host, port, dirs = broker``
+    def __iter__(self):
+        return iter((self.host, self.port, self.dirs))
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        settings = {
+            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "log.dirs": str(self.dirs),
+            "group.initial.rebalance.delay.ms": "0",
+            **self.overrides,
+        }
+        cmd = [sys.executable, "-m", "kbroker.cli", "serve"]
+        for key, value in settings.items():
+            cmd += ["--override", f"{key}={value}"]
+        return cmd
+
+    def start(self) -> None:
+        assert self.proc is None, "already running"
+        self.starts += 1
+        log = open(self.log_path, "ab")
+        self._log_start = log.tell()
+        log.write(f"===== start #{self.starts}: {' '.join(self.command())}\n".encode())
+        log.flush()
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     cwd=REPO, env=env)
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.proc = None
+                raise AssertionError(f"broker exited with {rc} while starting\n{self.log()}")
+            if b"serving on" in self.log_path.read_bytes()[self._log_start:] and accepts(self.host, self.port):
+                return
+            time.sleep(0.05)
+        self.kill()
+        raise AssertionError(f"broker did not accept connections within {START_TIMEOUT}s\n{self.log()}")
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int:
+        """SIGTERM and wait; returns the exit code (the process is killed if it hangs)."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return 0
+        proc.send_signal(signal.SIGTERM)
+        try:
+            return proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise AssertionError(f"broker did not exit within {timeout}s of SIGTERM\n{self.log()}") from None
+
+    def stop_cleanly(self) -> None:
+        rc = self.stop()
+        assert rc == 0, f"broker exited with {rc} after SIGTERM\n{self.log()}"
+
+    def restart(self) -> None:
+        self.stop_cleanly()
+        self.start()
+
+    def kill(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_bytes().decode(errors="replace")
+        except OSError:
+            return "(no broker log)"
+
+
+LOG_TAIL = 30000
+
+
+def pytest_collection_modifyitems(items):
+    # kafka-python 3.0.12 loads its schemas with a deprecated importlib.resources call
+    for item in items:
+        if "tests/integration/" in str(item.fspath):
+            item.add_marker(pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.protocol.schemas.load_json"))
+            item.add_marker(pytest.mark.filterwarnings("ignore:open_text is deprecated:DeprecationWarning"))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A failed test gets the log of every broker it used as a report section."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for name in ("broker", "module_broker"):
+            proc = item.funcargs.get(name) if hasattr(item, "funcargs") else None
+            if isinstance(proc, BrokerProcess):
+                report.sections.append((f"broker log ({proc.log_path})", proc.log()[-LOG_TAIL:]))
+        for proc in getattr(item, "_brokers", ()):
+            report.sections.append((f"broker log ({proc.log_path})", proc.log()[-LOG_TAIL:]))
+
+
+def _make_broker(base: Path, overrides: dict[str, str] | None = None):
+    proc = BrokerProcess(base, overrides)
+    proc.start()
+    try:
+        yield proc
+    finally:
+        try:
+            assert proc.running, f"the broker died\n{proc.log()[-LOG_TAIL:]}"
+            proc.stop_cleanly()
+        finally:
+            proc.kill()
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """A fresh broker for one test."""
+    yield from _make_broker(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory):
+    """One broker shared by the tests of a module (each uses topics of its own)."""
+    yield from _make_broker(tmp_path_factory.mktemp("broker"))
+
+
+@pytest.fixture
+def broker_factory(request, tmp_path):
+    """Start a broker with extra ``--override`` settings: ``broker_factory({"key": "value"})``."""
+    made = []
+
+    def make(overrides: dict[str, str] | None = None) -> BrokerProcess:
+        gen = _make_broker(tmp_path / f"b{len(made)}", overrides)
+        proc = next(gen)
+        made.append(gen)
+        request.node._brokers = getattr(request.node, "_brokers", []) + [proc]
+        return proc
+
+    yield make
+    for gen in made:
+        try:
+            next(gen)
+        except StopIteration:
+            pass

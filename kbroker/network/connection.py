@@ -7,15 +7,18 @@ validate them in place. ``socket.request.max.bytes`` is checked on the 4-byte si
 allocation.
 
 Writing: each request takes a slot in a FIFO when it arrives; its response fills the slot whenever
-its handler finishes, and slots leave the FIFO strictly in order. Bytes go out with ``send``,
-segment ranges (Fetch) with the Cython ``sendfile``; on EAGAIN the connection waits for
+its handler finishes, and slots leave the FIFO strictly in order. Bytes go out with ``send`` (runs
+of them with one ``sendmsg``), large segment ranges (Fetch) with the Cython ``sendfile``, small
+ones are read into the response (COPY_RANGE_BYTES); on EAGAIN the connection waits for
 writability. Too many unanswered requests pause reading (back-pressure).
 """
 from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import logging
+import os
 import socket
 import time
 from typing import TYPE_CHECKING, Any
@@ -29,6 +32,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 SCRATCH_BYTES = 64 * 1024
+# File ranges up to this size are read into the response, which then leaves in one sendmsg with
+# the bytes around it; a sendfile of its own costs more than the copy (one more push, one more
+# wakeup of the reader) until ranges get large.
+COPY_RANGE_BYTES = 64 * 1024
+_BYTES = (bytes, bytearray, memoryview)
 MAX_IN_FLIGHT = 100
 NO_RESPONSE = object()  # a handler result meaning "send nothing" (Produce acks=0)
 CLOSE = object()        # a handler result meaning "close the connection" (acks=0 failure, as Kafka)
@@ -182,7 +190,16 @@ class Connection:
         while self._slots and self._slots[0].ready:
             done = self._slots.popleft()
             if done.chunks is not NO_RESPONSE:
-                self._out.extend(done.chunks)  # type: ignore[arg-type]
+                for chunk in done.chunks:  # type: ignore[union-attr]
+                    if not isinstance(chunk, _BYTES) and chunk.length <= COPY_RANGE_BYTES:
+                        try:
+                            data = os.pread(chunk.fd, chunk.length, chunk.position)
+                        except OSError as exc:
+                            return self.close(f"reading a segment range failed: {exc}")
+                        if len(data) != chunk.length:
+                            return self.close("segment file ended before the promised range")
+                        chunk = data
+                    self._out.append(chunk)
         if not self._reading and len(self._slots) < MAX_IN_FLIGHT // 2 and not self.closed:
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
@@ -194,7 +211,20 @@ class Connection:
         try:
             while out:
                 chunk = out[0]
-                if isinstance(chunk, (bytes, bytearray, memoryview)):
+                if isinstance(chunk, _BYTES):
+                    if len(out) > 1 and isinstance(out[1], _BYTES):  # several: one sendmsg
+                        bufs = [memoryview(chunk)[self._out_pos:] if self._out_pos else chunk]
+                        for more in itertools.islice(out, 1, 64):
+                            if not isinstance(more, _BYTES):
+                                break
+                            bufs.append(more)
+                        pos = self._out_pos + self.sock.sendmsg(bufs)
+                        for _ in range(len(bufs)):
+                            if pos < len(out[0]):
+                                break
+                            pos -= len(out.popleft())
+                        self._out_pos = pos
+                        continue
                     n = self.sock.send(memoryview(chunk)[self._out_pos:] if self._out_pos else chunk)
                     self._out_pos += n
                     done = self._out_pos >= len(chunk)

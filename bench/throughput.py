@@ -23,6 +23,8 @@ system from /proc/<pid>/stat, all threads) and this client's CPU seconds: on a s
 Python client can be the bottleneck, so CPU per message is the fairer comparison of the brokers.
 The last line is a summary: best round per (broker, phase) for rates, least CPU seconds over the
 rounds. Figures are compared only within one run (timings here drift up to 2x within minutes).
+Who goes first rotates from round to round, and dirty pages are synced before every phase: on this
+VM the writeback and first touch of page-cache memory are paid by whoever writes the next GiB.
 
 ``--py-spy DIR`` samples kbroker with py-spy during each of its phases, writes the raw stacks to
 ``DIR/kbroker-<phase>-r<round>.txt`` and puts the top self (per line) and inclusive (per function)
@@ -481,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
                              "with a change, to compare it with this tree's kbroker in the same run)")
     parser.add_argument("--log-dir", default=None, help="parent of kbroker's log.dirs (default: a temp dir "
                         "on the repo's disk; /dev/shm puts it in memory like Tansu's memory:// engine)")
+    parser.add_argument("--no-sync", action="store_true",
+                        help="do not write dirty pages back (sync) before each phase")
     parser.add_argument("--phase-timeout", type=float, default=300.0, help="seconds before a phase is a failure")
     parser.add_argument("--py-spy", metavar="DIR", default=None, help="profile kbroker's phases with py-spy")
     args = parser.parse_args(argv)
@@ -519,9 +523,15 @@ def main(argv: list[str] | None = None) -> int:
                         create_topics(broker, topics, args.partitions)
                     except Exception as exc:
                         broker.failure = f"topic creation failed: {type(exc).__name__}: {exc}"
-            # Alternate brokers within each phase: slow drift of the machine hits both alike.
+            # Alternate brokers within each phase, and who goes first from round to round: slow
+            # drift of the machine hits all alike. Dirty pages are written back before every
+            # phase (outside the clock), or the writeback of one phase's GiB would be paid by the
+            # next phase, whichever broker that is.
+            first = round_no % len(brokers) if brokers else 0
             for phase, acks in PHASES:
-                for broker in brokers:
+                for broker in brokers[first:] + brokers[:first]:
+                    if not args.no_sync:
+                        os.sync()
                     log(f"round {round_no}: {broker.name} {phase}")
                     records.append(run_phase(args, broker, phase, acks, round_no, profile_dir))
             for broker in brokers:

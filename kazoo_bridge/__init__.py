@@ -1,0 +1,11 @@
+"""zk_compat's MetadataStore over a real ZooKeeper ensemble, through kazoo.
+
+* ``store``: ``KazooStore`` / ``connect(zookeeper_connect, session_timeout_ms, connection_timeout_ms)``,
+  the same Protocol, exceptions and watch semantics as ``zk_compat.embedded``.
+
+Only ``kbroker/server.py`` imports this package; everything else codes against
+``zk_compat.store.MetadataStore``.
+"""
+from kazoo_bridge.store import KazooStore, connect
+
+__all__ = ["KazooStore", "connect"]

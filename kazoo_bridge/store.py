@@ -1,0 +1,793 @@
+"""``KazooStore``: zk_compat's MetadataStore over a real ZooKeeper ensemble, through kazoo.
+
+Callers cannot tell it from ``zk_compat.embedded.EmbeddedStore``: same methods, same exceptions
+(kazoo's are translated here and nowhere else), same null-vs-empty data, same one-shot watches
+deduplicated per watcher, same ``multi`` error shape. What it adds, and why:
+
+Threads. kazoo runs a connection thread and a callback thread (``SequentialThreadingHandler``).
+Neither ever runs our callers' code: kazoo-level watch and state callbacks only move events to
+this store's own event thread, in the order kazoo received them, and every watch and state
+callback of the caller runs there, one at a time. So a slow or blocking callback cannot stall
+kazoo's reads of the socket or its ``stop()``; and callbacks may call the store (DataWatch
+does), since replies are delivered by the connection thread.
+
+Connection loss. An operation waits for a connection for up to ``connection_timeout_ms``
+(Kafka's ``ZooKeeperClient.waitUntilConnected``), then for its reply for up to the session
+timeout; either timeout raises ConnectionLossError instead of hanging. Reads are retried with
+kazoo's ``KazooRetry`` within the connection timeout; writes are never retried blindly: a
+write that fails with ConnectionLossError may or may not have been applied, and only the
+caller knows how to check (``layout.register_broker`` reads the node's owner, election reads
+``/controller``).
+
+Watches across reconnects. kazoo drops every watch when the connection drops and, unlike
+ZooKeeper's Java client, does not send SetWatches on reconnect. This store keeps its own table
+of armed watches and, after reconnecting to the same session, re-arms each one and fires the
+events the server would have sent for changes made while it was away (node gone -> DELETED,
+created -> CREATED, ``mzxid``/``pzxid`` past the last zxid seen -> CHANGED/CHILD), so watches
+are lost only with the session, as the Protocol says. After a re-arm a watcher may rarely get
+one extra event; a ZooKeeper event always means "re-read", never "exactly one change".
+
+Sessions. ``session_id`` changes when a new session is established after expiry. kazoo reports
+SUSPENDED when the connection drops and LOST only once it reaches a server that says the
+session expired (or on ``close``, which this store does not report), then CONNECTED with the
+new session. Ephemeral nodes of the expired session may still exist for a moment if the expiry
+was detected client-side; ``layout.register_broker(previous_session_id=...)`` deals with that.
+
+ACLs: every node is created world:anyone/all (Kafka's ``zookeeper.set.acl=false`` default).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import kazoo.exceptions as kex
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
+from kazoo.protocol.states import Callback, EventType as KazooEventType, KazooState, ZnodeStat
+from kazoo.retry import KazooRetry, RetryFailedError
+from kazoo.security import OPEN_ACL_UNSAFE
+
+from zk_compat.embedded import _check_value, _validate_path
+from zk_compat.store import (
+    ANY_VERSION,
+    BadArgumentsError,
+    BadVersionError,
+    CheckVersionOp,
+    ConnectionLossError,
+    CreateOp,
+    DeleteOp,
+    EventType,
+    MetadataStoreError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    Op,
+    OpResult,
+    RolledBackError,
+    RuntimeInconsistencyError,
+    SessionExpiredError,
+    SessionState,
+    SetDataOp,
+    Stat,
+    StateListener,
+    WatchedEvent,
+    Watcher,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SESSION_TIMEOUT_MS = 18_000  # zookeeper.session.timeout.ms
+DEFAULT_CLOSE_TIMEOUT_S = 5.0
+# kazoo's default reconnect backoff grows to 60 s, and a sleeping reconnect loop delays stop()
+# by as much; ZooKeeper's Java client waits at most about a second between attempts.
+_RECONNECT_MAX_DELAY_S = 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# translation
+
+_ERRORS: dict[type[BaseException], type[MetadataStoreError]] = {
+    kex.NoNodeError: NoNodeError,
+    kex.NodeExistsError: NodeExistsError,
+    kex.BadVersionError: BadVersionError,
+    kex.NotEmptyError: NotEmptyError,
+    kex.NoChildrenForEphemeralsError: NoChildrenForEphemeralsError,
+    kex.BadArgumentsError: BadArgumentsError,
+    kex.RolledBackError: RolledBackError,
+    kex.RuntimeInconsistency: RuntimeInconsistencyError,
+    kex.ConnectionLoss: ConnectionLossError,
+    kex.OperationTimeoutError: ConnectionLossError,
+    RetryFailedError: ConnectionLossError,
+    KazooTimeoutError: ConnectionLossError,
+    kex.ConnectionClosedError: SessionExpiredError,  # this store was closed
+    kex.SessionExpiredError: SessionExpiredError,
+}
+
+_WHAT = {
+    NoNodeError: "does not exist",
+    NodeExistsError: "already exists",
+    BadVersionError: "is not at the expected version",
+    NotEmptyError: "has children",
+    NoChildrenForEphemeralsError: "is below an ephemeral node",
+    RolledBackError: "rolled back",
+    ConnectionLossError: "connection to ZooKeeper lost; the operation may or may not have been applied",
+    SessionExpiredError: "ZooKeeper session expired or closed",
+}
+
+
+def translate_error(exc: BaseException, path: str | None = None) -> MetadataStoreError:
+    """kazoo's exception -> zk_compat's (server codes without a zk_compat class keep their
+    ``code`` on a plain MetadataStoreError)."""
+    target: type[MetadataStoreError] = MetadataStoreError
+    for cls in type(exc).__mro__:
+        if cls in _ERRORS:
+            target = _ERRORS[cls]
+            break
+    what = _WHAT.get(target) or f"{type(exc).__name__} {exc}".strip()
+    error = target(f"{path}: {what}" if path else what, path=path)
+    if target is MetadataStoreError and isinstance(getattr(exc, "code", None), int):
+        error.code = exc.code  # type: ignore[attr-defined]
+    return error
+
+
+def _stat(s: ZnodeStat) -> Stat:
+    return Stat(czxid=s.czxid, mzxid=s.mzxid, pzxid=s.pzxid, ctime=s.ctime, mtime=s.mtime,
+                version=s.version, cversion=s.cversion, aversion=s.aversion,
+                ephemeral_owner=s.ephemeralOwner, data_length=s.dataLength, num_children=s.numChildren)
+
+
+_EVENT_TYPES = {
+    KazooEventType.CREATED: EventType.CREATED,
+    KazooEventType.DELETED: EventType.DELETED,
+    KazooEventType.CHANGED: EventType.CHANGED,
+    KazooEventType.CHILD: EventType.CHILD,
+}
+
+_STATES = {
+    KazooState.CONNECTED: SessionState.CONNECTED,
+    KazooState.SUSPENDED: SessionState.SUSPENDED,
+    KazooState.LOST: SessionState.LOST,
+}
+
+
+def split_zookeeper_connect(zookeeper_connect: str) -> tuple[str, str]:
+    """``"h1:2181,h2:2181/kafka"`` -> (``"h1:2181,h2:2181"``, ``"/kafka"``); no chroot -> ``""``."""
+    hosts, slash, chroot = zookeeper_connect.strip().partition("/")
+    if not hosts:
+        raise ValueError(f"zookeeper.connect {zookeeper_connect!r} names no host")
+    if not slash or chroot.strip("/") == "":
+        return hosts, ""
+    chroot = "/" + chroot.rstrip("/")
+    _validate_path(chroot)
+    return hosts, chroot
+
+
+def _parent(path: str) -> str:
+    return path.rsplit("/", 1)[0] or "/"
+
+
+# ---------------------------------------------------------------------------------------------
+# the callers' event thread
+
+_STOP = object()
+
+
+class _EventThread:
+    """Runs the callers' watch and state callbacks one at a time, in arrival order."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def put(self, fn: Callable[[Any], object], arg: Any) -> None:
+        self._queue.put((fn, arg))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            fn, arg = item
+            try:
+                fn(arg)
+            except Exception:
+                log.exception("metadata store callback %r failed on %r", fn, arg)
+
+    def drain(self, timeout: float) -> bool:
+        if threading.current_thread() is self.thread:
+            return True
+        done = threading.Event()
+        self.put(lambda _: done.set(), None)
+        return done.wait(timeout)
+
+    def stop(self, timeout: float) -> None:
+        self._queue.put(_STOP)
+        if threading.current_thread() is not self.thread:
+            self.thread.join(timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# the store
+
+class KazooStore:
+    """One ZooKeeper session; implements ``zk_compat.store.MetadataStore``. Build it with
+    ``connect()``."""
+
+    def __init__(self, zookeeper_connect: str, *, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                 connection_timeout_ms: int | None = None, close_timeout_s: float = DEFAULT_CLOSE_TIMEOUT_S) -> None:
+        """Prepare a session (not connected yet: ``connect()`` does both). ``connection_timeout_ms``
+        defaults to the session timeout, as Kafka's ``zookeeper.connection.timeout.ms`` does."""
+        self.hosts, self.chroot = split_zookeeper_connect(zookeeper_connect)
+        self.session_timeout_ms = int(session_timeout_ms)
+        self.connection_timeout_ms = int(connection_timeout_ms if connection_timeout_ms is not None
+                                          else session_timeout_ms)
+        self.close_timeout_s = close_timeout_s
+        self._connection_timeout_s = self.connection_timeout_ms / 1000.0
+        self._request_timeout_s = max(self.session_timeout_ms, self.connection_timeout_ms) / 1000.0
+        self._read_retry = KazooRetry(max_tries=-1, delay=0.05, backoff=2, max_delay=_RECONNECT_MAX_DELAY_S,
+                                      deadline=self._connection_timeout_s)
+        self._client = KazooClient(hosts=self.hosts + self.chroot, timeout=self.session_timeout_ms / 1000.0,
+                                   connection_retry=self._reconnect_retry())
+        self._lock = threading.Lock()
+        self._listeners: list[StateListener] = []
+        self._connected = threading.Event()
+        self._closed = False
+        self._session_id = 0
+        # armed watches: path -> {watcher: whether the node existed when it was armed}
+        self._data_watches: dict[str, dict[Watcher, bool]] = {}
+        self._child_watches: dict[str, dict[Watcher, None]] = {}
+        # set when the connection drops with the session alive: the last zxid seen before
+        self._rearm_zxid: int | None = None
+        self._disconnects = 0
+        self._events = _EventThread(f"zk-kazoo-events-{id(self):x}")
+        self._client.add_listener(self._on_kazoo_state)
+
+    @staticmethod
+    def _reconnect_retry() -> KazooRetry:
+        return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=_RECONNECT_MAX_DELAY_S)
+
+    @classmethod
+    def connect(cls, zookeeper_connect: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+                connection_timeout_ms: int | None = None, **kwargs: Any) -> KazooStore:
+        """Open a session on ``zookeeper_connect`` (Kafka's ``zookeeper.connect``: hosts, then an
+        optional chroot such as ``127.0.0.1:2181/kafka``). A missing chroot path is created first
+        with null data, through a short-lived session without the chroot, as Kafka does
+        (``KafkaServer.createChrootIfNecessary``). Raises ConnectionLossError if no server
+        answers within the connection timeout."""
+        store = cls(zookeeper_connect, session_timeout_ms=session_timeout_ms,
+                    connection_timeout_ms=connection_timeout_ms, **kwargs)
+        try:
+            if store.chroot:
+                with cls(store.hosts, session_timeout_ms=session_timeout_ms,
+                         connection_timeout_ms=connection_timeout_ms, **kwargs) as bootstrap:
+                    bootstrap._start()
+                    if bootstrap.exists(store.chroot) is None:
+                        try:
+                            bootstrap.create(store.chroot, None, makepath=True)
+                            log.info("created the chroot path %s on %s", store.chroot, store.hosts)
+                        except NodeExistsError:
+                            pass
+            store._start()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _start(self) -> None:
+        try:
+            self._client.start(timeout=self._connection_timeout_s)
+        except KazooTimeoutError:
+            raise ConnectionLossError(f"no ZooKeeper server at {self.hosts} answered within "
+                                      f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
+        log.info("ZooKeeper session %#x on %s%s", self._session_id, self.hosts, self.chroot)
+
+    def __enter__(self) -> KazooStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"<KazooStore {self.hosts}{self.chroot} session {self._session_id:#x}"
+                f"{' closed' if self._closed else ''}>")
+
+    @property
+    def session_id(self) -> int:
+        return self._session_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def client(self) -> KazooClient:
+        """The kazoo client (for diagnostics; go through the store for everything else)."""
+        return self._client
+
+    # -- plumbing
+
+    def _await_connected(self) -> None:
+        """Wait for a connection (not past the connection timeout); raise kazoo's error."""
+        deadline = time.monotonic() + self._connection_timeout_s
+        while not self._connected.is_set():
+            if self._closed:
+                raise kex.ConnectionClosedError("the store is closed")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise kex.ConnectionLoss(f"not connected to ZooKeeper within {self.connection_timeout_ms} ms")
+            self._connected.wait(min(remaining, 0.1))
+        if self._closed:
+            raise kex.ConnectionClosedError("the store is closed")
+
+    def _round_trip(self, start: Callable[[], Any]) -> Any:
+        """One request: wait for a connection, send, wait for the reply (kazoo errors)."""
+        self._await_connected()
+        try:
+            return start().get(timeout=self._request_timeout_s)
+        except KazooTimeoutError:
+            raise kex.OperationTimeoutError(f"no reply within {self._request_timeout_s:.1f} s") from None
+
+    def _read(self, path: str, attempt: Callable[[], Any]) -> Any:
+        """An idempotent request: retried on connection loss within the connection timeout."""
+        try:
+            return self._read_retry.copy()(attempt)
+        except MetadataStoreError:
+            raise
+        except (kex.KazooException, KazooTimeoutError) as exc:
+            raise translate_error(exc, path) from exc
+
+    def _write(self, path: str, start: Callable[[], Any]) -> Any:
+        """A request sent at most once: on connection loss the caller sees ConnectionLossError."""
+        try:
+            return self._round_trip(start)
+        except (kex.KazooException, KazooTimeoutError) as exc:
+            raise translate_error(exc, path) from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionExpiredError(f"session {self._session_id:#x} is closed")
+
+    # -- watches
+
+    def _watched_read(self, table: dict[str, dict[Watcher, Any]], path: str, watch: Watcher | None,
+                      start: Callable[[bool], Any]) -> Any:
+        """Arm ``watch`` in our table and kazoo's around a read; disarm ours if the read fails
+        (a failed read sets no watch). Re-arms on every retry, so a retry in a new session
+        (whose LOST cleared the table) still leaves the watch armed."""
+        if watch is None:
+            return self._read(path, lambda: self._round_trip(lambda: start(False)))
+
+        def attempt() -> Any:
+            with self._lock:
+                watchers = table.setdefault(path, {})
+                added = watch not in watchers
+                if added:
+                    watchers[watch] = True
+            try:
+                return self._round_trip(lambda: start(True))
+            except BaseException:
+                if added:
+                    with self._lock:
+                        watchers = table.get(path)
+                        if watchers is not None:
+                            watchers.pop(watch, None)
+                            if not watchers:
+                                del table[path]
+                raise
+
+        return self._read(path, attempt)
+
+    def _note_existence(self, path: str, watch: Watcher | None, existed: bool) -> None:
+        if watch is None:
+            return
+        with self._lock:
+            watchers = self._data_watches.get(path)
+            if watchers is not None and watch in watchers:
+                watchers[watch] = existed
+
+    def _on_kazoo_watch(self, event: Any) -> None:
+        """kazoo's callback thread: hand the event to our watchers (on our event thread)."""
+        event_type = _EVENT_TYPES.get(event.type)
+        if event_type is None or event.path is None or self._closed:
+            return  # NONE: kazoo dropped its watches on a disconnect; we re-arm ours
+        path = event.path
+        with self._lock:
+            watchers: dict[Watcher, Any] = {}
+            if event_type is not EventType.CHILD:
+                watchers.update(self._data_watches.pop(path, {}))
+            if event_type in (EventType.CHILD, EventType.DELETED):
+                watchers.update(self._child_watches.pop(path, {}))
+        watched = WatchedEvent(event_type, path)
+        for watcher in watchers:
+            self._events.put(watcher, watched)
+
+    def _rearm_watches(self) -> None:
+        """After reconnecting to the same session: re-arm every watch and fire what the server's
+        SetWatches would have fired for changes made while we were away. Event thread."""
+        with self._lock:
+            zxid, generation = self._rearm_zxid, self._disconnects
+            if zxid is None:
+                return
+            data = {p: dict(w) for p, w in self._data_watches.items()}
+            children = {p: list(w) for p, w in self._child_watches.items()}
+        fire: dict[tuple[EventType, str], dict[Watcher, None]] = {}
+
+        def settle(table: dict[str, dict[Watcher, Any]], path: str, decide: Callable[[Any], EventType | None],
+                   watchers: Any) -> None:
+            with self._lock:
+                live = table.get(path)
+                if not live:
+                    return
+                for watcher in list(watchers):
+                    if watcher not in live:
+                        continue  # fired meanwhile
+                    event_type = decide(watchers[watcher] if isinstance(watchers, dict) else None)
+                    if event_type is not None:
+                        del live[watcher]
+                        fire.setdefault((event_type, path), {})[watcher] = None
+                if not live:
+                    del table[path]
+
+        complete = False
+        try:
+            for path, data_watchers in data.items():
+                zstat = self._round_trip(lambda: self._client.exists_async(path, watch=self._on_kazoo_watch))
+
+                def decide_data(existed: bool, zstat: Any = zstat) -> EventType | None:
+                    if zstat is None:
+                        return EventType.DELETED if existed else None
+                    if not existed:
+                        return EventType.CREATED
+                    return EventType.CHANGED if zstat.mzxid > zxid else None
+
+                settle(self._data_watches, path, decide_data, data_watchers)
+            for path, child_watchers in children.items():
+                try:
+                    _, zstat = self._round_trip(lambda: self._client.get_children_async(
+                        path, watch=self._on_kazoo_watch, include_data=True))
+                    child_event = EventType.CHILD if zstat.pzxid > zxid else None
+                except kex.NoNodeError:
+                    child_event = EventType.DELETED
+                settle(self._child_watches, path, lambda _, e=child_event: e, child_watchers)
+            complete = True
+        except (kex.KazooException, KazooTimeoutError) as exc:
+            log.info("re-arming watches after a reconnect was interrupted (%r); retrying after the next one", exc)
+        if complete:
+            with self._lock:
+                if self._disconnects == generation:
+                    self._rearm_zxid = None
+        for (event_type, path), watchers in fire.items():
+            event = WatchedEvent(event_type, path)
+            for watcher in watchers:
+                try:
+                    watcher(event)
+                except Exception:
+                    log.exception("metadata store callback %r failed on %r", watcher, event)
+
+    # -- session state
+
+    def _on_kazoo_state(self, state: str) -> None:
+        """kazoo's connection thread: must not block. Book-keeping, then the event goes through
+        kazoo's callback queue (so it stays in order with watch events) to our event thread."""
+        if self._closed:
+            return
+        with self._lock:
+            if state == KazooState.CONNECTED:
+                client_id = self._client.client_id
+                if client_id is not None:
+                    self._session_id = client_id[0]
+                self._connected.set()
+            elif state == KazooState.SUSPENDED:
+                self._connected.clear()
+                self._disconnects += 1
+                if self._rearm_zxid is None:
+                    self._rearm_zxid = self._client.last_zxid
+            else:  # LOST: the session and every watch are gone
+                self._connected.clear()
+                self._disconnects += 1
+                self._rearm_zxid = None
+                self._data_watches.clear()
+                self._child_watches.clear()
+        mapped = _STATES[state]
+        self._client.handler.dispatch_callback(Callback("session", self._events.put, (self._deliver_state, mapped)))
+
+    def _deliver_state(self, state: SessionState) -> None:
+        if self._closed:
+            return
+        if state is SessionState.CONNECTED:
+            self._rearm_watches()
+        with self._lock:
+            listeners = list(self._listeners)
+        for listener in listeners:
+            try:
+                listener(state)
+            except Exception:
+                log.exception("session state listener %r failed on %s", listener, state.value)
+
+    def add_listener(self, listener: StateListener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: StateListener) -> None:
+        with self._lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    # -- reads
+
+    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]:
+        _validate_path(path)
+        self._check_open()
+        data, zstat = self._watched_read(self._data_watches, path, watch, lambda armed: self._client.get_async(
+            path, watch=self._on_kazoo_watch if armed else None))
+        self._note_existence(path, watch, True)
+        return data, _stat(zstat)
+
+    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
+        _validate_path(path)
+        self._check_open()
+        zstat = self._watched_read(self._data_watches, path, watch, lambda armed: self._client.exists_async(
+            path, watch=self._on_kazoo_watch if armed else None))
+        self._note_existence(path, watch, zstat is not None)
+        return _stat(zstat) if zstat is not None else None
+
+    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
+        _validate_path(path)
+        self._check_open()
+        children = self._watched_read(self._child_watches, path, watch, lambda armed: self._client.get_children_async(
+            path, watch=self._on_kazoo_watch if armed else None))
+        return sorted(children)
+
+    # -- writes
+
+    def create(self, path: str, value: bytes | None = None, *, ephemeral: bool = False,
+               sequence: bool = False, makepath: bool = False) -> str:
+        """Missing parents (``makepath``) are created persistent with null data, as Kafka's
+        ``createRecursive`` does (kazoo's own makepath writes empty data), in one multi with
+        the node itself."""
+        _validate_path(path, sequence=sequence)
+        value = _check_value(value)
+        self._check_open()
+        if path == "/":
+            raise NodeExistsError("/ already exists", path="/")
+        for _ in range(10):
+            try:
+                created: str = self._write(path, lambda: self._client.create_async(
+                    path, value, ephemeral=ephemeral, sequence=sequence))
+                return created
+            except NoNodeError:
+                if not makepath:
+                    raise
+            parent = path.rstrip("/") if sequence and path.endswith("/") else _parent(path)
+            missing: list[str] = []
+            while parent != "/" and self.exists(parent) is None:
+                missing.append(parent)
+                parent = _parent(parent)
+            if not missing:
+                continue  # the parents appeared meanwhile
+            ops: list[Op] = [CreateOp(p) for p in reversed(missing)]
+            ops.append(CreateOp(path, value, ephemeral, sequence))
+            try:
+                result = self.multi(ops)[-1]
+                assert isinstance(result, str)
+                return result
+            except (NoNodeError, NodeExistsError) as exc:
+                if exc.failed_op_index == len(ops) - 1:
+                    raise type(exc)(str(exc), path=path) from None
+                continue  # someone else changed the parents: look again
+        raise ConnectionLossError(f"{path}: its parents kept changing during create(makepath=True)", path=path)
+
+    def set(self, path: str, value: bytes | None, version: int = ANY_VERSION) -> Stat:
+        _validate_path(path)
+        value = _check_value(value)
+        self._check_open()
+        return _stat(self._write(path, lambda: self._client.set_async(path, value, version)))
+
+    def delete(self, path: str, version: int = ANY_VERSION, recursive: bool = False) -> None:
+        """``recursive`` deletes the subtree leaves first, then the node with ``version``; not
+        atomic (a child created meanwhile is deleted on the next pass)."""
+        _validate_path(path)
+        self._check_open()
+        if path == "/":
+            raise BadArgumentsError("the root znode cannot be deleted", path=path)
+        if not recursive:
+            self._write(path, lambda: self._client.delete_async(path, version))
+            return
+        for _ in range(10):
+            stat = self.exists(path)
+            if stat is None:
+                raise NoNodeError(f"{path}: does not exist", path=path)
+            if version != ANY_VERSION and stat.version != version:
+                raise BadVersionError(f"{path} is at version {stat.version}, not {version}", path=path)
+            self._delete_descendants(path)
+            try:
+                self._write(path, lambda: self._client.delete_async(path, version))
+                return
+            except NotEmptyError:
+                continue
+        raise NotEmptyError(f"{path}: children keep appearing during a recursive delete", path=path)
+
+    def _delete_descendants(self, path: str) -> None:
+        try:
+            children = self.get_children(path)
+        except NoNodeError:
+            return
+        for child in children:
+            child_path = f"{path.rstrip('/')}/{child}"
+            self._delete_descendants(child_path)
+            try:
+                self._write(child_path, lambda p=child_path: self._client.delete_async(p))
+            except NoNodeError:
+                pass
+
+    # -- multi
+
+    def _server_path(self, path: str) -> str:
+        """Chroot prefix for requests built by hand (kazoo prefixes its own)."""
+        if not self.chroot:
+            return path
+        return self.chroot if path == "/" else self.chroot + path
+
+    def _request(self, op: Op) -> Any:
+        # kazoo's TransactionRequest refuses null data; Kafka writes null data in multis
+        # (register_broker's create, partition paths), so the requests are built here.
+        if isinstance(op, CreateOp):
+            _validate_path(op.path, sequence=op.sequence)
+            if op.path == "/":
+                raise NodeExistsError("/ already exists", path="/")
+            flags = (1 if op.ephemeral else 0) | (2 if op.sequence else 0)
+            return Create(self._server_path(op.path), _check_value(op.value), OPEN_ACL_UNSAFE, flags)
+        if isinstance(op, DeleteOp):
+            _validate_path(op.path)
+            if op.path == "/":
+                raise BadArgumentsError("the root znode cannot be deleted", path="/")
+            return Delete(self._server_path(op.path), op.version)
+        if isinstance(op, SetDataOp):
+            _validate_path(op.path)
+            return SetData(self._server_path(op.path), _check_value(op.value), op.version)
+        if isinstance(op, CheckVersionOp):
+            _validate_path(op.path)
+            return CheckVersion(self._server_path(op.path), op.version)
+        raise TypeError(f"not a metadata store operation: {op!r}")
+
+    def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        """One ZooKeeper multi. On failure the failing operation's error is raised with
+        ``failed_op_index`` and ``results`` (RolledBackError for every other operation; the
+        server itself reports RUNTIMEINCONSISTENCY for those after the failing one)."""
+        ops = list(ops)
+        requests = [self._request(op) for op in ops]
+        self._check_open()
+        if not ops:
+            return []
+
+        def start() -> Any:
+            transaction = self._client.transaction()
+            transaction.operations.extend(requests)
+            return transaction.commit_async()
+
+        raw = self._write(ops[0].path, start)
+        errors = [i for i, r in enumerate(raw) if isinstance(r, Exception)]
+        if errors:
+            index = next((i for i in errors if not isinstance(raw[i], (kex.RolledBackError, kex.RuntimeInconsistency))),
+                         errors[0])
+            error = translate_error(raw[index], ops[index].path)
+            error.failed_op_index = index
+            error.results = [RolledBackError(path=op.path) for op in ops]
+            error.results[index] = error
+            raise error
+        results: list[OpResult] = []
+        for op, result in zip(ops, raw):
+            if isinstance(op, CreateOp):
+                results.append(result)
+            elif isinstance(op, SetDataOp):
+                results.append(_stat(result))
+            else:
+                results.append(True)
+        return results
+
+    # -- closing
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """End the session (the server deletes its ephemeral nodes) and free the client. Returns
+        within ``timeout_s`` (default ``close_timeout_s``) even if ZooKeeper is unreachable or a
+        callback is stuck: kazoo's ``stop()`` then ``close()`` run on a helper thread that is
+        abandoned, with a warning, if it overruns (the session then expires on the server)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._connected.set()  # wake waiters: they see _closed
+        deadline = self.close_timeout_s if timeout_s is None else timeout_s
+        stopper = threading.Thread(target=self._stop_client, name=f"zk-kazoo-stop-{id(self):x}", daemon=True)
+        stopper.start()
+        stopper.join(deadline)
+        if stopper.is_alive():
+            log.warning("kazoo client for %s%s did not stop within %.1f s; abandoning it (session %#x "
+                        "expires on the server after %d ms)", self.hosts, self.chroot, deadline,
+                        self._session_id, self.session_timeout_ms)
+        self._events.stop(timeout=max(0.0, min(deadline, 1.0)))
+
+    def _stop_client(self) -> None:
+        try:
+            self._client.stop()
+            self._client.close()
+        except Exception:
+            log.warning("stopping the kazoo client for %s%s failed", self.hosts, self.chroot, exc_info=True)
+
+    # -- test hooks (as zk_compat.embedded.EmbeddedStore and kazoo's harness have)
+
+    def drain_events(self, timeout: float = 5.0) -> bool:
+        """Wait until every watch/state callback for events the server sent before now has run:
+        one read round trip (notifications precede later replies on a connection), then a marker
+        through kazoo's callback queue and ours."""
+        if threading.current_thread() is self._events.thread:
+            return True
+        deadline = time.monotonic() + timeout
+        if not self._closed and self._connected.is_set():
+            try:
+                self._client.exists_async("/").get(timeout=timeout)
+            except Exception:
+                pass
+        done = threading.Event()
+        if self._client.handler.running:
+            self._client.handler.dispatch_callback(Callback("drain", self._events.put,
+                                                            (lambda _: done.set(), None)))
+        else:
+            self._events.put(lambda _: done.set(), None)
+        return done.wait(max(0.0, deadline - time.monotonic()))
+
+    def expire_session(self, *, server_side: bool = True, timeout: float = 10.0) -> None:
+        """Make the session expire, then wait for the new one.
+
+        ``server_side`` (kazoo's classic technique): a second client joins the session with its
+        id and password and closes it, so the server ends it and deletes its ephemeral nodes;
+        this client then reconnects, hears "expired" (SUSPENDED, LOST) and opens a new session
+        (CONNECTED). Otherwise kazoo's harness hook makes only this client believe the session
+        expired: the old session and its ephemeral nodes live on until the server times it out
+        (the "stale ephemeral node" case)."""
+        self._check_open()
+        old = self._session_id
+        if server_side:
+            client_id = self._client.client_id
+            if client_id is None:
+                raise ConnectionLossError("not connected: cannot expire the session")
+            other = KazooClient(hosts=self.hosts, client_id=client_id, timeout=self.session_timeout_ms / 1000.0,
+                                connection_retry=self._reconnect_retry())
+            other.start(timeout=timeout)
+            other.stop()
+            other.close()
+        else:
+            from kazoo.protocol.connection import _SESSION_EXPIRED
+            self._client._call(_SESSION_EXPIRED, None)
+        deadline = time.monotonic() + timeout
+        while not (self._session_id != old and self._connected.is_set()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"session {old:#x} did not expire and get replaced within {timeout} s")
+            time.sleep(0.01)
+
+    def lose_connection(self, timeout: float = 10.0) -> None:
+        """Drop the TCP connection (kazoo's harness hook) and wait until it is re-established
+        with the same session (SUSPENDED, then CONNECTED)."""
+        self._check_open()
+        from kazoo.protocol.connection import _CONNECTION_DROP
+        with self._lock:
+            before = self._disconnects
+        self._client._call(_CONNECTION_DROP, None)
+        deadline = time.monotonic() + timeout
+        while not (self._disconnects > before and self._connected.is_set()):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the connection was not dropped and re-established within {timeout} s")
+            time.sleep(0.01)
+
+
+def connect(zookeeper_connect: str, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+            connection_timeout_ms: int | None = None, **kwargs: Any) -> KazooStore:
+    """``KazooStore.connect``: a MetadataStore session on a ZooKeeper ensemble."""
+    return KazooStore.connect(zookeeper_connect, session_timeout_ms, connection_timeout_ms, **kwargs)

@@ -50,7 +50,11 @@ class _Fetch:
                 partition = self.broker.partition(TopicPartition(topic, index))
                 if partition is None:
                     raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
-                budget = min(max_bytes, remaining)
+                if max_bytes < 0:  # Kafka's log read refuses it: UNKNOWN_SERVER_ERROR for the partition
+                    raise errors.UnknownServerError(f"invalid partition max bytes {max_bytes} for {topic}-{index}")
+                # Never negative: once the first batch has taken more than the response's max_bytes
+                # (KIP-74), later partitions get no records, as Kafka's limitBytes stays >= 0.
+                budget = max(0, min(max_bytes, remaining))
                 result = partition.read(offset, budget, self.request.isolation_level, self.from_follower,
                                         min_one_batch=first and self.version >= 3)
                 out["high_watermark"] = result.high_watermark
@@ -59,7 +63,7 @@ class _Fetch:
                 if result.records is not None and result.records.length:
                     out["records"] = result.records
                     self.bytes += result.records.length
-                    remaining -= result.records.length
+                    remaining = max(0, remaining - result.records.length)
                     first = False
             except errors.KafkaError as exc:
                 code = exc.code

@@ -44,6 +44,7 @@ class Record:
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...]
     timestamp: int
+    timestamp_type: int = 0  # 0 CreateTime, 1 LogAppendTime
 
     def content(self) -> tuple:
         return (self.key, self.value, self.headers, self.timestamp)
@@ -159,11 +160,11 @@ class ConfluentDriver:
                 "reconnect.backoff.max.ms": 500, **extra}
         return _ConfluentProducer(Producer(conf))
 
-    def read(self, bootstrap: str, topic: str, partitions: list[int], count: int) -> list[Record]:
+    def read(self, bootstrap: str, topic: str, partitions: list[int], count: int, **extra) -> list[Record]:
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         c = Consumer({"bootstrap.servers": bootstrap, "group.id": "reader-confluent", "enable.auto.commit": False,
-                      "auto.offset.reset": "earliest"})
+                      "auto.offset.reset": "earliest", **extra})
         try:
             c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
             out: list[Record] = []
@@ -180,6 +181,16 @@ class ConfluentDriver:
     def member(self, bootstrap: str, topics: list[str], group: str, journal: Journal, name: str) -> GroupMember:
         return _ConfluentMember(bootstrap, topics, group, journal, name)
 
+    def offsets_for_times(self, bootstrap: str, topic: str, times: dict[int, int]) -> dict[int, int | None]:
+        from confluent_kafka import Consumer, TopicPartition
+
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "times-confluent"})
+        try:
+            found = c.offsets_for_times([TopicPartition(topic, p, ts) for p, ts in times.items()], timeout=DEADLINE)
+            return {tp.partition: (tp.offset if tp.offset >= 0 else None) for tp in found}
+        finally:
+            c.close()
+
     def committed(self, bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
         from confluent_kafka import Consumer, TopicPartition
 
@@ -192,7 +203,8 @@ class ConfluentDriver:
 
 
 def _confluent_record(m) -> Record:
-    return Record(m.topic(), m.partition(), m.offset(), m.key(), m.value(), _headers(m.headers()), m.timestamp()[1])
+    kind, ts = m.timestamp()  # kind: 1 CreateTime, 2 LogAppendTime
+    return Record(m.topic(), m.partition(), m.offset(), m.key(), m.value(), _headers(m.headers()), ts, kind - 1)
 
 
 class _ConfluentProducer:
@@ -273,17 +285,16 @@ class KafkaPythonDriver:
     def producer(self, bootstrap: str, codec: str = "none", idempotent: bool = False, **extra):
         from kafka import KafkaProducer
 
-        p = KafkaProducer(bootstrap_servers=bootstrap, compression_type=KP_CODECS[codec],
-                          enable_idempotence=idempotent, linger_ms=5, acks="all",
-                          reconnect_backoff_max_ms=500, delivery_timeout_ms=int(DEADLINE * 1000),
-                          request_timeout_ms=int(DEADLINE * 1000) // 2, **extra)
-        return _KafkaPythonProducer(p)
+        conf = dict(bootstrap_servers=bootstrap, compression_type=KP_CODECS[codec], enable_idempotence=idempotent,
+                    linger_ms=5, acks="all", reconnect_backoff_max_ms=500, delivery_timeout_ms=int(DEADLINE * 1000),
+                    request_timeout_ms=int(DEADLINE * 1000) // 2)
+        return _KafkaPythonProducer(KafkaProducer(**{**conf, **extra}))
 
-    def read(self, bootstrap: str, topic: str, partitions: list[int], count: int) -> list[Record]:
+    def read(self, bootstrap: str, topic: str, partitions: list[int], count: int, **extra) -> list[Record]:
         from kafka import KafkaConsumer, TopicPartition
 
-        c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                          auto_offset_reset="earliest")
+        c = KafkaConsumer(**{"bootstrap_servers": bootstrap, "group_id": None, "enable_auto_commit": False,
+                             "auto_offset_reset": "earliest", **extra})
         try:
             tps = [TopicPartition(topic, p) for p in partitions]
             c.assign(tps)
@@ -300,6 +311,16 @@ class KafkaPythonDriver:
     def member(self, bootstrap: str, topics: list[str], group: str, journal: Journal, name: str) -> GroupMember:
         return _KafkaPythonMember(bootstrap, topics, group, journal, name)
 
+    def offsets_for_times(self, bootstrap: str, topic: str, times: dict[int, int]) -> dict[int, int | None]:
+        from kafka import KafkaConsumer, TopicPartition
+
+        c = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+        try:
+            found = c.offsets_for_times({TopicPartition(topic, p): ts for p, ts in times.items()})
+            return {tp.partition: (v.offset if v is not None else None) for tp, v in found.items()}
+        finally:
+            c.close()
+
     def committed(self, bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
         from kafka import KafkaConsumer, TopicPartition
 
@@ -311,7 +332,8 @@ class KafkaPythonDriver:
 
 
 def _kp_record(m) -> Record:
-    return Record(m.topic, m.partition, m.offset, m.key, m.value, _headers(m.headers), m.timestamp)
+    return Record(m.topic, m.partition, m.offset, m.key, m.value, _headers(m.headers), m.timestamp,
+                  m.timestamp_type)
 
 
 class _KafkaPythonProducer:
@@ -380,14 +402,14 @@ class AioKafkaDriver:
     def producer(self, bootstrap: str, codec: str = "none", idempotent: bool = False, **extra):
         return _AioProducer(bootstrap, codec, idempotent, extra)
 
-    def read(self, bootstrap: str, topic: str, partitions: list[int], count: int) -> list[Record]:
-        return asyncio.run(self._read(bootstrap, topic, partitions, count))
+    def read(self, bootstrap: str, topic: str, partitions: list[int], count: int, **extra) -> list[Record]:
+        return asyncio.run(self._read(bootstrap, topic, partitions, count, extra))
 
-    async def _read(self, bootstrap: str, topic: str, partitions: list[int], count: int) -> list[Record]:
+    async def _read(self, bootstrap: str, topic: str, partitions: list[int], count: int, extra: dict) -> list[Record]:
         from aiokafka import AIOKafkaConsumer, TopicPartition
 
-        c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
+        c = AIOKafkaConsumer(**{"bootstrap_servers": bootstrap, "group_id": None, "enable_auto_commit": False,
+                                "auto_offset_reset": "earliest", **extra})
         await c.start()
         try:
             tps = [TopicPartition(topic, p) for p in partitions]
@@ -404,6 +426,20 @@ class AioKafkaDriver:
 
     def member(self, bootstrap: str, topics: list[str], group: str, journal: Journal, name: str) -> GroupMember:
         return _AioMember(bootstrap, topics, group, journal, name)
+
+    def offsets_for_times(self, bootstrap: str, topic: str, times: dict[int, int]) -> dict[int, int | None]:
+        from aiokafka import AIOKafkaConsumer, TopicPartition
+
+        async def query():
+            c = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+            await c.start()
+            try:
+                found = await c.offsets_for_times({TopicPartition(topic, p): ts for p, ts in times.items()})
+                return {tp.partition: (v.offset if v is not None else None) for tp, v in found.items()}
+            finally:
+                await c.stop()
+
+        return asyncio.run(query())
 
     def committed(self, bootstrap: str, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
         from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -427,9 +463,10 @@ class _AioProducer:
         self.futures: list[Any] = []
 
         async def start():
-            p = AIOKafkaProducer(bootstrap_servers=bootstrap, compression_type=AIO_CODECS[codec],
-                                 enable_idempotence=idempotent, linger_ms=5, acks="all",
-                                 request_timeout_ms=int(DEADLINE * 1000) // 2, **extra)
+            conf = dict(bootstrap_servers=bootstrap, compression_type=AIO_CODECS[codec],
+                        enable_idempotence=idempotent, linger_ms=5, acks="all",
+                        request_timeout_ms=int(DEADLINE * 1000) // 2)
+            p = AIOKafkaProducer(**{**conf, **extra})
             await p.start()
             return p
 
@@ -453,7 +490,8 @@ class _AioProducer:
             async def wait_all(futures=futures):
                 return [await f for f in futures]
 
-            out += [(md.partition, md.offset) for md in self.loop.run(wait_all())]
+            out += [(md.partition, md.offset) if md is not None else None  # None: acks=0
+                    for md in self.loop.run(wait_all())]
         return out
 
     def close(self) -> None:

@@ -154,6 +154,12 @@ def pytest_runtest_makereport(item, call):
             report.sections.append((f"broker log ({proc.log_path})", proc.log()[-LOG_TAIL:]))
 
 
+def broker_errors(text: str) -> list[str]:
+    """ERROR lines and tracebacks of a broker log: whatever a client sends, the broker answers it
+    or closes the connection on purpose; an ERROR means a handler or the network layer failed."""
+    return [line for line in text.splitlines() if "] ERROR " in line or line.startswith("Traceback")]
+
+
 def _make_broker(base: Path, overrides: dict[str, str] | None = None):
     proc = BrokerProcess(base, overrides)
     proc.start()
@@ -165,6 +171,8 @@ def _make_broker(base: Path, overrides: dict[str, str] | None = None):
             proc.stop_cleanly()
         finally:
             proc.kill()
+        found = broker_errors(proc.log())
+        assert not found, f"the broker logged errors: {found[:5]}\n{proc.log()[-LOG_TAIL:]}"
 
 
 @pytest.fixture

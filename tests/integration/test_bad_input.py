@@ -381,6 +381,34 @@ def test_metadata_for_illegal_topic_names(raw, module_broker):
     assert not list(module_broker.dirs.glob("bad*name*"))
 
 
+def test_fetch_byte_limits(raw):
+    """A first batch larger than the fetch's max_bytes comes whole (KIP-74) and the partitions
+    after it get no records; a negative partition limit is an error for that partition. Answered,
+    never closed."""
+    s = raw()
+    start = high_watermarks(s)
+    big = build_batch([(b"big", b"x" * 50_000)])
+    request(s, 0, 7, produce_body(-1, {0: big, 1: big}))
+    assert {p: r.error_code for p, r in partition_results(response(s, 0, 7)).items()} == {0: 0, 1: 0}
+
+    def fetch(max_bytes: int, partition_max: int) -> dict:
+        request(s, 1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
+                           "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                               {"topic": TARGET, "partitions": [
+                                   {"partition": p, "fetch_offset": start[p], "partition_max_bytes": partition_max}
+                                   for p in (0, 1)]}],
+                           "forgotten_topics_data": [], "rack_id": ""}, correlation_id=11)
+        body = response(s, 1, 11, correlation_id=11)
+        return {p.partition_index: (p.error_code, bytes(p.records or b"")) for t in body.responses for p in t.partitions}
+
+    got = fetch(1000, 1 << 20)
+    assert got[0][0] == 0 and len(got[0][1]) == len(big)  # the whole batch, offsets assigned
+    assert got[1] == (0, b"")
+    got = fetch(1 << 20, -1)
+    assert got == {0: (-1, b""), 1: (-1, b"")}  # UNKNOWN_SERVER_ERROR, as Kafka's log read refuses it
+    assert_open(s)
+
+
 def test_nothing_acknowledged_is_lost(module_broker, witness):
     """Stop the witness, restart the broker, and read back every message it had acknowledged."""
     witness.stop()

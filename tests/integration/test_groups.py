@@ -158,6 +158,32 @@ def test_committed_offsets_survive_restart(broker, client):
 
 
 @pytest.mark.parametrize("client", list(DRIVERS))
+def test_live_group_across_restart(broker, client):
+    """Members stay subscribed while the broker restarts: the group comes back from
+    __consumer_offsets with its generation and members, and consumption goes on exactly once."""
+    driver = DRIVERS[client]
+    topic, group, partitions = f"live-{client}", f"l-{client}", 4
+    create_topic(broker.bootstrap, topic, partitions)
+    seed = zlib.crc32(topic.encode())
+    expected = produce(driver, broker.bootstrap, topic, spread(make_messages(80, seed), partitions))
+    journal = Journal()
+    members = [driver.member(broker.bootstrap, [topic], group, journal, name) for name in ("A", "B")]
+    try:
+        for m in members:
+            m.start()
+        wait_for(lambda: covering(members, topic, partitions), what="A and B to share the topic")
+        wait_consumed(journal, len(expected), members, "before the restart")
+        before = [m.assignment for m in members]
+        broker.restart()
+        expected.update(produce(driver, broker.bootstrap, topic, spread(make_messages(80, seed + 1), partitions)))
+        wait_consumed(journal, len(expected), members, "after the restart")
+        assert [m.assignment for m in members] == before, "the restart should not have moved partitions"
+    finally:
+        stop_all(members)
+    check_exactly_once(journal, expected)
+
+
+@pytest.mark.parametrize("client", list(DRIVERS))
 def test_pubsub_and_queue(broker, client):
     """Group "pub" (one member) and group "queue" (two members) read the same topic: pub sees
     everything, and the queue's members together see everything once."""

@@ -4,15 +4,53 @@ message lands exactly once, offsets have no gaps, and the broker's files show on
 whose sequence numbers run on without a break."""
 from __future__ import annotations
 
+import threading
+import time
 import zlib
 
 import pytest
 
-from .clients import DRIVERS, msg_content
+from .clients import DEADLINE, DRIVERS, msg_content
 from .helpers import check_contiguous, create_topic, make_messages, stored_batches
 
 PARTITIONS = 2
 PHASE = 150
+
+
+@pytest.mark.parametrize("client", list(DRIVERS))
+def test_idempotent_produce_through_restarts(broker, client):
+    """Requests in flight when SIGTERM arrives: what the broker wrote but did not answer comes
+    again after the restart and must be recognised as a duplicate."""
+    topic = f"idem-live-{client}"
+    create_topic(broker.bootstrap, topic, PARTITIONS)
+    msgs = make_messages(600, zlib.crc32(topic.encode()), partitions=PARTITIONS)
+    producer = DRIVERS[client].producer(broker.bootstrap, "none", idempotent=True)
+    sent = threading.Event()
+
+    def send_slowly():
+        for i in range(0, len(msgs), 20):
+            producer.send(topic, msgs[i:i + 20])
+            time.sleep(0.02)
+        sent.set()
+
+    sender = threading.Thread(target=send_slowly, daemon=True)
+    try:
+        sender.start()
+        time.sleep(0.2)
+        broker.restart()
+        time.sleep(0.2)
+        broker.restart()
+        assert sent.wait(DEADLINE)
+        sender.join()
+        acks = producer.flush()
+    finally:
+        producer.close()
+    assert len(acks) == len(msgs)
+    check_contiguous(acks)
+    expected = {ack: msg_content(m) for m, ack in zip(msgs, acks)}
+    got = DRIVERS[client].read(broker.bootstrap, topic, list(range(PARTITIONS)), len(msgs))
+    assert len(got) == len(msgs)
+    assert all(r.content() == expected[(r.partition, r.offset)] for r in got)
 
 
 @pytest.mark.parametrize("client", list(DRIVERS))

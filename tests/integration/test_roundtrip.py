@@ -39,7 +39,9 @@ def test_codec_round_trip(module_broker, producer_client, codec):
     stored = stored_batches(module_broker.dirs, topic)
     batches = [h for headers in stored.values() for h in headers]
     assert sum(h.record_count for h in batches) == COUNT
-    assert {h.compression for h in batches} == {CODEC_IDS[codec]}, "the broker did not store what was sent"
+    # clients send a batch uncompressed when compressing would not make it smaller
+    codecs = {h.compression for h in batches}
+    assert CODEC_IDS[codec] in codecs and codecs <= {CODEC_IDS[codec], 0}, f"stored codecs {codecs}"
     assert all(h.magic == 2 and h.timestamp_type == 0 for h in batches)
 
     for reader, driver in DRIVERS.items():

@@ -19,13 +19,17 @@ write that fails with ConnectionLossError may or may not have been applied, and 
 caller knows how to check (``layout.register_broker`` reads the node's owner, election reads
 ``/controller``).
 
-Watches across reconnects. kazoo drops every watch when the connection drops and, unlike
-ZooKeeper's Java client, does not send SetWatches on reconnect. This store keeps its own table
-of armed watches and, after reconnecting to the same session, re-arms each one and fires the
-events the server would have sent for changes made while it was away (node gone -> DELETED,
-created -> CREATED, ``mzxid``/``pzxid`` past the last zxid seen -> CHANGED/CHILD), so watches
-are lost only with the session, as the Protocol says. After a re-arm a watcher may rarely get
-one extra event; a ZooKeeper event always means "re-read", never "exactly one change".
+Watches. Every registration is its own one-shot object in kazoo's watch tables, because
+kazoo decides which registrations an event consumes on its connection thread, in order with
+the replies; a table of our own, updated later on another thread, would let an event still in
+flight consume a registration made after it (and the next event would find nothing armed).
+kazoo drops every watch when the connection drops and, unlike ZooKeeper's Java client, does
+not send SetWatches on reconnect. It does hand each dropped watch a NONE event; this store
+collects them and, once reconnected to the same session, re-arms each one and fires what the
+server's SetWatches would have (node gone -> DELETED, created -> CREATED, ``mzxid``/``pzxid``
+past the last zxid seen before the disconnect -> CHANGED/CHILD). So watches are lost only
+with the session, as the Protocol says. If the connection drops again during a re-arm, the
+older zxid is kept: a watcher may then get an extra event, never miss one.
 
 Sessions. ``session_id`` changes when a new session is established after expiry. kazoo reports
 SUSPENDED when the connection drops and LOST only once it reaches a server that says the
@@ -48,7 +52,7 @@ import kazoo.exceptions as kex
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.serialization import CheckVersion, Create, Delete, SetData
-from kazoo.protocol.states import Callback, EventType as KazooEventType, KazooState, ZnodeStat
+from kazoo.protocol.states import Callback, EventType as KazooEventType, KazooState, KeeperState, ZnodeStat
 from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import OPEN_ACL_UNSAFE
 
@@ -214,6 +218,32 @@ class _EventThread:
 
 
 # ---------------------------------------------------------------------------------------------
+# one armed watch
+
+_DATA = "data"    # armed by get/exists: CREATED, CHANGED, DELETED
+_CHILD = "child"  # armed by get_children: CHILD, DELETED
+
+
+class _Watch:
+    """One registration of a caller's watcher, as kazoo holds it. Each registration is its own
+    object, so kazoo -- which pops the watches an event consumes on its connection thread, in
+    order with the replies -- is the one source of truth about what is armed. Fires at most once."""
+
+    __slots__ = ("store", "watcher", "path", "kind", "existed", "fired")
+
+    def __init__(self, store: KazooStore, watcher: Watcher, path: str, kind: str) -> None:
+        self.store = store
+        self.watcher = watcher
+        self.path = path
+        self.kind = kind
+        self.existed = True  # for a data watch: did the node exist when it was armed
+        self.fired = False
+
+    def __call__(self, event: Any) -> None:
+        self.store._on_kazoo_watch(self, event)
+
+
+# ---------------------------------------------------------------------------------------------
 # the store
 
 class KazooStore:
@@ -240,12 +270,15 @@ class KazooStore:
         self._connected = threading.Event()
         self._closed = False
         self._session_id = 0
-        # armed watches: path -> {watcher: whether the node existed when it was armed}
-        self._data_watches: dict[str, dict[Watcher, bool]] = {}
-        self._child_watches: dict[str, dict[Watcher, None]] = {}
-        # set when the connection drops with the session alive: the last zxid seen before
+        # watches kazoo dropped on a disconnect, to re-arm once reconnected to the same session
+        self._to_rearm: list[_Watch] = []
+        # the last zxid seen before the oldest disconnect not yet followed by a complete re-arm
         self._rearm_zxid: int | None = None
         self._disconnects = 0
+        self._sessions_lost = 0
+        # the kazoo event being delivered, and the watchers it has reached (deduplication)
+        self._current_event: Any = None
+        self._delivered: set[Watcher] = set()
         self._events = _EventThread(f"zk-kazoo-events-{id(self):x}")
         self._client.add_listener(self._on_kazoo_state)
 
@@ -356,110 +389,76 @@ class KazooStore:
 
     # -- watches
 
-    def _watched_read(self, table: dict[str, dict[Watcher, Any]], path: str, watch: Watcher | None,
-                      start: Callable[[bool], Any]) -> Any:
-        """Arm ``watch`` in our table and kazoo's around a read; disarm ours if the read fails
-        (a failed read sets no watch). Re-arms on every retry, so a retry in a new session
-        (whose LOST cleared the table) still leaves the watch armed."""
-        if watch is None:
-            return self._read(path, lambda: self._round_trip(lambda: start(False)))
-
-        def attempt() -> Any:
-            with self._lock:
-                watchers = table.setdefault(path, {})
-                added = watch not in watchers
-                if added:
-                    watchers[watch] = True
-            try:
-                return self._round_trip(lambda: start(True))
-            except BaseException:
-                if added:
-                    with self._lock:
-                        watchers = table.get(path)
-                        if watchers is not None:
-                            watchers.pop(watch, None)
-                            if not watchers:
-                                del table[path]
-                raise
-
-        return self._read(path, attempt)
-
-    def _note_existence(self, path: str, watch: Watcher | None, existed: bool) -> None:
-        if watch is None:
+    def _on_kazoo_watch(self, armed: _Watch, event: Any) -> None:
+        """kazoo's callback thread. kazoo has already decided, on its connection thread and in
+        order with the replies, that this event consumes ``armed``; we only deduplicate (a
+        watcher armed several times fires once per event: kazoo hands every watcher the event
+        consumes the same event object, one after another) and pass it to our event thread."""
+        if event.type == KazooEventType.NONE:
+            # kazoo dropped its watches: a disconnect (CONNECTING: re-arm once reconnected to
+            # the same session) or the end of the session (dropped for good)
+            if event.state == KeeperState.CONNECTING:
+                with self._lock:
+                    if not armed.fired and not self._closed:
+                        self._to_rearm.append(armed)
+            return
+        event_type = _EVENT_TYPES.get(event.type)
+        if event_type is None:
             return
         with self._lock:
-            watchers = self._data_watches.get(path)
-            if watchers is not None and watch in watchers:
-                watchers[watch] = existed
-
-    def _on_kazoo_watch(self, event: Any) -> None:
-        """kazoo's callback thread: hand the event to our watchers (on our event thread)."""
-        event_type = _EVENT_TYPES.get(event.type)
-        if event_type is None or event.path is None or self._closed:
-            return  # NONE: kazoo dropped its watches on a disconnect; we re-arm ours
-        path = event.path
-        with self._lock:
-            watchers: dict[Watcher, Any] = {}
-            if event_type is not EventType.CHILD:
-                watchers.update(self._data_watches.pop(path, {}))
-            if event_type in (EventType.CHILD, EventType.DELETED):
-                watchers.update(self._child_watches.pop(path, {}))
-        watched = WatchedEvent(event_type, path)
-        for watcher in watchers:
-            self._events.put(watcher, watched)
+            if armed.fired or self._closed:
+                return
+            armed.fired = True
+            if event is not self._current_event:
+                self._current_event = event
+                self._delivered.clear()
+            if armed.watcher in self._delivered:
+                return
+            self._delivered.add(armed.watcher)
+        self._events.put(armed.watcher, WatchedEvent(event_type, event.path))
 
     def _rearm_watches(self) -> None:
-        """After reconnecting to the same session: re-arm every watch and fire what the server's
-        SetWatches would have fired for changes made while we were away. Event thread."""
+        """Event thread, after reconnecting to the same session: re-arm the watches kazoo
+        dropped and fire what the server's SetWatches would have fired for changes made while
+        we were away (relative to the last zxid seen before the disconnect)."""
         with self._lock:
-            zxid, generation = self._rearm_zxid, self._disconnects
-            if zxid is None:
-                return
-            data = {p: dict(w) for p, w in self._data_watches.items()}
-            children = {p: list(w) for p, w in self._child_watches.items()}
+            zxid, generation, sessions_lost = self._rearm_zxid, self._disconnects, self._sessions_lost
+            pending, self._to_rearm = self._to_rearm, []
         fire: dict[tuple[EventType, str], dict[Watcher, None]] = {}
-
-        def settle(table: dict[str, dict[Watcher, Any]], path: str, decide: Callable[[Any], EventType | None],
-                   watchers: Any) -> None:
-            with self._lock:
-                live = table.get(path)
-                if not live:
-                    return
-                for watcher in list(watchers):
-                    if watcher not in live:
-                        continue  # fired meanwhile
-                    event_type = decide(watchers[watcher] if isinstance(watchers, dict) else None)
-                    if event_type is not None:
-                        del live[watcher]
-                        fire.setdefault((event_type, path), {})[watcher] = None
-                if not live:
-                    del table[path]
-
-        complete = False
+        done = 0
         try:
-            for path, data_watchers in data.items():
-                zstat = self._round_trip(lambda: self._client.exists_async(path, watch=self._on_kazoo_watch))
-
-                def decide_data(existed: bool, zstat: Any = zstat) -> EventType | None:
+            for armed in pending:
+                if zxid is None or armed.fired:
+                    done += 1
+                    continue
+                event_type: EventType | None
+                if armed.kind is _DATA:
+                    zstat = self._round_trip(lambda: self._client.exists_async(armed.path, watch=armed))
                     if zstat is None:
-                        return EventType.DELETED if existed else None
-                    if not existed:
-                        return EventType.CREATED
-                    return EventType.CHANGED if zstat.mzxid > zxid else None
-
-                settle(self._data_watches, path, decide_data, data_watchers)
-            for path, child_watchers in children.items():
-                try:
-                    _, zstat = self._round_trip(lambda: self._client.get_children_async(
-                        path, watch=self._on_kazoo_watch, include_data=True))
-                    child_event = EventType.CHILD if zstat.pzxid > zxid else None
-                except kex.NoNodeError:
-                    child_event = EventType.DELETED
-                settle(self._child_watches, path, lambda _, e=child_event: e, child_watchers)
-            complete = True
+                        event_type = EventType.DELETED if armed.existed else None
+                    elif not armed.existed:
+                        event_type = EventType.CREATED
+                    else:
+                        event_type = EventType.CHANGED if zstat.mzxid > zxid else None
+                else:
+                    try:
+                        _, zstat = self._round_trip(lambda: self._client.get_children_async(
+                            armed.path, watch=armed, include_data=True))
+                        event_type = EventType.CHILD if zstat.pzxid > zxid else None
+                    except kex.NoNodeError:
+                        event_type = EventType.DELETED
+                if event_type is not None:
+                    with self._lock:
+                        if not armed.fired:  # a real event may have beaten us to it
+                            armed.fired = True
+                            fire.setdefault((event_type, armed.path), {})[armed.watcher] = None
+                done += 1
         except (kex.KazooException, KazooTimeoutError) as exc:
-            log.info("re-arming watches after a reconnect was interrupted (%r); retrying after the next one", exc)
-        if complete:
+            log.info("re-arming watches after a reconnect was interrupted (%r); resuming after the next one", exc)
+            with self._lock:
+                if self._sessions_lost == sessions_lost:
+                    self._to_rearm.extend(pending[done:])
+        else:
             with self._lock:
                 if self._disconnects == generation:
                     self._rearm_zxid = None
@@ -484,19 +483,22 @@ class KazooStore:
                 if client_id is not None:
                     self._session_id = client_id[0]
                 self._connected.set()
-            elif state == KazooState.SUSPENDED:
+            else:
                 self._connected.clear()
                 self._disconnects += 1
-                if self._rearm_zxid is None:
+                if state == KazooState.LOST:
+                    self._rearm_zxid = None
+                elif self._rearm_zxid is None:  # SUSPENDED: keep the oldest until re-armed
                     self._rearm_zxid = self._client.last_zxid
-            else:  # LOST: the session and every watch are gone
-                self._connected.clear()
-                self._disconnects += 1
-                self._rearm_zxid = None
-                self._data_watches.clear()
-                self._child_watches.clear()
-        mapped = _STATES[state]
-        self._client.handler.dispatch_callback(Callback("session", self._events.put, (self._deliver_state, mapped)))
+        self._client.handler.dispatch_callback(Callback("session", self._forward_state, (_STATES[state],)))
+
+    def _forward_state(self, state: SessionState) -> None:
+        """kazoo's callback thread, in order with the watch callbacks."""
+        if state is SessionState.LOST:
+            with self._lock:  # every watch dropped before now was dropped with the session
+                self._to_rearm.clear()
+                self._sessions_lost += 1
+        self._events.put(self._deliver_state, state)
 
     def _deliver_state(self, state: SessionState) -> None:
         if self._closed:
@@ -525,24 +527,26 @@ class KazooStore:
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]:
         _validate_path(path)
         self._check_open()
-        data, zstat = self._watched_read(self._data_watches, path, watch, lambda armed: self._client.get_async(
-            path, watch=self._on_kazoo_watch if armed else None))
-        self._note_existence(path, watch, True)
+        armed = _Watch(self, watch, path, _DATA) if watch is not None else None
+        data, zstat = self._read(path, lambda: self._round_trip(lambda: self._client.get_async(path, watch=armed)))
         return data, _stat(zstat)
 
     def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
         _validate_path(path)
         self._check_open()
-        zstat = self._watched_read(self._data_watches, path, watch, lambda armed: self._client.exists_async(
-            path, watch=self._on_kazoo_watch if armed else None))
-        self._note_existence(path, watch, zstat is not None)
+        armed = _Watch(self, watch, path, _DATA) if watch is not None else None
+        zstat = self._read(path, lambda: self._round_trip(lambda: self._client.exists_async(path, watch=armed)))
+        if armed is not None:
+            armed.existed = zstat is not None  # (a re-arm squeezed in before this line would
+            # need a disconnect in this instant; at worst the watcher gets one extra event)
         return _stat(zstat) if zstat is not None else None
 
     def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         _validate_path(path)
         self._check_open()
-        children = self._watched_read(self._child_watches, path, watch, lambda armed: self._client.get_children_async(
-            path, watch=self._on_kazoo_watch if armed else None))
+        armed = _Watch(self, watch, path, _CHILD) if watch is not None else None
+        children = self._read(path, lambda: self._round_trip(lambda: self._client.get_children_async(
+            path, watch=armed)))
         return sorted(children)
 
     # -- writes

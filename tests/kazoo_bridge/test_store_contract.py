@@ -340,6 +340,22 @@ def test_different_watchers_on_one_node_each_fire(store):
     assert first.events == second.events == [WatchedEvent(EventType.CHANGED, "/a")]
 
 
+def test_a_watch_armed_right_after_an_event_catches_the_next_change(store):
+    """Each change fires the watch armed just before it, even when the event of the previous
+    change is still being delivered while the watch is armed again."""
+    store.create("/a", b"0")
+    store.create("/p")
+    data_seen, child_seen = Recorder(), Recorder()
+    for i in range(1, 151):
+        store.get("/a", watch=data_seen)
+        store.get_children("/p", watch=child_seen)
+        store.set("/a", str(i).encode())
+        store.create(f"/p/c{i}")
+    store.drain_events()
+    assert data_seen.events == [WatchedEvent(EventType.CHANGED, "/a")] * 150
+    assert child_seen.events == [WatchedEvent(EventType.CHILD, "/p")] * 150
+
+
 def test_failed_get_sets_no_watch(store):
     seen = Recorder()
     with pytest.raises(NoNodeError):

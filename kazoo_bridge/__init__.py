@@ -2,10 +2,14 @@
 
 * ``store``: ``KazooStore`` / ``connect(zookeeper_connect, session_timeout_ms, connection_timeout_ms)``,
   the same Protocol, exceptions and watch semantics as ``zk_compat.embedded``.
+* ``session``: ``SessionManager``, which keeps ``/brokers/ids/<id>`` registered across session
+  expiry, tells the controller to resign and re-elect, and asks for a re-read after every
+  reconnect. Events reach the broker's asyncio loop via ``call_soon_threadsafe``.
 
 Only ``kbroker/server.py`` imports this package; everything else codes against
 ``zk_compat.store.MetadataStore``.
 """
+from kazoo_bridge.session import SessionManager
 from kazoo_bridge.store import KazooStore, connect
 
-__all__ = ["KazooStore", "connect"]
+__all__ = ["KazooStore", "SessionManager", "connect"]

@@ -227,7 +227,11 @@ _CHILD = "child"  # armed by get_children: CHILD, DELETED
 class _Watch:
     """One registration of a caller's watcher, as kazoo holds it. Each registration is its own
     object, so kazoo -- which pops the watches an event consumes on its connection thread, in
-    order with the replies -- is the one source of truth about what is armed. Fires at most once."""
+    order with the replies -- is the one source of truth about what is armed. Fires at most once.
+
+    Equal (same store, path, kind and watcher) registrations are one entry in kazoo's per-path
+    sets, as in ZooKeeper's own client: arming a watcher again while it is armed adds nothing,
+    and arming it after an event has consumed it adds a fresh one."""
 
     __slots__ = ("store", "watcher", "path", "kind", "existed", "fired")
 
@@ -241,6 +245,13 @@ class _Watch:
 
     def __call__(self, event: Any) -> None:
         self.store._on_kazoo_watch(self, event)
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, _Watch) and other.store is self.store and other.path == self.path
+                and other.kind == self.kind and other.watcher == self.watcher)
+
+    def __hash__(self) -> int:
+        return hash((self.path, self.kind, self.watcher))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -66,6 +66,24 @@ def test_a_watch_armed_while_the_previous_event_is_queued_is_not_consumed_by_it(
     assert child_seen.events == [WatchedEvent(EventType.CHILD, "/p")] * 2
 
 
+def test_arming_a_watcher_again_while_armed_adds_nothing_to_kazoos_tables(zk_backend):
+    """A reconciliation loop that reads with the same watcher every time must not grow the
+    client's watch tables until the next event (ZooKeeper's client keeps watchers in sets)."""
+    store = zk_backend.connect()
+    store.create("/a")
+    seen = Recorder()
+    for _ in range(50):
+        store.get("/a", watch=seen)
+        store.exists("/a", watch=seen)
+        store.get_children("/a", watch=seen)
+    kazoo_path = zk_backend.chroot + "/a"
+    assert len(store.client._data_watchers[kazoo_path]) == 1
+    assert len(store.client._child_watchers[kazoo_path]) == 1
+    store.delete("/a")
+    store.drain_events()
+    assert seen.events == [WatchedEvent(EventType.DELETED, "/a")]
+
+
 def test_server_restart_suspends_then_reconnects_and_watch_helpers_rearm(private_zookeeper):
     """The server process stops and starts again; the session, its ephemeral node and the
     watches (re-armed by the store, DataWatch and ChildrenWatch) come through.

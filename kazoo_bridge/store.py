@@ -281,6 +281,7 @@ class KazooStore:
         self._connected = threading.Event()
         self._closed = False
         self._session_id = 0
+        self._established = False
         # watches kazoo dropped on a disconnect, to re-arm once reconnected to the same session
         self._to_rearm: list[_Watch] = []
         # the last zxid seen before the oldest disconnect not yet followed by a complete re-arm
@@ -494,6 +495,12 @@ class KazooStore:
                 if client_id is not None:
                     self._session_id = client_id[0]
                 self._connected.set()
+                if not self._established:
+                    # the session connect() establishes: not a state change for listeners (the
+                    # embedded store reports none either), and one added just after connect()
+                    # returns must not hear it late
+                    self._established = True
+                    return
             else:
                 self._connected.clear()
                 self._disconnects += 1
@@ -719,15 +726,17 @@ class KazooStore:
                 return
             self._closed = True
         self._connected.set()  # wake waiters: they see _closed
-        deadline = self.close_timeout_s if timeout_s is None else timeout_s
+        budget = self.close_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + budget
         stopper = threading.Thread(target=self._stop_client, name=f"zk-kazoo-stop-{id(self):x}", daemon=True)
         stopper.start()
-        stopper.join(deadline)
+        stopper.join(budget)
         if stopper.is_alive():
             log.warning("kazoo client for %s%s did not stop within %.1f s; abandoning it (session %#x "
-                        "expires on the server after %d ms)", self.hosts, self.chroot, deadline,
+                        "expires on the server after %d ms)", self.hosts, self.chroot, budget,
                         self._session_id, self.session_timeout_ms)
-        self._events.stop(timeout=max(0.0, min(deadline, 1.0)))
+        # callbacks still queued run (or are abandoned with their daemon thread) after this
+        self._events.stop(timeout=max(0.0, deadline - time.monotonic()))
 
     def _stop_client(self) -> None:
         try:

@@ -266,6 +266,18 @@ def test_lose_connection_keeps_session_ephemerals_and_watches(store):
     assert seen.events == [WatchedEvent(EventType.CHANGED, "/p")]
 
 
+def test_a_new_session_reports_no_state_change(backend):
+    """The session connect() establishes is not an event: a listener added at once hears
+    nothing until the connection actually changes."""
+    store = backend.connect()
+    states: list[SessionState] = []
+    store.add_listener(states.append)
+    store.create("/x")
+    store.drain_events()
+    assert states == []
+    store.close()
+
+
 def test_removed_listener_is_not_called(store):
     states: list[SessionState] = []
     store.add_listener(states.append)

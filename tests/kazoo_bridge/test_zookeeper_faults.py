@@ -221,7 +221,7 @@ def test_write_times_out_instead_of_hanging_while_disconnected(zookeeper_server,
     started = time.monotonic()
     with pytest.raises(ConnectionLossError):
         store.create("/never", b"x")
-    assert 0.4 < time.monotonic() - started < 2
+    assert 0.4 < time.monotonic() - started < 3
     proxy.restore()
     wait_until(lambda: states[-1:] == [SessionState.CONNECTED], 10, "CONNECTED")
     assert store.exists("/never") is None  # never sent, so never applied
@@ -238,7 +238,7 @@ def test_close_returns_within_its_deadline_while_the_server_is_down(private_zook
     time.sleep(0.5)  # kazoo is now in its reconnect loop, our event thread stuck in a listener
     started = time.monotonic()
     store.close(timeout_s=3)
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < 3.5
     assert store.closed
     stuck.set()
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kbroker import errors
+from kbroker.cluster import ClusterView, LiveBroker, Snapshot
 from kbroker.config import BrokerConfig
 from kbroker.coordinator.bridge import CoordinatorBridge
 from kbroker.fetch_sessions import FetchSessionCache
@@ -51,14 +52,6 @@ class TopicInfo:
         return self.name in INTERNAL_TOPICS
 
 
-@dataclass(frozen=True)
-class LiveBroker:
-    id: int
-    host: str
-    port: int
-    rack: str | None
-
-
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -74,10 +67,15 @@ class Broker:
         self.coordinator: CoordinatorBridge | None = None
         self._tasks: list[asyncio.Task] = []
         self._next_producer_id = 0
+        self.cluster: ClusterView | None = None  # ZooKeeper mode only
+        self.controller: Any = None
+        self.session: Any = None
 
     # -- start and stop ----------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self.config.zookeeper_connect:
+            return await self._start_zookeeper_mode()
         cfg = self.config
         self.log_manager = LogManager(cfg.log_dirs, cfg.log)
         store_dir = self.log_manager.log_dirs[0]
@@ -116,12 +114,96 @@ class Broker:
         log.info("kbroker %d started: cluster %s, %d topics, listening on %s:%d", self.broker_id,
                  self.cluster_id, len(self.topics), host, port)
 
+    async def _start_zookeeper_mode(self) -> None:
+        """Cluster mode: KazooStore, registration through SessionManager, controller election,
+        and the cluster view (brokers, controller, topics, partition states) from watches."""
+        import kazoo_bridge
+        from kbroker.controller import Controller
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        self.log_manager = LogManager(cfg.log_dirs, cfg.log)
+        self.store = await loop.run_in_executor(None, lambda: kazoo_bridge.connect(
+            cfg.zookeeper_connect, cfg.zookeeper_session_timeout_ms, cfg.zookeeper_connection_timeout_ms))
+        await loop.run_in_executor(None, self._init_zookeeper_paths)
+        self.log_manager.startup()
+        self.purgatory = Purgatory()
+        self._producer_ids = iter(())
+        listener = cfg.listeners[0]
+        self.server = NetworkServer(listener.host, listener.port, self.dispatch,
+                                    max_request_bytes=cfg.socket_request_max_bytes,
+                                    send_buffer_bytes=cfg.socket_send_buffer_bytes,
+                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+                                    idle_ms=cfg.connections_max_idle_ms)
+        await self.server.start()
+        advertised = cfg.advertised_listeners[0]
+        host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
+        port = self.server.port if advertised.port == 0 else advertised.port
+        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
+        self.controller = Controller(self.store, self.broker_id)
+        self.cluster = ClusterView(self.store, loop, self._on_cluster_change)
+        info = BrokerInfo.from_endpoints(self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
+                                         timestamp_ms=int(time.time() * 1000), rack=cfg.broker_rack or None)
+        self.session = kazoo_bridge.SessionManager(
+            self.store, info, loop=loop, on_resign=self.controller.resign,
+            on_reelect=self.cluster.trigger, on_reconnect=self.cluster.trigger)
+        await self.session.start_async()
+        await self.cluster.start()
+        self.coordinator = CoordinatorBridge(self)
+        await self.coordinator.start()
+        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
+                 "listening on %s:%d", self.broker_id, self.cluster_id, self.controller_id(),
+                 len(self.live_brokers()), len(self.topics), host, port)
+
+    def _init_zookeeper_paths(self) -> None:
+        layout.ensure_persistent_paths(self.store)
+        self.cluster_id = layout.get_or_create_cluster_id(self.store)
+
+    async def _on_cluster_change(self, snap: Snapshot) -> None:
+        assert self.cluster is not None and self.controller is not None
+        self._apply_snapshot(snap)
+        # the controller's writes come back through the watches as the next snapshot
+        await self.cluster.run_blocking(lambda: self.controller.on_snapshot(snap))
+
+    def _apply_snapshot(self, snap: Snapshot) -> None:
+        """Topics, and the partitions this broker hosts (every one whose replicas include it;
+        only the leader serves it, and only the leader keeps data until replication exists)."""
+        assert self.log_manager is not None
+        for name in list(self.topics):
+            if name not in snap.assignments:
+                info = self.topics.pop(name)
+                for index in info.assignment:
+                    self.partitions.pop(TopicPartition(name, index), None)
+        for name, assignment in snap.assignments.items():
+            configs = snap.configs.get(name, {})
+            self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, dict(configs),
+                                          _topic_uuid(snap.topic_ids.get(name)))
+            self.log_manager.topic_overrides[name] = self.topics[name].configs
+            for index, replicas in assignment.items():
+                tp = TopicPartition(name, index)
+                state = snap.states.get((name, index))
+                if self.broker_id not in replicas or state is None:
+                    continue
+                partition = self.partitions.get(tp)
+                if partition is None:
+                    plog = self.log_manager.get_or_create_log(tp)
+                    partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, state.leader_epoch)
+                    log.info("hosting %s-%d (leader %d, epoch %d)", name, index, state.leader, state.leader_epoch)
+                partition.replicas = list(replicas)
+                partition.leader_id = state.leader
+                partition.leader_epoch = state.leader_epoch
+                partition.isr = list(state.isr)
+
     async def stop(self) -> None:
         """Graceful shutdown: stop serving, flush, checkpoint, leave the clean-shutdown marker."""
         for task in self._tasks:
             task.cancel()
         if self.server is not None:
             await self.server.stop()
+        if self.cluster is not None:
+            self.cluster.stop()
+        if self.session is not None:
+            self.session.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         if self.purgatory is not None:
@@ -130,7 +212,8 @@ class Broker:
             self.log_manager.shutdown()
         if self.store is not None:
             self.store.close()
-            self._store_server.close()
+            if self.cluster is None:
+                self._store_server.close()
         log.info("kbroker %d stopped cleanly", self.broker_id)
 
     async def _housekeeping(self) -> None:
@@ -176,15 +259,48 @@ class Broker:
     # -- cluster view (single node) ----------------------------------------------------------
 
     def live_brokers(self) -> list[LiveBroker]:
+        if self.cluster is not None:
+            return list(self.cluster.snapshot.brokers.values())
         return [self.endpoint]
 
     def controller_id(self) -> int:
+        if self.cluster is not None:
+            found = self.cluster.snapshot.controller_id
+            return -1 if found is None else found
         return self.broker_id
 
     def partition(self, tp: TopicPartition) -> Partition | None:
-        return self.partitions.get(tp)
+        """The partition if this broker leads it (what Produce, Fetch and ListOffsets serve)."""
+        partition = self.partitions.get(tp)
+        if partition is not None and partition.leader_id != self.broker_id:
+            return None
+        return partition
+
+    def not_hosted_error(self, topic: str, index: int) -> errors.KafkaError:
+        """Why ``partition()`` found nothing: NOT_LEADER_OR_FOLLOWER for a partition that exists
+        in the cluster (led elsewhere, or not yet), else UNKNOWN_TOPIC_OR_PARTITION."""
+        info = self.topics.get(topic)
+        if self.cluster is not None and info is not None and index in info.assignment:
+            return errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
+        return errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+
+    def coordinator_endpoint(self, group_id: str) -> LiveBroker | None:
+        """The group coordinator: the leader of the group's ``__consumer_offsets`` partition."""
+        if self.cluster is None:
+            return self.endpoint
+        assert self.coordinator is not None and self.coordinator.coordinator is not None
+        state = self.cluster.snapshot.states.get((OFFSETS_TOPIC, self.coordinator.coordinator.partition_for(group_id)))
+        if state is None:
+            return None
+        return self.cluster.snapshot.brokers.get(state.leader)
 
     def partition_state(self, topic: str, index: int) -> PartitionState:
+        if self.cluster is not None:
+            state = self.cluster.snapshot.states.get((topic, index))
+            if state is None or state.leader not in self.cluster.snapshot.brokers:
+                return PartitionState(leader=-1, leader_epoch=state.leader_epoch if state else 0,
+                                      isr=list(state.isr) if state else [], controller_epoch=-1)
+            return state
         partition = self.partitions.get(TopicPartition(topic, index))
         if partition is None or partition.log.offline:
             return PartitionState(leader=-1, leader_epoch=0, isr=[], controller_epoch=1)
@@ -270,6 +386,16 @@ class Broker:
         info = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, configs)
         if validate_only:
             return info
+        if self.cluster is not None:
+            # As AdminZkClient: write /config/topics/<t> and /brokers/topics/<t>; the controller,
+            # watching /brokers/topics, creates the partition states, and every broker's view
+            # picks the topic up from its watches.
+            info.topic_id = _topic_uuid(layout.create_topic(self.store, name, info.assignment, configs))
+            self.topics.setdefault(name, info)
+            assert self.log_manager is not None
+            self.log_manager.topic_overrides[name] = configs
+            log.info("created topic %s with %d partitions", name, len(info.assignment))
+            return info
         info.topic_id = _topic_uuid(layout.create_topic(self.store, name, info.assignment, configs))
         self.topics[name] = info
         assert self.log_manager is not None
@@ -318,6 +444,8 @@ class Broker:
         assignment = layout.get_topic_assignment(self.store, name)
         layout.set_topic_assignment(self.store, name, TopicAssignment(
             partitions=dict(info.assignment), topic_id=assignment.topic_id if assignment else None))
+        if self.cluster is not None:
+            return  # the controller creates the new partitions' states; the view hosts them
         for index in range(current, count):
             if self.broker_id in info.assignment[index]:
                 self._host_partition(TopicPartition(name, index))

@@ -6,6 +6,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING, Iterator
 
+from kbroker import errors
 from kbroker._core import records
 from kbroker.coordinator.coordinator import GroupCoordinator
 from kbroker.coordinator.group import GroupConfig
@@ -37,9 +38,12 @@ class CoordinatorBridge:
                 log.warning("offsets.topic.replication.factor=%d but %d broker(s) are alive: creating %s with "
                             "replication factor %d", factor, live, OFFSETS_TOPIC, live)
                 factor = live
-            broker.create_topic(OFFSETS_TOPIC, partitions, factor, configs={
-                "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                "compression.type": "producer"})
+            try:
+                broker.create_topic(OFFSETS_TOPIC, partitions, factor, configs={
+                    "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                    "compression.type": "producer"})
+            except errors.TopicAlreadyExistsError:  # ZooKeeper mode: another broker created it meanwhile
+                await broker.cluster.refresh()
         partitions = len(broker.topics[OFFSETS_TOPIC].assignment)
         group_config = dataclasses.replace(GroupConfig.from_broker_config(cfg), offsets_topic_num_partitions=partitions)
         # Session, rebalance and join deadlines run on a Cython timing wheel driven by the loop.

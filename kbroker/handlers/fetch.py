@@ -49,7 +49,7 @@ class _Fetch:
             try:
                 partition = self.broker.partition(TopicPartition(topic, index))
                 if partition is None:
-                    raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+                    raise self.broker.not_hosted_error(topic, index)
                 if max_bytes < 0:  # Kafka's log read refuses it: UNKNOWN_SERVER_ERROR for the partition
                     raise errors.UnknownServerError(f"invalid partition max bytes {max_bytes} for {topic}-{index}")
                 # Never negative: once the first batch has taken more than the response's max_bytes
@@ -160,7 +160,7 @@ def list_offsets(broker, header, request, conn):
             try:
                 partition = broker.partition(TopicPartition(topic.name, p.partition_index))
                 if partition is None:
-                    raise errors.UnknownTopicOrPartitionError(f"{topic.name}-{p.partition_index} is not hosted here")
+                    raise broker.not_hosted_error(topic.name, p.partition_index)
                 if request.replica_id >= 0:
                     found = partition.log.offset_for_timestamp(p.timestamp)
                 else:

@@ -17,7 +17,6 @@ def _coordinator(broker):
 
 @handles(10)
 def find_coordinator(broker, header, request, conn):
-    node = broker.endpoint
     keys = list(request.coordinator_keys) if header.api_version >= 4 else [request.key]
     results = []
     for key in keys:
@@ -28,6 +27,9 @@ def find_coordinator(broker, header, request, conn):
             code, message = errors.CoordinatorNotAvailableError.code, "transactions are not served yet"
         elif not key:
             code, message = errors.InvalidGroupIdError.code, "the group id is empty"
+        node = broker.coordinator_endpoint(key) if code == 0 else None
+        if code == 0 and node is None:
+            code, message = errors.CoordinatorNotAvailableError.code, "the group's coordinator is not available"
         found = code == 0
         results.append({"key": key, "node_id": node.id if found else -1, "host": node.host if found else "",
                         "port": node.port if found else -1, "error_code": code, "error_message": message})

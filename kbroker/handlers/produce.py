@@ -48,7 +48,7 @@ def _append_one(broker, version: int, acks: int, topic: str, index: int, batches
             broker.auto_create_topic(topic)
         partition = broker.partition(TopicPartition(topic, index))
         if partition is None:
-            raise errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+            raise broker.not_hosted_error(topic, index)
         if batches is None or len(batches) == 0:
             raise errors.InvalidRecordError("no record batch")
         if version >= 3:

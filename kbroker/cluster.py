@@ -1,0 +1,176 @@
+"""The cluster as one broker sees it in ZooKeeper mode: live brokers (``/brokers/ids``), the
+controller (``/controller``), topics with their assignment (``/brokers/topics``) and partition
+states (``.../partitions/<p>/state``).
+
+Every watch (one-shot, ZooKeeper's) and every reconnect only asks for a re-read: ``_on_watch``
+posts to the broker's loop, where one refresh at a time reads the whole view again in an executor
+(re-arming every watch as it reads) and hands the ``Snapshot`` to ``on_change``. Events that arrive
+during a refresh cause one more refresh, so no change is lost and bursts coalesce.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+from zk_compat import layout
+from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
+from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ControllerZNode, PartitionState,
+                              TopicPartitionStateZNode, TopicsZNode, TopicZNode)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+@dataclass
+class Snapshot:
+    brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    controller_id: int | None = None
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    topic_ids: dict[str, str | None] = field(default_factory=dict)
+    configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+
+
+def _endpoint(info) -> LiveBroker:
+    ep = info.endpoints[0]
+    return LiveBroker(info.id, ep.host, ep.port, info.rack)
+
+
+class ClusterView:
+    def __init__(self, store: MetadataStore, loop: asyncio.AbstractEventLoop,
+                 on_change: Callable[[Snapshot], Awaitable[None] | None]) -> None:
+        self.store = store
+        self.loop = loop
+        self.on_change = on_change
+        self.snapshot = Snapshot()
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-view")
+        self._watcher = self._on_watch  # one object, so re-arming is one entry in kazoo's tables
+        self._dirty = False
+        self._task: asyncio.Task | None = None
+        self._stopped = False
+        self._known_configs: dict[str, dict[str, str]] = {}
+
+    async def start(self) -> None:
+        self.store.add_listener(self._on_state)
+        await self.refresh()
+
+    def stop(self) -> None:
+        self._stopped = True
+        self.store.remove_listener(self._on_state)
+        if self._task is not None:
+            self._task.cancel()
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    # -- events (store threads) -> loop
+
+    def _on_watch(self, event: Any) -> None:
+        self.trigger_threadsafe()
+
+    def _on_state(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            self.trigger_threadsafe()
+
+    def trigger_threadsafe(self) -> None:
+        if self._stopped:
+            return
+        try:
+            self.loop.call_soon_threadsafe(self.trigger)
+        except RuntimeError:
+            pass  # loop closed
+
+    def trigger(self) -> None:
+        if self._stopped:
+            return
+        self._dirty = True
+        if self._task is None or self._task.done():
+            self._task = self.loop.create_task(self._run())
+
+    async def _run(self) -> None:
+        while self._dirty and not self._stopped:
+            self._dirty = False
+            try:
+                await self.refresh()
+            except (ConnectionLossError, SessionExpiredError) as exc:
+                log.info("cluster view refresh interrupted (%s); re-reading on reconnect", exc)
+            except Exception:
+                log.exception("cluster view refresh failed; retrying")
+                await asyncio.sleep(0.5)
+                self._dirty = True
+
+    async def refresh(self) -> None:
+        snapshot = await self.loop.run_in_executor(self._executor, self._read)
+        self.snapshot = snapshot
+        result = self.on_change(snapshot)
+        if asyncio.iscoroutine(result):
+            await result
+
+    async def run_blocking(self, fn: Callable[[], Any]) -> Any:
+        """Run a blocking store call on the view's thread (serialized with the reads)."""
+        return await self.loop.run_in_executor(self._executor, fn)
+
+    # -- blocking reads (executor)
+
+    def _get(self, path: str) -> bytes | None:
+        """Read with a data watch; a missing node gets an exists watch (fires on creation)."""
+        while True:
+            try:
+                data, _ = self.store.get(path, watch=self._watcher)
+                return data
+            except NoNodeError:
+                if self.store.exists(path, watch=self._watcher) is None:
+                    return None
+
+    def _children(self, path: str) -> list[str]:
+        while True:
+            try:
+                return self.store.get_children(path, watch=self._watcher)
+            except NoNodeError:
+                if self.store.exists(path, watch=self._watcher) is None:
+                    return []
+
+    def _read(self) -> Snapshot:
+        store = self.store
+        snap = Snapshot()
+        for child in self._children(BrokerIdsZNode.path()):
+            if not child.isdigit():
+                continue
+            try:
+                data, _ = store.get(BrokerIdZNode.path(int(child)))
+            except NoNodeError:
+                continue
+            try:
+                snap.brokers[int(child)] = _endpoint(BrokerIdZNode.decode(int(child), data))
+            except (ValueError, IndexError):
+                log.warning("unreadable registration of broker %s; ignored", child)
+        snap.brokers = dict(sorted(snap.brokers.items()))
+        data = self._get(ControllerZNode.path())
+        if data is not None:
+            try:
+                snap.controller_id = ControllerZNode.decode(data).broker_id
+            except ValueError:
+                snap.controller_id = None
+        for topic in sorted(self._children(TopicsZNode.path())):
+            data = self._get(TopicZNode.path(topic))
+            if data is None:
+                continue
+            assignment = TopicZNode.decode(topic, data)
+            snap.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+            snap.topic_ids[topic] = assignment.topic_id
+            if topic not in self._known_configs:  # config changes are not followed yet
+                self._known_configs[topic] = dict(layout.get_entity_config(store, "topics", topic))
+            snap.configs[topic] = self._known_configs[topic]
+            for index in assignment.partitions:
+                data = self._get(TopicPartitionStateZNode.path(topic, index))
+                if data is not None:
+                    snap.states[(topic, index)] = TopicPartitionStateZNode.decode(topic, index, data)
+        return snap

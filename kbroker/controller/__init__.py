@@ -1,0 +1,95 @@
+"""The controller (ZooKeeper mode), first step: election through ``/controller`` and
+``/controller_epoch``, and the partition states of new topics.
+
+Election (Kafka's ``KafkaController.elect``): whenever the cluster view shows no ``/controller``,
+every broker tries ``register_controller_and_increment_epoch``; one multi decides the winner. The
+winner's epoch zkVersion fences every later write. A broker whose session expires resigns at once
+(``SessionManager.on_resign``); one that sees another id in ``/controller`` stops acting too.
+
+New topics (the controller's ``TopicChangeHandler`` / ``onNewPartitionCreation``): for every
+partition of ``/brokers/topics/<t>`` without a state znode, create it with leader = the first live
+replica in assignment order, ISR = [leader], leader_epoch 0, controller_epoch = ours. Replication
+does not exist yet, so the ISR stays [leader] even for replication factor > 1.
+
+Not yet here: leader election on broker death, LeaderAndIsr/UpdateMetadata requests, topic
+deletion, reassignment, preferred leader election, controlled shutdown.
+"""
+from __future__ import annotations
+
+import logging
+
+from kbroker.cluster import Snapshot
+from zk_compat import layout
+from zk_compat.layout import ControllerMovedError
+from zk_compat.store import MetadataStore, NodeExistsError
+from zk_compat.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    def __init__(self, store: MetadataStore, broker_id: int) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self.active = False
+        self.epoch = -1
+        self.epoch_zk_version = -1
+
+    def resign(self) -> None:
+        if self.active:
+            log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.epoch)
+        self.active = False
+
+    # -- blocking (the cluster view's executor thread)
+
+    def on_snapshot(self, snap: Snapshot) -> bool:
+        """React to a fresh view. Returns True when it wrote something (the watches will bring
+        the result back as another snapshot)."""
+        if snap.controller_id is None:
+            self._elect()
+            return True
+        if snap.controller_id != self.broker_id:
+            self.resign()
+            return False
+        if not self.active:
+            # /controller names us but we did not win it in this process/session: a leftover of
+            # an earlier session. Kafka resigns and re-elects; do the same.
+            return False
+        return self._create_missing_states(snap)
+
+    def _elect(self) -> None:
+        if self.active:
+            return
+        try:
+            self.epoch, self.epoch_zk_version = layout.register_controller_and_increment_epoch(
+                self.store, self.broker_id)
+        except ControllerMovedError as exc:
+            log.info("controller election lost: %s", exc)
+            self.active = False
+            return
+        self.active = True
+        log.info("broker %d became controller with epoch %d", self.broker_id, self.epoch)
+
+    def _create_missing_states(self, snap: Snapshot) -> bool:
+        wrote = False
+        live = set(snap.brokers)
+        for topic, assignment in snap.assignments.items():
+            for index, replicas in sorted(assignment.items()):
+                if (topic, index) in snap.states:
+                    continue
+                leader = next((r for r in replicas if r in live), -1)
+                isr = [leader] if leader >= 0 else list(replicas[:1])
+                state = PartitionState(leader=leader, leader_epoch=0, isr=isr, controller_epoch=self.epoch)
+                try:
+                    layout.create_partition_state(self.store, topic, index, state,
+                                                  controller_epoch_zk_version=self.epoch_zk_version)
+                    wrote = True
+                except NodeExistsError:
+                    pass
+                except ControllerMovedError:
+                    log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+                    self.active = False
+                    return wrote
+        if wrote:
+            log.info("controller %d created partition states", self.broker_id)
+        return wrote

@@ -1,0 +1,85 @@
+"""A 3-broker cluster over a real ZooKeeper: the ZooKeeper of tests/kazoo_bridge/zookeeper.py
+(free loopback port, own data dir) and three ``kbroker serve`` processes with
+``zookeeper.connect`` under a fresh chroot. One cluster per module; brokers are BrokerProcess
+(tests/integration/conftest.py), so a test may kill or restart one."""
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kazoo_bridge.store import connect
+from tests.integration.conftest import BrokerProcess
+from tests.kazoo_bridge.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
+
+SESSION_TIMEOUT_MS = 6000
+
+
+@pytest.fixture(scope="session")
+def cluster_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    try:
+        server = ZooKeeperServer(tmp_path_factory.mktemp("cluster-zookeeper"))
+    except ZooKeeperUnavailable as exc:
+        pytest.fail(f"the cluster tests need a real ZooKeeper: {exc}", pytrace=False)
+    server.start()
+    yield server
+    server.stop()
+
+
+class Cluster:
+    def __init__(self, zookeeper: ZooKeeperServer, base: Path, size: int = 3) -> None:
+        self.chroot = f"/kbtest-{uuid.uuid4().hex[:12]}"
+        self.zookeeper_connect = f"{zookeeper.hosts}{self.chroot}"
+        self.brokers: dict[int, BrokerProcess] = {}
+        for broker_id in range(1, size + 1):
+            (base / f"broker-{broker_id}").mkdir(parents=True, exist_ok=True)
+            self.brokers[broker_id] = BrokerProcess(base / f"broker-{broker_id}", {
+                "broker.id": str(broker_id),
+                "zookeeper.connect": self.zookeeper_connect,
+                "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
+                "offsets.topic.replication.factor": "1",
+            })
+        self.store = connect(self.zookeeper_connect, SESSION_TIMEOUT_MS, 5000)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values() if b.running)
+
+    def start(self) -> None:
+        for broker in self.brokers.values():
+            broker.start()
+
+    def stop(self) -> None:
+        try:
+            for broker in self.brokers.values():
+                broker.kill() if not broker.running else broker.stop()
+        finally:
+            self.store.close()
+
+    def logs(self) -> str:
+        return "\n".join(f"--- broker {i}\n{b.log()[-8000:]}" for i, b in self.brokers.items())
+
+
+@pytest.fixture(scope="module")
+def cluster(cluster_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("cluster"))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.stop()
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 15.0, message: str = "condition",
+               interval: float = 0.1) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {message}")
+        time.sleep(interval)

@@ -5,10 +5,16 @@ session and the next epoch, list only partitions that changed, and list forgotte
 response of an incremental request holds only partitions with something new: records, an error,
 or a changed high watermark, last stable or log start offset. (session_id 0, epoch -1) is a plain
 full fetch with no session.
+
+As Kafka's FetchManager: a full request (epoch 0 or -1) naming a session closes that session, known
+or not, and epoch 0 opens a new one. Clients rely on it: kafka-python answers a lost connection
+by sending (its old id, epoch 0), and must get a new session, not an error it would repeat forever.
+Ids are random, so that an id a client kept from before a broker restart does not name another
+client's new session.
 """
 from __future__ import annotations
 
-import itertools
+import random
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -42,19 +48,25 @@ class FetchSessionCache:
     def __init__(self, max_sessions: int = 1000) -> None:
         self.sessions: dict[int, FetchSession] = {}
         self.max_sessions = max_sessions
-        self._ids = itertools.count(1)
+        self._random = random.SystemRandom()
+
+    def _new_id(self) -> int:
+        while True:
+            session_id = self._random.randint(1, 2**31 - 1)
+            if session_id not in self.sessions:
+                return session_id
 
     def resolve(self, session_id: int, epoch: int, wanted: list[tuple[str, int, int, int, int]],
                 forgotten: list[tuple[str, int]]) -> tuple[FetchSession | None, bool]:
         """Returns (session or None, incremental?). ``wanted``: (topic, partition, fetch offset,
         max bytes, current leader epoch). Raises FetchSessionIdNotFound / InvalidFetchSessionEpoch."""
         now = time.monotonic()
-        if session_id == 0:
+        if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request
+            if session_id != 0:
+                self.sessions.pop(session_id, None)  # any session it names is closed
             if epoch == FINAL_EPOCH:
                 return None, False
-            if epoch != INITIAL_EPOCH:
-                raise errors.InvalidFetchSessionEpochError(f"a new session must start at epoch 0, not {epoch}")
-            session = FetchSession(next(self._ids), 1, last_used=now)
+            session = FetchSession(self._new_id(), 1, last_used=now)
             for t, p, off, mb, le in wanted:
                 session.partitions[(t, p)] = SessionPartition(off, mb, le)
             self._evict_if_full()
@@ -63,9 +75,6 @@ class FetchSessionCache:
         session = self.sessions.get(session_id)
         if session is None:
             raise errors.FetchSessionIdNotFoundError(f"fetch session {session_id} is unknown")
-        if epoch == FINAL_EPOCH:
-            del self.sessions[session_id]
-            return None, False
         if epoch != session.epoch:
             raise errors.InvalidFetchSessionEpochError(
                 f"fetch session {session_id} expects epoch {session.epoch}, got {epoch}")

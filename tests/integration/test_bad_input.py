@@ -66,6 +66,7 @@ class Witness:
             n += 1
             self.producer.poll(0.01)
         self.producer.flush(DEADLINE)
+        self.producer = None  # librdkafka's handle goes with the last reference
 
     def _consume(self) -> None:
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -407,6 +408,38 @@ def test_fetch_byte_limits(raw):
     got = fetch(1 << 20, -1)
     assert got == {0: (-1, b""), 1: (-1, b"")}  # UNKNOWN_SERVER_ERROR, as Kafka's log read refuses it
     assert_open(s)
+
+
+def test_fetch_session_ids(raw):
+    """KIP-227 as Kafka's FetchManager: a full fetch (epoch 0 or -1) naming a session closes it,
+    whether the broker knows it or not, and epoch 0 opens a new one. kafka-python sends (old id,
+    epoch 0) after a lost connection or a broker restart; an error there would be repeated forever."""
+    s = raw()
+
+    def fetch(session_id: int, epoch: int, partitions=(0, 1)):
+        request(s, 1, 11, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+                           "isolation_level": 0, "session_id": session_id, "session_epoch": epoch, "topics": [
+                               {"topic": TARGET, "partitions": [
+                                   {"partition": p, "fetch_offset": 0, "partition_max_bytes": 1 << 16}
+                                   for p in partitions]}] if partitions else [],
+                           "forgotten_topics_data": [], "rack_id": ""}, correlation_id=12)
+        return response(s, 1, 11, correlation_id=12)
+
+    first = fetch(0, 0)
+    assert first.error_code == 0 and first.session_id > 0
+    assert fetch(first.session_id, 1, ()).error_code == 0  # incremental
+    assert fetch(first.session_id, 5, ()).error_code == 71  # INVALID_FETCH_SESSION_EPOCH
+    again = fetch(first.session_id, 0)  # "close mine and start over", as after a reconnect
+    assert again.error_code == 0 and again.session_id not in (0, first.session_id)
+    assert fetch(first.session_id, 2, ()).error_code == 70  # closed: FETCH_SESSION_ID_NOT_FOUND
+    assert fetch(again.session_id, 1, ()).error_code == 0
+    unknown = fetch(987654, 0)  # an id from before a restart
+    assert unknown.error_code == 0 and unknown.session_id not in (0, again.session_id)
+    final = fetch(again.session_id, -1)  # close, and answer without a session
+    assert final.error_code == 0 and final.session_id == 0
+    assert {p.partition_index for t in final.responses for p in t.partitions} == {0, 1}
+    assert fetch(again.session_id, 2, ()).error_code == 70
+    assert fetch(0, 3, ()).error_code == 70  # an incremental fetch needs a session
 
 
 def test_nothing_acknowledged_is_lost(module_broker, witness):

@@ -139,7 +139,7 @@ class Broker:
         host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
         port = self.server.port if advertised.port == 0 else advertised.port
         self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
-        self.controller = Controller(self.store, self.broker_id)
+        self.controller = Controller(self.store, self.broker_id, cfg.log.unclean_leader_election_enable)
         self.cluster = ClusterView(self.store, loop, self._on_cluster_change)
         info = BrokerInfo.from_endpoints(self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
                                          timestamp_ms=int(time.time() * 1000), rack=cfg.broker_rack or None)

@@ -145,56 +145,53 @@ def _config_entries(broker, resource_type: int, name: str) -> list[tuple[str, st
 
 @handles(33)
 def alter_configs(broker, header, request, conn):
-    responses = []
-    for resource in request.resources:
-        out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
-               "resource_name": resource.resource_name}
-        try:
-            _require_topic(resource)
-            # AlterConfigs replaces the whole set of overrides.
-            new = {c.name: c.value for c in resource.configs if c.value is not None}
-            broker.alter_topic_configs(resource.resource_name, new, validate_only=request.validate_only)
-        except Exception as exc:
-            out["error_code"], out["error_message"] = _error(exc)
-        responses.append(out)
-    return {"throttle_time_ms": 0, "responses": responses}
+    # AlterConfigs replaces the whole set of a topic's overrides.
+    return _alter_each(broker, request, lambda info, resource: {c.name: c.value for c in resource.configs
+                                                                if c.value is not None})
 
 
 @handles(44)
 def incremental_alter_configs(broker, header, request, conn):
+    return _alter_each(broker, request, _apply_operations)
+
+
+def _apply_operations(info, resource) -> dict[str, str]:
+    new = dict(info.configs)
+    for c in resource.configs:
+        if c.config_operation == SET:
+            new[c.name] = c.value
+        elif c.config_operation == DELETE:
+            new.pop(c.name, None)
+        elif c.config_operation in (APPEND, SUBTRACT):
+            items = [x for x in (new.get(c.name) or "").split(",") if x]
+            values = [x for x in (c.value or "").split(",") if x]
+            items = items + [v for v in values if v not in items] if c.config_operation == APPEND \
+                else [x for x in items if x not in values]
+            new[c.name] = ",".join(items)
+        else:
+            raise errors.InvalidRequestError(f"unknown config operation {c.config_operation}")
+    return new
+
+
+def _alter_each(broker, request, new_overrides) -> dict:
+    """One response per resource: topic resources only; ``new_overrides(topic info, resource)``
+    computes the topic's new override set."""
     responses = []
     for resource in request.resources:
         out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                "resource_name": resource.resource_name}
         try:
-            _require_topic(resource)
+            if resource.resource_type != TOPIC_RESOURCE:
+                raise errors.InvalidRequestError("only topic configs can be altered (broker configs are static here)")
             info = broker.topics.get(resource.resource_name)
             if info is None:
                 raise errors.UnknownTopicOrPartitionError(f"topic {resource.resource_name!r} does not exist")
-            new = dict(info.configs)
-            for c in resource.configs:
-                if c.config_operation == SET:
-                    new[c.name] = c.value
-                elif c.config_operation == DELETE:
-                    new.pop(c.name, None)
-                elif c.config_operation in (APPEND, SUBTRACT):
-                    items = [x for x in (new.get(c.name) or "").split(",") if x]
-                    values = [x for x in (c.value or "").split(",") if x]
-                    items = items + [v for v in values if v not in items] if c.config_operation == APPEND \
-                        else [x for x in items if x not in values]
-                    new[c.name] = ",".join(items)
-                else:
-                    raise errors.InvalidRequestError(f"unknown config operation {c.config_operation}")
-            broker.alter_topic_configs(resource.resource_name, new, validate_only=request.validate_only)
+            broker.alter_topic_configs(resource.resource_name, new_overrides(info, resource),
+                                       validate_only=request.validate_only)
         except Exception as exc:
             out["error_code"], out["error_message"] = _error(exc)
         responses.append(out)
     return {"throttle_time_ms": 0, "responses": responses}
-
-
-def _require_topic(resource) -> None:
-    if resource.resource_type != TOPIC_RESOURCE:
-        raise errors.InvalidRequestError("only topic configs can be altered (broker configs are static here)")
 
 
 @handles(35)

@@ -70,6 +70,7 @@ class Broker:
         self.cluster: ClusterView | None = None  # ZooKeeper mode only
         self.controller: Any = None
         self.session: Any = None
+        self._pending_topics: set[str] = set()  # created here, not yet seen in a snapshot
 
     # -- start and stop ----------------------------------------------------------------------
 
@@ -170,10 +171,15 @@ class Broker:
         only the leader serves it, and only the leader keeps data until replication exists)."""
         assert self.log_manager is not None
         for name in list(self.topics):
-            if name not in snap.assignments:
+            if name not in snap.assignments and name not in self._pending_topics:
                 info = self.topics.pop(name)
+                self.log_manager.topic_overrides.pop(name, None)
                 for index in info.assignment:
-                    self.partitions.pop(TopicPartition(name, index), None)
+                    tp = TopicPartition(name, index)
+                    self.partitions.pop(tp, None)
+                    self.log_manager.delete_log(tp)  # deleted in ZooKeeper: the controller removed it
+                log.info("topic %s is gone from ZooKeeper: its local logs are deleted", name)
+        self._pending_topics.intersection_update(set(self.topics) - set(snap.assignments))
         for name, assignment in snap.assignments.items():
             configs = snap.configs.get(name, {})
             self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, dict(configs),
@@ -391,7 +397,9 @@ class Broker:
             # watching /brokers/topics, creates the partition states, and every broker's view
             # picks the topic up from its watches.
             info.topic_id = _topic_uuid(layout.create_topic(self.store, name, info.assignment, configs))
-            self.topics.setdefault(name, info)
+            if name not in self.topics:
+                self.topics[name] = info
+                self._pending_topics.add(name)
             assert self.log_manager is not None
             self.log_manager.topic_overrides[name] = configs
             log.info("created topic %s with %d partitions", name, len(info.assignment))
@@ -415,6 +423,8 @@ class Broker:
         if info.internal:
             raise errors.InvalidTopicError(f"{name} is internal and cannot be deleted")
         layout.mark_topic_for_deletion(self.store, name)
+        if self.cluster is not None:
+            return  # the controller deletes it; the logs go when the topic leaves the view
         del self.topics[name]
         self._finish_deletion(name, info.assignment)
         self.log_manager.topic_overrides.pop(name, None)

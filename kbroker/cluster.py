@@ -17,7 +17,7 @@ from typing import Any, Awaitable, Callable
 
 from zk_compat import layout
 from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
-from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ControllerZNode, PartitionState,
+from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ControllerZNode, DeleteTopicsZNode, PartitionState,
                               TopicPartitionStateZNode, TopicsZNode, TopicZNode)
 
 log = logging.getLogger(__name__)
@@ -39,6 +39,7 @@ class Snapshot:
     topic_ids: dict[str, str | None] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    deleting: list[str] = field(default_factory=list)  # /admin/delete_topics
 
 
 def _endpoint(info) -> LiveBroker:
@@ -173,4 +174,5 @@ class ClusterView:
                 data = self._get(TopicPartitionStateZNode.path(topic, index))
                 if data is not None:
                     snap.states[(topic, index)] = TopicPartitionStateZNode.decode(topic, index, data)
+        snap.deleting = sorted(self._children(DeleteTopicsZNode.path()))
         return snap

@@ -19,8 +19,10 @@ leader -1 (leader_epoch + 1), keeping the ISR's last member, as Kafka's removeRe
 Metadata then reports LEADER_NOT_AVAILABLE, and the partition comes back (leader_epoch + 1 again)
 when a replica in its ISR registers again.
 
-Not yet here: ISR shrink of followers on broker death, LeaderAndIsr/UpdateMetadata requests, topic
-deletion, reassignment, preferred leader election, controlled shutdown.
+Topic deletion: ``/admin/delete_topics/<t>`` (written by any broker's DeleteTopics) makes the
+controller remove the topic's znodes; brokers delete their logs when the topic leaves their view.
+
+Not yet here: ISR shrink of followers on broker death, LeaderAndIsr/UpdateMetadata requests, reassignment, preferred leader election, controlled shutdown.
 """
 from __future__ import annotations
 
@@ -64,8 +66,26 @@ class Controller:
             # /controller names us but we did not win it in this process/session: a leftover of
             # an earlier session. Kafka resigns and re-elects; do the same.
             return False
-        wrote = self._create_missing_states(snap)
+        wrote = self._delete_topics(snap)
+        wrote = self._create_missing_states(snap) or wrote
         return self._elect_offline_leaders(snap) or wrote
+
+    def _delete_topics(self, snap: Snapshot) -> bool:
+        """Topic deletion (``TopicDeletionManager``, without StopReplica): remove the topic's
+        znodes and its deletion request in one fenced multi; every broker drops its logs of the
+        topic when its view no longer has it."""
+        wrote = False
+        for topic in snap.deleting:
+            try:
+                layout.delete_topic_znodes(self.store, topic, controller_epoch_zk_version=self.epoch_zk_version)
+            except ControllerMovedError:
+                log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+                self.active = False
+                return wrote
+            log.info("controller %d deleted topic %s", self.broker_id, topic)
+            snap.assignments.pop(topic, None)
+            wrote = True
+        return wrote
 
     def _elect_offline_leaders(self, snap: Snapshot) -> bool:
         wrote = False

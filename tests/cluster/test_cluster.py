@@ -136,6 +136,24 @@ def _recv(s, n: int) -> bytes:
     return out
 
 
+def test_topic_deletion_through_the_controller(cluster):
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[3].bootstrap})
+    topic = "doomed"
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])[topic].result(15)
+    wait_until(lambda: all(layout.get_partition_state(cluster.store, topic, p) for p in range(3)),
+               message="partition states")
+    data, _ = cluster.store.get(TopicZNode.path(topic))
+    assignment = TopicZNode.decode(topic, data).partitions
+    dirs = [cluster.brokers[r[0]].dirs / f"{topic}-{p}" for p, r in assignment.items()]
+    wait_until(lambda: all(d.is_dir() for d in dirs), message="the leaders' logs")
+    admin.delete_topics([topic])[topic].result(15)
+    wait_until(lambda: cluster.store.exists(TopicZNode.path(topic)) is None
+               and cluster.store.exists(f"/admin/delete_topics/{topic}") is None
+               and cluster.store.exists(f"/config/topics/{topic}") is None, message="the topic's znodes removed")
+    wait_until(lambda: not any(d.exists() for d in dirs), message="the leaders' logs deleted")
+    wait_until(lambda: topic not in admin.list_topics(timeout=10).topics, message="Metadata without the topic")
+
+
 def test_restarted_broker_leads_its_partitions_again(cluster):
     """RF=1: a dead leader leaves its partitions offline (no other replica in the ISR); once it
     registers again the controller elects it with the next leader epoch and its data is served."""

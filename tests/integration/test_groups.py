@@ -123,6 +123,34 @@ def test_members_join_and_leave(broker, client):
     assert driver.committed(broker.bootstrap, group, topic, list(range(partitions))) == ends
 
 
+def test_group_of_three_different_clients(broker):
+    """One member per client library in one group: the coordinator picks the protocol all three
+    name (aiokafka offers only roundrobin), and the group still hands out each message once."""
+    topic, group, partitions = "mixed", "g-mixed", 6
+    create_topic(broker.bootstrap, topic, partitions)
+    seed = zlib.crc32(topic.encode())
+    journal = Journal()
+    members = [DRIVERS[name].member(broker.bootstrap, [topic], group, journal, name) for name in DRIVERS]
+    expected = produce(DRIVERS["confluent"], broker.bootstrap, topic, spread(make_messages(60, seed), partitions))
+    try:
+        for m in members:
+            m.start()
+        wait_for(lambda: covering(members, topic, partitions), what="the three clients to share the topic")
+        expected.update(produce(DRIVERS["kafka-python"], broker.bootstrap, topic,
+                                spread(make_messages(60, seed + 1), partitions)))
+        wait_consumed(journal, len(expected), members, "the first two batches")
+        members[2].stop()  # aiokafka leaves
+        wait_for(lambda: covering(members[:2], topic, partitions), what="the other two to take over")
+        expected.update(produce(DRIVERS["aiokafka"], broker.bootstrap, topic,
+                                spread(make_messages(60, seed + 2), partitions)))
+        wait_consumed(journal, len(expected), members[:2], "the third batch")
+    finally:
+        stop_all([m for m in members if m.is_alive()])
+    check_exactly_once(journal, expected)
+    handed = {name: sum(1 for who, _ in journal.snapshot() if who == name) for name in DRIVERS}
+    assert all(handed.values()), f"every member should have consumed something: {handed}"
+
+
 @pytest.mark.parametrize("client", list(DRIVERS))
 def test_committed_offsets_survive_restart(broker, client):
     driver = DRIVERS[client]

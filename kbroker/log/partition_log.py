@@ -25,6 +25,7 @@ from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import CorruptIndexError
 
+from .compression import decompress_records
 from .config import LogConfig
 from .names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TopicPartition
 from .segment import FileSlice, Segment
@@ -189,7 +190,25 @@ class PartitionLog:
         if info.size > self.config.segment_bytes:
             raise errors.RecordListTooLargeError(
                 f"{self.tp}: {info.size} bytes in one append exceed segment.bytes={self.config.segment_bytes}")
+        if info.compression:
+            self._check_decompresses(batches)
         return info
+
+    def _check_decompresses(self, batches: bytearray | memoryview) -> None:
+        """A compressed batch whose payload does not decompress would poison every consumer, so it
+        is refused (CORRUPT_MESSAGE), as Kafka refuses it. Costs one decompression per compressed
+        batch; uncompressed batches had their records walked by ``validate`` already."""
+        headers, _, _ = records.scan_batches(batches, verify_crc=False)
+        view = memoryview(batches)
+        try:
+            for header in headers:
+                if header.compression:
+                    start = header.position + records.HEADER_SIZE
+                    decompress_records(header.compression, view[start:header.position + header.size])
+        except errors.CorruptMessageError as exc:
+            raise errors.CorruptMessageError(f"{self.tp}: {exc}") from None
+        finally:
+            view.release()
 
     def append_validated(self, batches: bytearray | memoryview, info: records.AppendInfo,
                          leader_epoch: int = -1, wait: bool = True) -> AppendResult:

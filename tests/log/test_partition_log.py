@@ -338,3 +338,30 @@ def test_failed_async_write_takes_the_log_offline_and_hides_what_follows(tmp_pat
     assert read_all(again)[:len(acked)] == acked
     assert again.log_end_offset in (2, 4, 6)
     again.close()
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_compressed_batch_that_does_not_decompress_is_refused(tmp_path, appender, codec):
+    """A valid CRC over an undecodable payload would poison every consumer: CORRUPT_MESSAGE, as Kafka."""
+    from tests.oracles.batch_oracle import build_batch, recompute_crc
+
+    import cramjam
+    import lz4.frame
+    import zstandard
+
+    records_ = [(b"k", b"v" * 200, [], 5)] * 3
+    plain = build_batch(records=records_)[61:]
+    compress = {1: None, 2: lambda b: bytes(cramjam.snappy.compress_raw(b)), 3: lz4.frame.compress,
+                4: zstandard.ZstdCompressor().compress}[codec]
+    section = None if compress is None else compress(plain)
+    plog = open_log(tmp_path, appender)
+    good = bytearray(build_batch(records=records_, compression=codec, records_section=section))
+    plog.append(bytearray(good))  # the codec itself works
+    before = read_all(plog)
+    poisoned = bytearray(good)
+    poisoned[61:] = b"\xde\xad\xbe\xef" * ((len(poisoned) - 61) // 4) + b"\x00" * ((len(poisoned) - 61) % 4)
+    poisoned = bytearray(recompute_crc(poisoned))
+    with pytest.raises(errors.CorruptMessageError, match="decompress|truncated|undecodable"):
+        plog.append(poisoned)
+    assert read_all(plog) == before and plog.log_end_offset == 3
+    plog.close()

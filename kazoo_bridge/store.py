@@ -42,7 +42,6 @@ ACLs: every node is created world:anyone/all (Kafka's ``zookeeper.set.acl=false`
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -58,6 +57,7 @@ from kazoo.security import OPEN_ACL_UNSAFE
 
 from zk_compat.embedded import _check_value, _validate_path
 from zk_compat.store import (
+    EventThread,
     ANY_VERSION,
     BadArgumentsError,
     BadVersionError,
@@ -177,47 +177,6 @@ def _parent(path: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-# the callers' event thread
-
-_STOP = object()
-
-
-class _EventThread:
-    """Runs the callers' watch and state callbacks one at a time, in arrival order."""
-
-    def __init__(self, name: str) -> None:
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self.thread.start()
-
-    def put(self, fn: Callable[[Any], object], arg: Any) -> None:
-        self._queue.put((fn, arg))
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            fn, arg = item
-            try:
-                fn(arg)
-            except Exception:
-                log.exception("metadata store callback %r failed on %r", fn, arg)
-
-    def drain(self, timeout: float) -> bool:
-        if threading.current_thread() is self.thread:
-            return True
-        done = threading.Event()
-        self.put(lambda _: done.set(), None)
-        return done.wait(timeout)
-
-    def stop(self, timeout: float) -> None:
-        self._queue.put(_STOP)
-        if threading.current_thread() is not self.thread:
-            self.thread.join(timeout)
-
-
-# ---------------------------------------------------------------------------------------------
 # one armed watch
 
 _DATA = "data"    # armed by get/exists: CREATED, CHANGED, DELETED
@@ -291,7 +250,7 @@ class KazooStore:
         # the kazoo event being delivered, and the watchers it has reached (deduplication)
         self._current_event: Any = None
         self._delivered: set[Watcher] = set()
-        self._events = _EventThread(f"zk-kazoo-events-{id(self):x}")
+        self._events = EventThread(f"zk-kazoo-events-{id(self):x}")
         self._client.add_listener(self._on_kazoo_state)
 
     @staticmethod

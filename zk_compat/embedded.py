@@ -35,7 +35,6 @@ import errno
 import fcntl
 import logging
 import os
-import queue
 import struct
 import threading
 import time
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from zk_compat.store import (
+    EventThread,
     ANY_VERSION,
     BadArgumentsError,
     BadVersionError,
@@ -419,47 +419,6 @@ class _Persistence:
 
 
 # ---------------------------------------------------------------------------------------------
-# event delivery
-
-_STOP = object()
-
-
-class _EventThread:
-    """Runs one session's watch and state callbacks, one at a time, in commit order."""
-
-    def __init__(self, name: str) -> None:
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def put(self, fn: Callable[[Any], object], arg: Any) -> None:
-        self._queue.put((fn, arg))
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if item is _STOP:
-                return
-            fn, arg = item
-            try:
-                fn(arg)
-            except Exception:
-                log.exception("metadata store callback %r failed on %r", fn, arg)
-
-    def drain(self, timeout: float) -> bool:
-        if threading.current_thread() is self._thread:
-            return True
-        done = threading.Event()
-        self.put(lambda _: done.set(), None)
-        return done.wait(timeout)
-
-    def stop(self, timeout: float = 5.0) -> None:
-        self._queue.put(_STOP)
-        if threading.current_thread() is not self._thread:
-            self._thread.join(timeout)
-
-
-# ---------------------------------------------------------------------------------------------
 # the server
 
 class EmbeddedServer:
@@ -785,7 +744,7 @@ class EmbeddedStore:
         self._closed = False
         self._listeners: list[StateListener] = []
         self._listeners_lock = threading.Lock()
-        self._events = _EventThread(f"zk-embedded-events-{session_id:#x}")
+        self._events = EventThread(f"zk-embedded-events-{session_id:#x}")
         server._sessions[session_id] = self
 
     def __enter__(self) -> EmbeddedStore:

@@ -30,10 +30,11 @@ from __future__ import annotations
 
 import enum
 import logging
+import queue
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, Union, runtime_checkable
+from typing import Any, Protocol, Union, runtime_checkable
 
 log = logging.getLogger(__name__)
 
@@ -390,3 +391,46 @@ class ChildrenWatch:
                 self._stopped = True
         if self._stopped:
             self._store.remove_listener(self._on_state)
+
+
+# ---------------------------------------------------------------------------------------------
+# event delivery, shared by the stores
+
+_STOP = object()
+
+
+class EventThread:
+    """Runs one session's watch and state callbacks one at a time, in the order the store
+    posts them (commit order), so callbacks never run on the store's or kazoo's own threads."""
+
+    def __init__(self, name: str) -> None:
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self.thread.start()
+
+    def put(self, fn: Callable[[Any], object], arg: Any) -> None:
+        self._queue.put((fn, arg))
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is _STOP:
+                return
+            fn, arg = item
+            try:
+                fn(arg)
+            except Exception:
+                log.exception("metadata store callback %r failed on %r", fn, arg)
+
+    def drain(self, timeout: float) -> bool:
+        """Wait until everything posted so far has run (True), or ``timeout`` seconds (False)."""
+        if threading.current_thread() is self.thread:
+            return True
+        done = threading.Event()
+        self.put(lambda _: done.set(), None)
+        return done.wait(timeout)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._queue.put(_STOP)
+        if threading.current_thread() is not self.thread:
+            self.thread.join(timeout)

@@ -278,7 +278,57 @@ class Transaction:
         return self._store.multi(self.ops)
 
 
-class DataWatch:
+class _Watch:
+    """What DataWatch and ChildrenWatch share: call ``func`` with a fresh read now, after every
+    watched event and after every new session, serialized, until it returns False or ``stop()``.
+    Subclasses only say how to read (arming the watch) in ``_read``."""
+
+    kind = "watch"
+
+    def __init__(self, store: MetadataStore, path: str, func: Callable[..., object]) -> None:
+        self._store = store
+        self._path = path
+        self._func = func
+        self._lock = threading.RLock()
+        self._stopped = False
+        store.add_listener(self._on_state)
+        self._fetch(None)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+        self._store.remove_listener(self._on_state)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def _on_event(self, event: WatchedEvent) -> None:
+        self._fetch(event)
+
+    def _on_state(self, state: SessionState) -> None:
+        if state is SessionState.CONNECTED:
+            self._fetch(None)
+
+    def _read(self) -> tuple:
+        raise NotImplementedError
+
+    def _fetch(self, event: WatchedEvent | None) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            try:
+                state = self._read()
+            except (ConnectionLossError, SessionExpiredError) as exc:
+                log.debug("%s on %s: %s; re-reading on reconnect", self.kind, self._path, exc)
+                return
+            if self._func(*state, event) is False:
+                self._stopped = True
+        if self._stopped:
+            self._store.remove_listener(self._on_state)
+
+
+class DataWatch(_Watch):
     """Keep ``func(data, stat, event)`` informed about one node, like kazoo's DataWatch.
 
     ``func`` is called at once with the current state (``event`` None), then after every change
@@ -289,108 +339,44 @@ class DataWatch:
     twice after a reconnect; it must treat calls as "re-read", not as "one change each".
     """
 
+
+    kind = "DataWatch"
+
     def __init__(self, store: MetadataStore, path: str,
                  func: Callable[[bytes | None, Stat | None, WatchedEvent | None], object]) -> None:
-        self._store = store
-        self._path = path
-        self._func = func
-        self._lock = threading.RLock()
-        self._stopped = False
-        store.add_listener(self._on_state)
-        self._fetch(None)
+        super().__init__(store, path, func)
 
-    def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-        self._store.remove_listener(self._on_state)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    def _on_event(self, event: WatchedEvent) -> None:
-        self._fetch(event)
-
-    def _on_state(self, state: SessionState) -> None:
-        if state is SessionState.CONNECTED:
-            self._fetch(None)
-
-    def _fetch(self, event: WatchedEvent | None) -> None:
-        with self._lock:
-            if self._stopped:
-                return
+    def _read(self) -> tuple[bytes | None, Stat | None]:
+        while True:
             try:
-                while True:
-                    try:
-                        data, stat = self._store.get(self._path, watch=self._on_event)
-                        break
-                    except NoNodeError:
-                        stat_or_none = self._store.exists(self._path, watch=self._on_event)
-                        if stat_or_none is None:
-                            data, stat = None, None
-                            break
-                        # created in between: read it
-            except (ConnectionLossError, SessionExpiredError) as exc:
-                log.debug("DataWatch on %s: %s; re-reading on reconnect", self._path, exc)
-                return
-            if self._func(data, stat, event) is False:
-                self._stopped = True
-        if self._stopped:
-            self._store.remove_listener(self._on_state)
+                return self._store.get(self._path, watch=self._on_event)
+            except NoNodeError:
+                if self._store.exists(self._path, watch=self._on_event) is None:
+                    return None, None
+                # created in between: read it
 
 
-class ChildrenWatch:
+class ChildrenWatch(_Watch):
     """Keep ``func(children, event)`` informed about a node's children, like kazoo's
     ChildrenWatch, but surviving the node's absence: ``children`` is None while the node does
     not exist (an exists watch waits for it), else the sorted child names. Same calling and
     stopping rules as DataWatch."""
 
+
+    kind = "ChildrenWatch"
+
     def __init__(self, store: MetadataStore, path: str,
                  func: Callable[[list[str] | None, WatchedEvent | None], object]) -> None:
-        self._store = store
-        self._path = path
-        self._func = func
-        self._lock = threading.RLock()
-        self._stopped = False
-        store.add_listener(self._on_state)
-        self._fetch(None)
+        super().__init__(store, path, func)
 
-    def stop(self) -> None:
-        with self._lock:
-            self._stopped = True
-        self._store.remove_listener(self._on_state)
-
-    @property
-    def stopped(self) -> bool:
-        return self._stopped
-
-    def _on_event(self, event: WatchedEvent) -> None:
-        self._fetch(event)
-
-    def _on_state(self, state: SessionState) -> None:
-        if state is SessionState.CONNECTED:
-            self._fetch(None)
-
-    def _fetch(self, event: WatchedEvent | None) -> None:
-        with self._lock:
-            if self._stopped:
-                return
+    def _read(self) -> tuple[list[str] | None]:
+        while True:
             try:
-                while True:
-                    try:
-                        children: list[str] | None = self._store.get_children(self._path, watch=self._on_event)
-                        break
-                    except NoNodeError:
-                        if self._store.exists(self._path, watch=self._on_event) is None:
-                            children = None
-                            break
-            except (ConnectionLossError, SessionExpiredError) as exc:
-                log.debug("ChildrenWatch on %s: %s; re-reading on reconnect", self._path, exc)
-                return
-            if self._func(children, event) is False:
-                self._stopped = True
-        if self._stopped:
-            self._store.remove_listener(self._on_state)
+                return (self._store.get_children(self._path, watch=self._on_event),)
+            except NoNodeError:
+                if self._store.exists(self._path, watch=self._on_event) is None:
+                    return (None,)
+                # created in between: read it
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,236 @@
+"""The leader epoch cache of one partition: which leader epoch wrote which offsets.
+
+Each entry (epoch, start offset) says that ``epoch`` wrote the log from ``start offset`` up to the
+next entry's start offset (the last one: up to the log end). Followers ask the leader for the end
+offset of their latest epoch (OffsetsForLeaderEpoch) to find where their log diverges, and
+truncate there instead of at the high watermark, as in Kafka since KIP-101/KIP-279.
+
+Kept in ``<partition dir>/leader-epoch-checkpoint`` in Kafka's format, so a data directory
+written by Kafka reads the same: a version line (0), a count line, then one ``epoch start_offset``
+line per entry, each ending in ``\\n``. The file is rewritten whole (temporary file, fsync,
+rename, directory fsync) on every change; changes happen once per epoch, not per append.
+
+Semantics follow Kafka's LeaderEpochFileCache (2.8): see ``assign`` and ``end_offset_for``.
+Not thread-safe: one event loop owns a partition's log.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+from pathlib import Path
+from typing import Iterable
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_NAME = "leader-epoch-checkpoint"
+VERSION = 0
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+class MalformedEpochCheckpointError(ValueError):
+    pass
+
+
+def parse_checkpoint(text: str, path: Path | str = CHECKPOINT_NAME) -> list[tuple[int, int]]:
+    """Entries of a leader-epoch-checkpoint file's text; raises MalformedEpochCheckpointError.
+    An empty file holds no entries (Kafka creates the file empty before its first write)."""
+    if text == "":
+        return []
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+
+    def bad(lineno: int, why: str) -> MalformedEpochCheckpointError:
+        return MalformedEpochCheckpointError(f"{path}:{lineno}: {why}")
+
+    if len(lines) < 2:
+        raise bad(len(lines) + 1, "missing version or count line")
+    if lines[0].strip() != str(VERSION):
+        raise bad(1, f"unsupported version {lines[0].strip()!r}")
+    try:
+        expected = int(lines[1])
+    except ValueError:
+        raise bad(2, f"bad entry count {lines[1]!r}") from None
+    if len(lines) - 2 != expected:
+        raise bad(2, f"count says {expected} entries, file has {len(lines) - 2} lines")
+    entries: list[tuple[int, int]] = []
+    for lineno, line in enumerate(lines[2:], start=3):
+        parts = line.split()
+        if len(parts) != 2:
+            raise bad(lineno, f"expected 'epoch start_offset', got {line!r}")
+        try:
+            epoch, start = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise bad(lineno, f"expected integers in {line!r}") from None
+        if epoch < 0 or start < 0:
+            raise bad(lineno, f"negative epoch or offset in {line!r}")
+        if entries and (epoch <= entries[-1][0] or start < entries[-1][1]):
+            raise bad(lineno, f"entry {line!r} does not follow {entries[-1]} in order")
+        entries.append((epoch, start))
+    return entries
+
+
+def format_checkpoint(entries: Iterable[tuple[int, int]]) -> bytes:
+    entries = list(entries)
+    lines = [str(VERSION), str(len(entries))] + [f"{epoch} {start}" for epoch, start in entries]
+    return ("\n".join(lines) + "\n").encode()
+
+
+class LeaderEpochCache:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.entries: list[tuple[int, int]] = []
+        # False when the file was missing or unreadable: the owner then rebuilds from the log.
+        self.loaded = False
+        try:
+            text = self.path.read_text()
+        except FileNotFoundError:
+            return
+        except (OSError, UnicodeDecodeError) as exc:
+            log.warning("cannot read %s, starting with an empty leader epoch cache: %s", self.path, exc)
+            return
+        try:
+            self.entries = parse_checkpoint(text, self.path)
+        except MalformedEpochCheckpointError as exc:
+            log.warning("malformed leader epoch checkpoint, starting with an empty cache: %s", exc)
+            return
+        self.loaded = True
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochCache({self.path}, {self.entries})"
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.entries[-1][0] if self.entries else UNDEFINED_EPOCH
+
+    @property
+    def latest_start_offset(self) -> int:
+        return self.entries[-1][1] if self.entries else UNDEFINED_EPOCH_OFFSET
+
+    @property
+    def earliest_start_offset(self) -> int:
+        return self.entries[0][1] if self.entries else UNDEFINED_EPOCH_OFFSET
+
+    # -- changes -----------------------------------------------------------------------------
+
+    def assign(self, epoch: int, start_offset: int) -> bool:
+        """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed
+        (the file is rewritten then). As Kafka: a negative epoch or offset is ignored (Kafka's
+        callers skip batches without an epoch); the latest epoch again at the same or a later
+        offset changes nothing; otherwise every entry from the end whose epoch is >= ``epoch`` or
+        whose start offset is >= ``start_offset`` is removed first, so the entries stay strictly
+        ascending in both and describe the log as it now is (a lower epoch appended after higher
+        ones means the later entries no longer describe the log)."""
+        if not self._assign(epoch, start_offset):
+            return False
+        self._write()
+        return True
+
+    def _assign(self, epoch: int, start_offset: int) -> bool:
+        if epoch < 0 or start_offset < 0:
+            return False
+        if self.entries:
+            last_epoch, last_start = self.entries[-1]
+            if epoch == last_epoch and start_offset >= last_start:
+                return False
+        removed = []
+        while self.entries and (self.entries[-1][0] >= epoch or self.entries[-1][1] >= start_offset):
+            removed.append(self.entries.pop())
+        if len(removed) > 1 or (removed and removed[0][1] != start_offset):
+            # Removing one entry that starts at the same offset is routine (an epoch that wrote nothing).
+            log.warning("%s: new entry (%d, %d) removed conflicting entries %s",
+                        self.path, epoch, start_offset, removed[::-1])
+        self.entries.append((epoch, start_offset))
+        return True
+
+    def truncate_from_end(self, end_offset: int) -> bool:
+        """Remove every entry starting at or after ``end_offset`` (the log was truncated there)."""
+        if end_offset < 0 or not self.entries or self.entries[-1][1] < end_offset:
+            return False
+        while self.entries and self.entries[-1][1] >= end_offset:
+            self.entries.pop()
+        self._write()
+        return True
+
+    def truncate_from_start(self, start_offset: int) -> bool:
+        """The log now starts at ``start_offset``: entries starting at or before it are removed,
+        except that the last of them is kept with its start moved up to ``start_offset`` (its
+        epoch still wrote the offsets from there)."""
+        i = bisect.bisect_right(self.entries, start_offset, key=lambda entry: entry[1])
+        if i == 0:
+            return False
+        epoch = self.entries[i - 1][0]
+        new = [(epoch, start_offset)] + self.entries[i:]
+        if new == self.entries:
+            return False
+        self.entries = new
+        self._write()
+        return True
+
+    def clear(self) -> None:
+        """Remove every entry (and write the empty file)."""
+        self.entries = []
+        self._write()
+
+    def rebuild(self, pairs: Iterable[tuple[int, int]]) -> None:
+        """Reset from (partition_leader_epoch, base_offset) of every batch in offset order;
+        batches without an epoch (< 0) are skipped. Writes the file once."""
+        self.entries = []
+        for epoch, base_offset in pairs:
+            self._assign(epoch, base_offset)
+        self._write()
+        self.loaded = True
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (the largest epoch <= ``epoch``, the offset where it ended).
+
+        As Kafka's endOffsetFor: (-1, -1) for the undefined epoch; the latest epoch ends at the
+        log end offset; otherwise the end is the start of the first epoch above ``epoch`` (none
+        above: (-1, -1)). An ``epoch`` below every cached one answers (``epoch``, start of the
+        first cached epoch): that data is gone, and the follower truncates to where the leader's
+        known history begins."""
+        if epoch == UNDEFINED_EPOCH:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self.entries and self.entries[-1][0] == epoch:
+            return epoch, log_end_offset
+        i = bisect.bisect_right(self.entries, epoch, key=lambda entry: entry[0])  # first entry above
+        if i == len(self.entries):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        higher_start = self.entries[i][1]
+        if i == 0:
+            return epoch, higher_start
+        return self.entries[i - 1][0], higher_start
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The epoch that wrote ``offset`` as far as the cache knows (-1 when before every entry)."""
+        i = bisect.bisect_right(self.entries, offset, key=lambda entry: entry[1])
+        return self.entries[i - 1][0] if i else UNDEFINED_EPOCH
+
+    # -- file --------------------------------------------------------------------------------
+
+    def _write(self) -> None:
+        data = format_checkpoint(self.entries)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
+        # The directory too: the new name must be durable before the data it describes is
+        # flushed past the recovery point, or recovery would trust a stale file.
+        dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)

@@ -1,8 +1,10 @@
 """Kafka's storage layout: partition logs made of segments, spread over log directories."""
 from .config import LogConfig
+from .leader_epoch import LeaderEpochCache
 from .log_manager import LogManager
 from .names import TopicPartition
-from .partition_log import AppendResult, PartitionLog
+from .partition_log import AppendResult, PartitionLog, UnexpectedAppendOffsetError
 from .segment import FileSlice, Segment
 
-__all__ = ["AppendResult", "FileSlice", "LogConfig", "LogManager", "PartitionLog", "Segment", "TopicPartition"]
+__all__ = ["AppendResult", "FileSlice", "LeaderEpochCache", "LogConfig", "LogManager", "PartitionLog", "Segment",
+           "TopicPartition", "UnexpectedAppendOffsetError"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import itertools
 import logging
 import mmap
 import os
@@ -27,6 +28,7 @@ from kbroker._core.index import CorruptIndexError
 
 from .compression import decompress_records
 from .config import LogConfig
+from .leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TopicPartition
 from .segment import FileSlice, Segment
 
@@ -47,6 +49,11 @@ class AppendResult(NamedTuple):
     max_timestamp: int
     record_count: int
     size: int
+
+
+class UnexpectedAppendOffsetError(errors.OffsetOutOfRangeError):
+    """Replicated batches do not continue the log: they start past its end or straddle it
+    (Kafka's UnexpectedAppendOffsetException). Carries OFFSET_OUT_OF_RANGE's code."""
 
 
 class WriteTracker:
@@ -100,9 +107,11 @@ class PartitionLog:
         self.last_flush_ms = clock()
         directory.mkdir(parents=True, exist_ok=True)
         self.recovery_point = recovery_point
+        self._recovered_from: int | None = None
         self._load(recover, log_start_offset)  # sets log_end_offset and written_offset
         self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset), self.log_end_offset)
         self.high_watermark = min(max(high_watermark, self.log_start_offset), self.log_end_offset)
+        self._load_leader_epochs()
 
     def __repr__(self) -> str:
         return (f"PartitionLog({self.tp}, start={self.log_start_offset}, hw={self.high_watermark}, "
@@ -137,6 +146,24 @@ class PartitionLog:
         if recover:
             self.flush()
 
+    def _load_leader_epochs(self) -> None:
+        """Read ``leader-epoch-checkpoint``. Missing or malformed: rebuilt from every batch header.
+        After recovery: entries from the first revalidated segment on are redone from its batches
+        (the file may describe bytes recovery cut). Then trimmed to [log start, log end), as Kafka."""
+        try:
+            cache = self.leader_epochs = LeaderEpochCache(self.directory / LEADER_EPOCH_CHECKPOINT)
+            if not cache.loaded:
+                cache.rebuild((h.partition_leader_epoch, h.base_offset)
+                              for h in self.batch_headers(self.log_start_offset))
+            elif self._recovered_from is not None:
+                below = [entry for entry in cache.entries if entry[1] < self._recovered_from]
+                cache.rebuild(itertools.chain(below, ((h.partition_leader_epoch, h.base_offset)
+                                                      for h in self.batch_headers(self._recovered_from))))
+            cache.truncate_from_end(self.log_end_offset)
+            cache.truncate_from_start(self.log_start_offset)
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+
     def _check_indexes(self, recover: bool) -> None:
         for segment in self.segments:
             try:
@@ -150,6 +177,7 @@ class PartitionLog:
         """Re-validate every segment from the recovery point on; at the first damage cut the
         segment there and drop every later segment (nothing after damage survives)."""
         first = max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)
+        self._recovered_from = self._bases[first]
         for i in range(first, len(self.segments)):
             segment = self.segments[i]
             if segment.recover():
@@ -238,10 +266,109 @@ class PartitionLog:
         else:
             self._pending.append([tag, segment, segment.size, next_offset, False])
         self.log_end_offset = next_offset
+        if leader_epoch >= 0:
+            self._assign_epoch(leader_epoch, first_offset)
         self.unflushed_messages += info.record_count
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
         return AppendResult(first_offset, last_offset, append_time, max_timestamp, info.record_count, info.size)
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches fetched from the leader: offsets, leader epochs and timestamps are kept
+        byte for byte (nothing is assigned), and each batch's epoch goes into the epoch cache.
+
+        ``batches`` may be a view into a larger receive buffer; it is not modified. Leading batches
+        wholly below the log end offset (a retried fetch overlapping what was already appended) are
+        skipped; a trailing incomplete batch is ignored, as Kafka's fetch-response parsing ignores
+        one; after that the batches must continue the log exactly, else UnexpectedAppendOffsetError.
+        Validation is the replication one (control batches, LogAppendTime, sparse batches are fine;
+        no size limit, the leader accepted them) and covers every batch before anything is written.
+        Returns first_offset -1 when nothing was left to append. Written synchronously."""
+        self._check_online()
+        if self._pending:
+            self._tracker.drain(self)
+        view = memoryview(batches).cast("B")
+        try:
+            return self._append_as_follower(view)
+        finally:
+            view.release()
+
+    def _append_as_follower(self, view: memoryview) -> AppendResult:
+        headers, whole, status = records.scan_batches(view, verify_crc=False)
+        if status == 2:
+            position = headers[-1].position + headers[-1].size if headers else 0
+            raise errors.CorruptMessageError(
+                f"{self.tp}: replicated data has a corrupt batch frame at byte {position} of {len(view)}")
+        leo = self.log_end_offset
+        skip = 0
+        while skip < len(headers) and headers[skip].last_offset < leo:
+            skip += 1
+        headers = headers[skip:]
+        if not headers:
+            return AppendResult(-1, -1, -1, -1, 0, 0)
+        expected = leo
+        for header in headers:
+            if header.base_offset != expected:
+                where = "the log end offset" if expected == leo else "the previous batch's end"
+                raise UnexpectedAppendOffsetError(
+                    f"{self.tp}: replicated batch at offsets [{header.base_offset}, {header.last_offset}] "
+                    f"does not start at {where} {expected}")
+            expected = header.last_offset + 1
+        start = headers[0].position
+        try:
+            with view[start:whole] as part:
+                records.validate(part, max(self.config.max_message_bytes, whole - start), False)
+        except records.RecordBatchError as exc:
+            raise errors.for_code(exc.code)(f"{self.tp}: replicated data: {exc}") from None
+
+        # Written in groups of about index.interval.bytes (a group ends once it reaches that
+        # size): each Segment.append adds at most one index entry, so one write per fetch would
+        # leave a whole fetch behind a single entry; and each group may roll the segment.
+        first_offset = headers[0].base_offset
+        interval = max(1, self.config.index_interval_bytes)
+        max_timestamp, record_count, i = -1, 0, 0
+        now = self._clock()
+        while i < len(headers):
+            j = i
+            group_max_ts, group_offset_of_max, size = -1, -1, 0
+            while j < len(headers) and (j == i or (size < interval and
+                                                  size + headers[j].size <= self.config.segment_bytes)):
+                header = headers[j]
+                if header.max_timestamp > group_max_ts:
+                    group_max_ts, group_offset_of_max = header.max_timestamp, header.last_offset
+                size += header.size
+                j += 1
+            last = headers[j - 1]
+            position = headers[i].position
+            try:
+                segment = self._maybe_roll(size, group_max_ts, last.last_offset, now)
+                with view[position:position + size] as part:
+                    segment.append(part, last.last_offset, group_max_ts,
+                                   group_offset_of_max if group_offset_of_max >= 0 else last.last_offset, None)
+            except OSError as exc:
+                raise self._io_failure(exc) from None
+            self.log_end_offset = self.written_offset = last.last_offset + 1
+            for header in headers[i:j]:
+                record_count += header.record_count
+                if header.partition_leader_epoch >= 0:
+                    self._assign_epoch(header.partition_leader_epoch, header.base_offset)
+            max_timestamp = max(max_timestamp, group_max_ts)
+            i = j
+        self.unflushed_messages += record_count
+        if self.unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(first_offset, self.log_end_offset - 1, -1, max_timestamp, record_count,
+                            whole - start)
+
+    def _assign_epoch(self, epoch: int, start_offset: int) -> None:
+        try:
+            self.leader_epochs.assign(epoch, start_offset)
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch against this log: see ``LeaderEpochCache.end_offset_for``."""
+        return self.leader_epochs.end_offset_for(epoch, self.log_end_offset)
 
     def append_async(self, batches: bytearray | memoryview, leader_epoch: int = -1) -> AppendResult:
         """``append`` with the write started asynchronously (see ``append_validated``)."""
@@ -405,7 +532,14 @@ class PartitionLog:
             self.log_start_offset = offset
             self._delete_segments(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset,
                                   "below the log start offset")
+            self._truncate_epochs_from_start()
         return self.log_start_offset
+
+    def _truncate_epochs_from_start(self) -> None:
+        try:
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
+        except OSError as exc:
+            raise self._io_failure(exc) from None
 
     def delete_old_segments(self, now: int | None = None) -> int:
         """Retention: whole segments past ``retention.ms`` or beyond ``retention.bytes``, and those
@@ -453,6 +587,7 @@ class PartitionLog:
         del self.segments[:len(doomed)]
         del self._bases[:len(doomed)]
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self._truncate_epochs_from_start()
         self.remove_deleted_files(now)
         return len(doomed)
 
@@ -479,11 +614,32 @@ class PartitionLog:
                 self._bases.pop()
             self.active.truncate_to(offset)
             self.active.make_active()
+            self.log_end_offset = self.written_offset = self.active.next_offset()
+            # Not ``offset``: a batch holding ``offset`` is kept whole, and so is its epoch's entry.
+            self.leader_epochs.truncate_from_end(self.log_end_offset)
         except OSError as exc:
             raise self._io_failure(exc) from None
-        self.log_end_offset = self.written_offset = self.active.next_offset()
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log empty at ``offset`` (Kafka's
+        truncateFullyAndStartAt: a follower whose log end is below the leader's log start)."""
+        self._check_online()
+        self.complete_writes()
+        try:
+            for segment in self.segments:
+                segment.remove_files()
+            self.segments = []
+            self._bases = []
+            self._add_segment(Segment(self.directory, offset, self.config, self._appender,
+                                      active=True, created_ms=self._clock()))
+            self.leader_epochs.clear()
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        self.log_start_offset = self.log_end_offset = self.written_offset = offset
+        self.high_watermark = self.recovery_point = offset
+        self.unflushed_messages = 0
 
     # -- lifecycle and failure -----------------------------------------------------------
 

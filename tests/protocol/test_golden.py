@@ -145,3 +145,48 @@ def test_metadata_v9_response_flexible_compact_strings():
                                    replica_nodes=[1], isr_nodes=[1])])])
     assert encode_response(3, 9, 3, body) == [expected]
     assert decode_response(3, 9, expected[4:], strict=True) == (3, body)
+
+
+def test_offset_for_leader_epoch_v3_request_and_response():
+    body = {"replica_id": 1, "topics": [{"topic": "t", "partitions": [
+        {"partition": 0, "current_leader_epoch": 3, "leader_epoch": 2}]}]}
+    expected = h(
+        "00000026",                    # size 38
+        "0017" "0003" "00000007",      # OffsetForLeaderEpoch v3, correlation id 7
+        "0001" "63",                   # client id "c"
+        "00000001",                    # replica_id (v3+)
+        "00000001" "0001" "74",        # topics: 1, "t"
+        "00000001" "00000000",         # partitions: 1, partition 0
+        "00000003",                    # current_leader_epoch (v2+)
+        "00000002",                    # leader_epoch
+    )
+    assert bytes(encode_request(23, 3, 7, "c", body)) == expected
+    header, decoded = decode_request(expected[4:], strict=True)
+    assert (header.api_key, header.api_version, decoded.replica_id) == (23, 3, 1)
+    assert decoded.topics[0].partitions[0].leader_epoch == 2
+    response = h(
+        "00000007",                    # correlation id
+        "00000000",                    # throttle_time_ms (v2+)
+        "00000001" "0001" "74",        # topics: 1, "t"
+        "00000001",                    # partitions: 1
+        "0000" "00000000",             # error_code, partition
+        "00000002",                    # leader_epoch (v1+)
+        "0000000000000064",            # end_offset 100
+    )
+    _, got = decode_response(23, 3, response, strict=True)
+    p = got.topics[0].partitions[0]
+    assert (p.error_code, p.partition, p.leader_epoch, p.end_offset) == (0, 0, 2, 100)
+
+
+def test_offset_for_leader_epoch_v4_is_flexible():
+    body = {"replica_id": -1, "topics": [{"topic": "t", "partitions": [
+        {"partition": 0, "current_leader_epoch": 3, "leader_epoch": 2}]}]}
+    expected = h(
+        "00000023",
+        "0017" "0004" "00000007" "0001" "63" "00",   # header v2: empty tag buffer
+        "ffffffff",                    # replica_id -1: a consumer
+        "02" "0274",                   # compact array of 1, compact string "t"
+        "02" "00000000" "00000003" "00000002" "00",  # one partition and its tags
+        "00" "00",                     # topic tags, request tags
+    )
+    assert bytes(encode_request(23, 4, 7, "c", body)) == expected

@@ -69,6 +69,7 @@ class Broker:
         self._next_producer_id = 0
         self.cluster: ClusterView | None = None  # ZooKeeper mode only
         self.controller: Any = None
+        self.replication: Any = None  # kbroker.replication.manager.Replication, ZooKeeper mode only
         self.session: Any = None
         self._pending_topics: set[str] = set()  # created here, not yet seen in a snapshot
 
@@ -120,6 +121,7 @@ class Broker:
         and the cluster view (brokers, controller, topics, partition states) from watches."""
         import kazoo_bridge
         from kbroker.controller import Controller
+        from kbroker.replication.manager import Replication
         cfg = self.config
         loop = asyncio.get_running_loop()
         self.log_manager = LogManager(cfg.log_dirs, cfg.log)
@@ -141,6 +143,7 @@ class Broker:
         port = self.server.port if advertised.port == 0 else advertised.port
         self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
         self.controller = Controller(self.store, self.broker_id, cfg.log.unclean_leader_election_enable)
+        self.replication = Replication(self)
         self.cluster = ClusterView(self.store, loop, self._on_cluster_change)
         info = BrokerInfo.from_endpoints(self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
                                          timestamp_ms=int(time.time() * 1000), rack=cfg.broker_rack or None)
@@ -149,6 +152,7 @@ class Broker:
             on_reelect=self.cluster.trigger, on_reconnect=self.cluster.trigger)
         await self.session.start_async()
         await self.cluster.start()
+        self.replication.start()
         self.coordinator = CoordinatorBridge(self)
         await self.coordinator.start()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
@@ -167,8 +171,8 @@ class Broker:
         await self.cluster.run_blocking(lambda: self.controller.on_snapshot(snap))
 
     def _apply_snapshot(self, snap: Snapshot) -> None:
-        """Topics, and the partitions this broker hosts (every one whose replicas include it;
-        only the leader serves it, and only the leader keeps data until replication exists)."""
+        """Topics, and the partitions this broker hosts (every one whose replicas include it):
+        each becomes leader or follower as its state znode says."""
         assert self.log_manager is not None
         for name in list(self.topics):
             if name not in snap.assignments and name not in self._pending_topics:
@@ -176,7 +180,9 @@ class Broker:
                 self.log_manager.topic_overrides.pop(name, None)
                 for index in info.assignment:
                     tp = TopicPartition(name, index)
-                    self.partitions.pop(tp, None)
+                    gone = self.partitions.pop(tp, None)
+                    if gone is not None:
+                        self.replication.forget(gone)
                     self.log_manager.delete_log(tp)  # deleted in ZooKeeper: the controller removed it
                 log.info("topic %s is gone from ZooKeeper: its local logs are deleted", name)
         self._pending_topics.intersection_update(set(self.topics) - set(snap.assignments))
@@ -188,26 +194,34 @@ class Broker:
             for index, replicas in assignment.items():
                 tp = TopicPartition(name, index)
                 state = snap.states.get((name, index))
+                if self.broker_id not in replicas and tp in self.partitions:
+                    # reassigned away (Kafka's StopReplica with delete): stop fetching, drop the copy
+                    self.replication.forget(self.partitions.pop(tp))
+                    self.log_manager.delete_log(tp)
+                    log.info("%s-%d is no longer assigned to this broker: its log is deleted", name, index)
                 if self.broker_id not in replicas or state is None:
                     continue
                 partition = self.partitions.get(tp)
                 if partition is None:
                     plog = self.log_manager.get_or_create_log(tp)
-                    partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, state.leader_epoch)
+                    partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, state.leader_epoch,
+                                                                single_replica=False)
                     log.info("hosting %s-%d (leader %d, epoch %d)", name, index, state.leader, state.leader_epoch)
-                partition.replicas = list(replicas)
-                partition.leader_id = state.leader
-                partition.leader_epoch = state.leader_epoch
-                partition.isr = list(state.isr)
+                self.replication.apply(partition, state, snap.state_versions.get((name, index), -1), replicas, snap)
 
     async def stop(self) -> None:
-        """Graceful shutdown: stop serving, flush, checkpoint, leave the clean-shutdown marker."""
+        """Graceful shutdown: hand leaderships over (ZooKeeper mode), stop serving, flush,
+        checkpoint, leave the clean-shutdown marker."""
+        if self.cluster is not None and self.config.controlled_shutdown_enable:
+            await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
         if self.server is not None:
             await self.server.stop()
         if self.cluster is not None:
             self.cluster.stop()
+        if self.replication is not None:
+            self.replication.stop()
         if self.session is not None:
             self.session.stop()
         if self.coordinator is not None:
@@ -222,11 +236,45 @@ class Broker:
                 self._store_server.close()
         log.info("kbroker %d stopped cleanly", self.broker_id)
 
+    async def _controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships away (Kafka's controlled shutdown):
+        up to controlled.shutdown.max.retries more times while some remain."""
+        from kbroker.replication.client import BrokerConnection
+        cfg = self.config
+        for attempt in range(cfg.controlled_shutdown_max_retries + 1):
+            if attempt:
+                await asyncio.sleep(cfg.controlled_shutdown_retry_backoff_ms / 1000)
+            assert self.cluster is not None
+            controller = self.cluster.snapshot.brokers.get(self.controller_id())
+            if controller is None:
+                log.info("controlled shutdown: no controller known yet")
+                continue
+            conn = BrokerConnection(controller.host, controller.port, f"broker-{self.broker_id}-shutdown",
+                                    cfg.request_timeout_ms / 1000)
+            try:
+                response = await conn.request(7, 3, {"broker_id": self.broker_id, "broker_epoch": -1})
+            except OSError as exc:
+                log.info("controlled shutdown: controller %d unreachable: %s", controller.id, exc)
+                continue
+            finally:
+                conn.close()
+            if response.error_code:
+                log.info("controlled shutdown refused by %d: %s", controller.id,
+                         errors.for_code(response.error_code).__name__)
+                continue
+            if not response.remaining_partitions:
+                log.info("controlled shutdown complete: controller %d moved every leadership", controller.id)
+                return True
+            log.info("controlled shutdown: %d partitions have no other in-sync replica to lead them",
+                     len(response.remaining_partitions))
+        log.warning("controlled shutdown did not complete; shutting down anyway")
+        return False
+
     async def _housekeeping(self) -> None:
         cfg = self.config
         period = min(cfg.log_retention_check_interval_ms, cfg.log_flush_offset_checkpoint_interval_ms or 60000,
                      1000) / 1000
-        last_retention = last_checkpoint = last_offsets_cleanup = time.monotonic()
+        last_retention = last_checkpoint = last_offsets_cleanup = last_rebalance = time.monotonic()
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
@@ -238,6 +286,13 @@ class Broker:
             if now - last_checkpoint >= (cfg.log_flush_offset_checkpoint_interval_ms or 60000) / 1000:
                 self.log_manager.checkpoint()
                 last_checkpoint = now
+            if (self.cluster is not None and cfg.auto_leader_rebalance_enable
+                    and now - last_rebalance >= cfg.leader_imbalance_check_interval_seconds):
+                last_rebalance = now
+                if self.controller.active:
+                    snap = self.cluster.snapshot
+                    await self.cluster.run_blocking(
+                        lambda: self.controller.auto_rebalance(snap, cfg.leader_imbalance_per_broker_percentage))
             if now - last_offsets_cleanup >= cfg.offsets_retention_check_interval_ms / 1000:
                 assert self.coordinator is not None and self.coordinator.coordinator is not None
                 await self.coordinator.coordinator.cleanup_expired_offsets()

@@ -17,8 +17,9 @@ from typing import Any, Awaitable, Callable
 
 from zk_compat import layout
 from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
-from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ControllerZNode, DeleteTopicsZNode, PartitionState,
-                              TopicPartitionStateZNode, TopicsZNode, TopicZNode)
+from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ControllerZNode, DeleteTopicsZNode,
+                              IsrChangeNotificationZNode, PartitionState, PreferredReplicaElectionZNode,
+                              ReassignPartitionsZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode)
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,12 @@ class Snapshot:
     topic_ids: dict[str, str | None] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
+    state_versions: dict[tuple[str, int], int] = field(default_factory=dict)  # the znodes' zkVersions
+    isr_changes: list[str] = field(default_factory=list)  # /isr_change_notification children
+    # partition reassignments in progress, from /brokers/topics/<t>: (adding, removing) replicas
+    moving: dict[tuple[str, int], tuple[list[int], list[int]]] = field(default_factory=dict)
+    reassign_requests: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # /admin/reassign_partitions
+    preferred_requests: list[tuple[str, int]] = field(default_factory=list)  # /admin/preferred_replica_election
     deleting: list[str] = field(default_factory=list)  # /admin/delete_topics
 
 
@@ -122,11 +129,15 @@ class ClusterView:
     # -- blocking reads (executor)
 
     def _get(self, path: str) -> bytes | None:
+        found = self._get_with_version(path)
+        return None if found is None else found[0]
+
+    def _get_with_version(self, path: str) -> tuple[bytes, int] | None:
         """Read with a data watch; a missing node gets an exists watch (fires on creation)."""
         while True:
             try:
-                data, _ = self.store.get(path, watch=self._watcher)
-                return data
+                data, stat = self.store.get(path, watch=self._watcher)
+                return data, stat.version
             except NoNodeError:
                 if self.store.exists(path, watch=self._watcher) is None:
                     return None
@@ -166,13 +177,27 @@ class ClusterView:
                 continue
             assignment = TopicZNode.decode(topic, data)
             snap.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+            for p in set(assignment.adding_replicas) | set(assignment.removing_replicas):
+                snap.moving[(topic, p)] = (list(assignment.adding_replicas.get(p, [])),
+                                           list(assignment.removing_replicas.get(p, [])))
             snap.topic_ids[topic] = assignment.topic_id
             if topic not in self._known_configs:  # config changes are not followed yet
                 self._known_configs[topic] = dict(layout.get_entity_config(store, "topics", topic))
             snap.configs[topic] = self._known_configs[topic]
             for index in assignment.partitions:
-                data = self._get(TopicPartitionStateZNode.path(topic, index))
-                if data is not None:
-                    snap.states[(topic, index)] = TopicPartitionStateZNode.decode(topic, index, data)
+                found = self._get_with_version(TopicPartitionStateZNode.path(topic, index))
+                if found is not None:
+                    snap.states[(topic, index)] = TopicPartitionStateZNode.decode(topic, index, found[0])
+                    snap.state_versions[(topic, index)] = found[1]
         snap.deleting = sorted(self._children(DeleteTopicsZNode.path()))
+        snap.isr_changes = sorted(self._children(IsrChangeNotificationZNode.path()))
+        for path, decode, attr in ((ReassignPartitionsZNode.path(), ReassignPartitionsZNode.decode, "reassign_requests"),
+                                   (PreferredReplicaElectionZNode.path(), PreferredReplicaElectionZNode.decode,
+                                    "preferred_requests")):
+            data = self._get(path)
+            if data is not None:
+                try:
+                    setattr(snap, attr, decode(data))
+                except ValueError as exc:
+                    log.warning("ignoring unreadable %s: %s", path, exc)
         return snap

@@ -1,5 +1,14 @@
-"""One partition as this broker hosts it: its log, leader epoch, producer state and the offsets
-consumers may see. Errors become Kafka codes here, at the partition boundary.
+"""One partition as this broker hosts it: its log, its role (leader or follower), leader epoch,
+replica set and ISR, producer state and the offsets consumers may see. Errors become Kafka codes
+here, at the partition boundary.
+
+As leader it tracks every follower's log end offset (learnt from the fetch offsets of their
+Fetch requests) and moves the high watermark to the lowest log end offset in the ISR; it decides
+which followers the ISR should lose (no catch-up for ``replica.lag.time.max.ms``) or gain (caught
+up to the high watermark and the current epoch), but the ISR itself changes only once ZooKeeper
+has the change (``kbroker.replication.isr``), so the ISR in memory never claims more than
+ZooKeeper does. As follower it appends what the leader sent with the leader's offsets and epochs,
+and takes the leader's high watermark, bounded by its own log end offset.
 
 Single-replica partitions (the embedded, ZooKeeper-less mode) have an ISR of this broker only, so
 the high watermark follows the log end offset as soon as an append is written.
@@ -7,9 +16,12 @@ the high watermark follows the log end offset as soon as an append is written.
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from kbroker import errors
+from kbroker._core import records as core_records
 from kbroker.log import FileSlice, PartitionLog, TopicPartition
 from kbroker.log.partition_log import AppendResult
 from kbroker.log.producer_state import ProducerStateManager
@@ -20,6 +32,10 @@ READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
 
 
+def now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class ReadResult(NamedTuple):
     records: FileSlice | None
     high_watermark: int
@@ -27,35 +43,113 @@ class ReadResult(NamedTuple):
     log_start_offset: int
 
 
+@dataclass
+class FollowerState:
+    """What the leader knows of one follower (Kafka's remote replica state)."""
+    log_end_offset: int = -1          # unknown until its first fetch in this leadership
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    last_fetch_leader_leo: int = -1   # the leader's log end offset at that fetch
+
+
 class Partition:
-    def __init__(self, tp: TopicPartition, plog: PartitionLog, broker_id: int, leader_epoch: int = 0) -> None:
+    def __init__(self, tp: TopicPartition, plog: PartitionLog, broker_id: int, leader_epoch: int = 0,
+                 single_replica: bool = True) -> None:
         self.tp = tp
         self.log = plog
+        self.broker_id = broker_id
         self.leader_epoch = leader_epoch
         self.replicas = [broker_id]
         self.isr = [broker_id]
         self.leader_id = broker_id
+        self.zk_version = -1              # of the state znode this view came from
+        self.controller_epoch = -1
+        self.followers: dict[int, FollowerState] = {}
+        self.isr_change_pending = False   # one ISR write at a time
+        self.leader_epoch_start_offset = plog.log_end_offset
         self.producer_state = ProducerStateManager()
         self._rebuild_producer_state()
-        if len(self.isr) == 1:
+        if single_replica:
             plog.update_high_watermark(plog.log_end_offset)
+        else:
+            self.leader_id = -1  # neither leader nor follower until the partition state says
 
     def _rebuild_producer_state(self) -> None:
-        """Replay batch headers so sequence checks survive a restart."""
+        """Replay batch headers so sequence checks survive a restart (and a truncation)."""
+        self.producer_state = ProducerStateManager()
         for header in self.log.batch_headers(self.log.log_start_offset):
-            if header.producer_id >= 0 and not header.is_control:
-                self.producer_state.update(header.producer_id, header.producer_epoch, header.base_sequence,
-                                           header.last_sequence, header.base_offset, header.last_offset,
-                                           header.max_timestamp)
+            self._track_producer(header)
+
+    def _track_producer(self, header) -> None:
+        if header.producer_id >= 0 and not header.is_control:
+            self.producer_state.update(header.producer_id, header.producer_epoch, header.base_sequence,
+                                       header.last_sequence, header.base_offset, header.last_offset,
+                                       header.max_timestamp)
 
     @property
     def high_watermark(self) -> int:
         return self.log.high_watermark
 
-    def append_as_leader(self, batches: memoryview) -> AppendResult:
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    # -- role changes (from the partition state in ZooKeeper) ------------------------------
+
+    def become_leader(self, leader_epoch: int, isr: list[int], replicas: list[int], zk_version: int,
+                      controller_epoch: int) -> bool:
+        """Returns True when this is a new leadership (not just a new ISR or epoch)."""
+        new = not self.is_leader
+        now = now_ms()
+        if new or leader_epoch != self.leader_epoch:
+            # Kafka's leader epoch cache entry: this epoch starts at the current log end offset
+            self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
+            self.leader_epoch_start_offset = self.log.log_end_offset
+        if new:
+            # A new leader knows nothing of its followers; those in the ISR get a full lag period.
+            self.followers = {r: FollowerState(last_caught_up_ms=now if r in isr else 0) for r in replicas
+                              if r != self.broker_id}
+        else:
+            for r in replicas:
+                if r != self.broker_id and r not in self.followers:
+                    self.followers[r] = FollowerState(last_caught_up_ms=now if r in isr else 0)
+            for r in list(self.followers):
+                if r not in replicas:
+                    del self.followers[r]
+        self.leader_id = self.broker_id
+        self.leader_epoch = leader_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.zk_version = zk_version
+        self.controller_epoch = controller_epoch
+        self.isr_change_pending = False
+        self.maybe_advance_high_watermark()
+        return new
+
+    def become_follower(self, leader_id: int, leader_epoch: int, isr: list[int], replicas: list[int],
+                        zk_version: int, controller_epoch: int) -> bool:
+        """Returns True when the leader or epoch changed (the fetcher must start over)."""
+        changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.zk_version = zk_version
+        self.controller_epoch = controller_epoch
+        self.followers = {}
+        self.isr_change_pending = False
+        return changed
+
+    # -- leader: appends, follower progress, high watermark ---------------------------------
+
+    def append_as_leader(self, batches: memoryview, required_acks: int = 1) -> AppendResult:
         """Validate, check producer sequences, write. A duplicate of one of the producer's last
         five batches is answered with its original offsets and not written again."""
         plog = self.log
+        if required_acks == -1 and len(self.isr) < plog.config.min_insync_replicas:
+            raise errors.NotEnoughReplicasError(
+                f"{self.tp}: the ISR {self.isr} is smaller than min.insync.replicas="
+                f"{plog.config.min_insync_replicas}")
         info = plog.validate(batches)
         if info.producer_id >= 0:
             duplicate = self.producer_state.check(info.producer_id, info.producer_epoch, info.base_sequence,
@@ -70,9 +164,104 @@ class Partition:
             self.producer_state.update(info.producer_id, info.producer_epoch, info.base_sequence,
                                        info.last_sequence, result.first_offset, result.last_offset,
                                        result.max_timestamp)
-        if len(self.isr) == 1:
-            plog.update_high_watermark(plog.log_end_offset)
+        self.maybe_advance_high_watermark()
         return result
+
+    def update_follower(self, replica_id: int, fetch_offset: int, now: int) -> None:
+        """A follower's Fetch: its fetch offset is its log end offset (Kafka's updateFetchState)."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            raise errors.NotLeaderOrFollowerError(
+                f"broker {replica_id} is not a replica of {self.tp} (replicas {self.replicas})")
+        leader_leo = self.log.log_end_offset
+        if fetch_offset >= leader_leo:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, now)
+        elif fetch_offset >= state.last_fetch_leader_leo >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_leo = leader_leo
+        state.last_fetch_ms = now
+
+    def maybe_advance_high_watermark(self) -> bool:
+        """The high watermark is the lowest log end offset in the ISR; it never moves back."""
+        plog = self.log
+        hw = plog.log_end_offset
+        for r in self.isr:
+            if r != self.broker_id:
+                state = self.followers.get(r)
+                hw = min(hw, state.log_end_offset if state is not None else -1)
+        if hw > plog.high_watermark:
+            plog.update_high_watermark(hw)
+            return True
+        return False
+
+    def lagging_isr_members(self, now: int, max_lag_ms: int) -> list[int]:
+        """ISR followers that have not caught up for longer than replica.lag.time.max.ms."""
+        out = []
+        for r in self.isr:
+            if r == self.broker_id:
+                continue
+            state = self.followers.get(r)
+            if state is None or now - state.last_caught_up_ms > max_lag_ms:
+                out.append(r)
+        return out
+
+    def may_join_isr(self, replica_id: int) -> bool:
+        """Kafka's isFollowerInSync for expansion: caught up to the high watermark and into the
+        current leader epoch."""
+        if replica_id in self.isr or replica_id not in self.replicas:
+            return False
+        state = self.followers.get(replica_id)
+        return (state is not None and state.log_end_offset >= self.log.high_watermark
+                and state.log_end_offset >= self.leader_epoch_start_offset)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> None:
+        """KIP-320 fencing: -1 means the requester does not know epochs."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
+            return
+        if current_leader_epoch < self.leader_epoch:
+            raise errors.FencedLeaderEpochError(
+                f"{self.tp}: leader epoch {current_leader_epoch} is older than the current {self.leader_epoch}")
+        raise errors.UnknownLeaderEpochError(
+            f"{self.tp}: leader epoch {current_leader_epoch} is newer than the known {self.leader_epoch}")
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.log.leader_epochs.end_offset_for(epoch, self.log.log_end_offset)
+
+    # -- follower: appends from the leader and truncation -----------------------------------
+
+    def append_as_follower(self, batches: memoryview, leader_high_watermark: int) -> int:
+        """Append what the leader sent (its offsets and epochs, byte for byte); returns the bytes
+        appended. A trailing partial batch (cut by the fetch size) is left for the next fetch."""
+        plog = self.log
+        appended = 0
+        if len(batches):
+            headers, valid, _ = core_records.scan_batches(batches, verify_crc=False)
+            if valid:
+                leo = plog.log_end_offset
+                result = plog.append_as_follower(batches[:valid])
+                if result.first_offset >= 0:
+                    appended = valid
+                    for header in headers:
+                        if header.base_offset >= leo:
+                            self._track_producer(header)
+        plog.update_high_watermark(min(leader_high_watermark, plog.log_end_offset))
+        return appended
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self.log.log_end_offset:
+            return
+        log.info("%s: truncating from %d to %d (leader epoch %d)", self.tp, self.log.log_end_offset, offset,
+                 self.leader_epoch)
+        self.log.truncate_to(offset)
+        self.producer_state.truncate_from(offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        log.info("%s: log restarts at %d (below the leader's log start offset)", self.tp, offset)
+        self.log.truncate_fully_and_start_at(offset)
+        self.producer_state = ProducerStateManager()
+
+    # -- reads --------------------------------------------------------------------------------
 
     def read(self, offset: int, max_bytes: int, isolation_level: int, from_follower: bool,
              min_one_batch: bool) -> ReadResult:

@@ -1,5 +1,12 @@
 """Binds the group coordinator to this broker: the ``__consumer_offsets`` topic it writes to, the
-loading of that topic at start, and FindCoordinator's answer."""
+loading of that topic, and FindCoordinator's answer.
+
+A single broker coordinates every group. In ZooKeeper mode this broker coordinates the groups of
+the ``__consumer_offsets`` partitions it leads: it loads a partition when it becomes its leader
+and forgets its groups when the leadership moves away (``leadership_changed``). Writes to the
+topic wait until the ISR has them (acks=all, as Kafka's appendForGroup), so a commit that was
+acknowledged survives the coordinator's death.
+"""
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +18,9 @@ from kbroker._core import records
 from kbroker.coordinator.coordinator import GroupCoordinator
 from kbroker.coordinator.group import GroupConfig
 from kbroker.coordinator.timer import wall_clock_ms
-from kbroker.timers import WheelTimer
 from kbroker.log import TopicPartition
+from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
+from kbroker.timers import WheelTimer
 
 if TYPE_CHECKING:
     from kbroker.broker import Broker
@@ -30,42 +38,77 @@ class CoordinatorBridge:
     async def start(self) -> None:
         broker = self.broker
         cfg = broker.config
-        partitions = cfg.offsets_topic_num_partitions
-        if OFFSETS_TOPIC not in broker.topics:
-            live = len(broker.live_brokers())
-            factor = cfg.offsets_topic_replication_factor
-            if factor > live:
-                log.warning("offsets.topic.replication.factor=%d but %d broker(s) are alive: creating %s with "
-                            "replication factor %d", factor, live, OFFSETS_TOPIC, live)
-                factor = live
-            try:
-                broker.create_topic(OFFSETS_TOPIC, partitions, factor, configs={
-                    "cleanup.policy": "compact", "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                    "compression.type": "producer"})
-            except errors.TopicAlreadyExistsError:  # ZooKeeper mode: another broker created it meanwhile
-                await broker.cluster.refresh()
-        partitions = len(broker.topics[OFFSETS_TOPIC].assignment)
+        if OFFSETS_TOPIC not in broker.topics and broker.cluster is None:
+            self._create_offsets_topic(1)
+        info = broker.topics.get(OFFSETS_TOPIC)
+        partitions = len(info.assignment) if info is not None else cfg.offsets_topic_num_partitions
         group_config = dataclasses.replace(GroupConfig.from_broker_config(cfg), offsets_topic_num_partitions=partitions)
         # Session, rebalance and join deadlines run on a Cython timing wheel driven by the loop.
         self.timer = WheelTimer(wall_clock_ms)
-        self.coordinator = GroupCoordinator(group_config, append=self._append, clock=wall_clock_ms, timer=self.timer)
+        clustered = broker.cluster is not None
+        self.coordinator = GroupCoordinator(group_config, append=self._append, clock=wall_clock_ms, timer=self.timer,
+                                            active_partitions=() if clustered else None)
         for p in range(partitions):
-            self.coordinator.begin_loading(p)
-            self.coordinator.load_partition(p, self._stored_batches(p))
+            if not clustered or broker.partition(TopicPartition(OFFSETS_TOPIC, p)) is not None:
+                self.coordinator.begin_loading(p)
+                self.coordinator.load_partition(p, self._stored_batches(p))
+
+    def _create_offsets_topic(self, factor: int) -> None:
+        cfg = self.broker.config
+        self.broker.create_topic(OFFSETS_TOPIC, self.coordinator.config.offsets_topic_num_partitions
+                                 if self.coordinator is not None else cfg.offsets_topic_num_partitions, factor,
+                                 configs={"cleanup.policy": "compact",
+                                          "segment.bytes": str(cfg.offsets_topic_segment_bytes),
+                                          "compression.type": "producer"})
+
+    def ensure_offsets_topic(self) -> None:
+        """ZooKeeper mode creates ``__consumer_offsets`` on the first FindCoordinator, as Kafka
+        does, and only once enough brokers are alive for offsets.topic.replication.factor."""
+        broker = self.broker
+        if OFFSETS_TOPIC in broker.topics:
+            return
+        factor = broker.config.offsets_topic_replication_factor
+        live = len(broker.live_brokers())
+        if live < factor:
+            raise errors.CoordinatorNotAvailableError(
+                f"{live} live broker(s) do not meet offsets.topic.replication.factor={factor} for {OFFSETS_TOPIC}")
+        try:
+            self._create_offsets_topic(factor)
+        except errors.TopicAlreadyExistsError:
+            pass
+
+    def leadership_changed(self, partition: int, leader: bool) -> None:
+        """This broker became (or stopped being) the leader of ``__consumer_offsets-<partition>``."""
+        if self.coordinator is None:
+            return  # start() loads what this broker leads by then
+        if leader:
+            self.coordinator.begin_loading(partition)
+            self.coordinator.load_partition(partition, self._stored_batches(partition))
+        else:
+            self.coordinator.unload_partition(partition)
 
     async def stop(self) -> None:
         if self.coordinator is not None:
             self.coordinator.shutdown()
             self.timer.wheel.close()
 
-    def _append(self, partition: int, batch: bytearray) -> int:
+    def _append(self, partition: int, batch: bytearray):
         target = self.broker.partition(TopicPartition(OFFSETS_TOPIC, partition))
         if target is None:
-            from kbroker import errors
-            raise errors.NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not hosted here")
-        result = target.append_as_leader(memoryview(batch))
+            raise errors.NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not led here")
+        result = target.append_as_leader(memoryview(batch), -1)
         self.broker.on_append(target)
-        return result.first_offset
+        if target.high_watermark > result.last_offset:
+            return result.first_offset
+        return self._replicated(target, result.first_offset, result.last_offset + 1)
+
+    async def _replicated(self, target, first_offset: int, required_offset: int) -> int:
+        out = {"error_code": 0}
+        waiting = DelayedProduce(self.broker, out, [PendingAck(target, required_offset, out)], version=0)
+        await self.broker.purgatory.watch(waiting, [target.tp], self.broker.config.offsets_commit_timeout_ms)
+        if out["error_code"]:
+            raise errors.for_code(out["error_code"])(f"{target.tp}: not replicated")
+        return first_offset
 
     def _stored_batches(self, partition: int) -> Iterator[memoryview]:
         target = self.broker.partition(TopicPartition(OFFSETS_TOPIC, partition))

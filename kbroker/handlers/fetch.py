@@ -3,6 +3,11 @@
 Records leave as file ranges (``FileSlice``) that the connection sends with sendfile; no record
 byte passes through Python. A fetch with less than ``min_bytes`` available waits in the purgatory
 until an append to one of its partitions, or ``max_wait_ms``.
+
+A Fetch with a replica id >= 0 comes from a follower: its fetch offset is its log end offset,
+which the leader records (``Partition.update_follower``) before reading, so the high watermark,
+the ISR expansion and the waiting acks=all produces move with it. Followers read past the high
+watermark; consumers never do. OffsetForLeaderEpoch (23) answers where an epoch ended.
 """
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ import logging
 from kbroker import errors
 from kbroker.fetch_sessions import FetchSession
 from kbroker.log import TopicPartition
-from kbroker.partition import error_code_of
+from kbroker.partition import error_code_of, now_ms
 from kbroker.purgatory import DelayedOperation
 
 from . import handles
@@ -41,7 +46,7 @@ class _Fetch:
         self.errors = False
         self.partitions = []
         first = True
-        for topic, index, offset, max_bytes, _ in self.wanted:
+        for topic, index, offset, max_bytes, leader_epoch in self.wanted:
             out = {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
                    "log_start_offset": -1, "records": b""}  # Kafka sends empty, never null, records
             if self.version >= 4 and self.request.isolation_level == 1:
@@ -50,6 +55,10 @@ class _Fetch:
                 partition = self.broker.partition(TopicPartition(topic, index))
                 if partition is None:
                     raise self.broker.not_hosted_error(topic, index)
+                partition.check_leader_epoch(leader_epoch)
+                if self.from_follower and self.request.replica_id not in partition.followers:
+                    raise errors.NotLeaderOrFollowerError(
+                        f"broker {self.request.replica_id} is not a follower of {topic}-{index}")
                 if max_bytes < 0:  # Kafka's log read refuses it: UNKNOWN_SERVER_ERROR for the partition
                     raise errors.UnknownServerError(f"invalid partition max bytes {max_bytes} for {topic}-{index}")
                 # Never negative: once the first batch has taken more than the response's max_bytes
@@ -140,12 +149,57 @@ def fetch(broker, header, request, conn):
         if session is not None:
             wanted = [(t, p, e.fetch_offset, e.max_bytes, e.current_leader_epoch)
                       for (t, p), e in session.partitions.items()]
+    if request.replica_id >= 0:
+        _record_follower_progress(broker, request.replica_id, wanted)
     evaluation = _Fetch(broker, version, request, session, incremental, wanted).run()
     if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
         return evaluation.response()
     delayed = DelayedFetch(evaluation, max(request.min_bytes, 1))
     keys = [TopicPartition(t, p) for t, p, *_ in wanted]
     return broker.purgatory.watch(delayed, keys, request.max_wait_ms)
+
+
+def _record_follower_progress(broker, replica_id: int, wanted) -> None:
+    now = now_ms()
+    for topic, index, offset, _, leader_epoch in wanted:
+        tp = TopicPartition(topic, index)
+        partition = broker.partition(tp)
+        if partition is None:
+            continue  # the evaluation answers the error
+        try:
+            partition.check_leader_epoch(leader_epoch)
+            partition.update_follower(replica_id, offset, now)
+        except errors.KafkaError:
+            continue
+        if partition.maybe_advance_high_watermark():
+            broker.on_append(partition)
+        if broker.replication is not None:
+            broker.replication.isr.maybe_expand(partition, replica_id)
+
+
+@handles(23)
+def offset_for_leader_epoch(broker, header, request, conn):
+    """Where did ``leader_epoch`` end in the leader's log (its first offset of the next epoch, or
+    the log end offset for the current one)? Followers ask it before fetching after a change."""
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            out = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            try:
+                partition = broker.partition(TopicPartition(topic.topic, p.partition))
+                if partition is None:
+                    raise broker.not_hosted_error(topic.topic, p.partition)
+                partition.check_leader_epoch(p.current_leader_epoch)
+                out["leader_epoch"], out["end_offset"] = partition.end_offset_for_epoch(p.leader_epoch)
+            except errors.KafkaError as exc:
+                out["error_code"] = exc.code
+            except Exception as exc:
+                log.exception("OffsetForLeaderEpoch of %s-%d failed", topic.topic, p.partition)
+                out["error_code"] = error_code_of(exc)
+            partitions.append(out)
+        topics.append({"topic": topic.topic, "partitions": partitions})
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 @handles(2)

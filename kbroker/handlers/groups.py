@@ -27,6 +27,11 @@ def find_coordinator(broker, header, request, conn):
             code, message = errors.CoordinatorNotAvailableError.code, "transactions are not served yet"
         elif not key:
             code, message = errors.InvalidGroupIdError.code, "the group id is empty"
+        if code == 0 and broker.cluster is not None:
+            try:
+                broker.coordinator.ensure_offsets_topic()
+            except errors.KafkaError as exc:
+                code, message = exc.code, exc.message
         node = broker.coordinator_endpoint(key) if code == 0 else None
         if code == 0 and node is None:
             code, message = errors.CoordinatorNotAvailableError.code, "the group's coordinator is not available"

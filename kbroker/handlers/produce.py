@@ -3,7 +3,9 @@ the log validates and assigns offsets in place, then appends those very bytes.
 
 Requests of one connection are applied in arrival order (this runs synchronously on dispatch).
 acks=0 gets no response; if any partition failed, the connection is closed instead, as Kafka does,
-so the client refreshes its metadata.
+so the client refreshes its metadata. acks=all (-1) answers once the high watermark has passed
+every written partition's last offset: at once for an ISR of one, else from the purgatory
+(``kbroker.replication.delayed_produce``).
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from kbroker import errors
 from kbroker._core import records as core_records
 from kbroker.log import TopicPartition
 from kbroker.partition import error_code_of
+from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
 
 from . import CLOSE, NO_RESPONSE, handles
 
@@ -25,19 +28,24 @@ def produce(broker, header, request, conn):
     acks = request.acks
     responses = []
     failed = False
+    waiting: list[PendingAck] = []
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
-            result = _append_one(broker, version, acks, topic.name, data.index, data.records)
+            result = _append_one(broker, version, acks, topic.name, data.index, data.records, waiting)
             failed |= result["error_code"] != 0
             partitions.append(result)
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:
         return CLOSE if failed else NO_RESPONSE
-    return {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    delayed = DelayedProduce(broker, response, waiting, version)
+    return broker.purgatory.watch(delayed, [ack.partition.tp for ack in waiting], request.timeout_ms)
 
 
-def _append_one(broker, version: int, acks: int, topic: str, index: int, batches) -> dict:
+def _append_one(broker, version: int, acks: int, topic: str, index: int, batches, waiting: list) -> dict:
     out = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
     try:
         if acks not in (-1, 0, 1):
@@ -53,11 +61,13 @@ def _append_one(broker, version: int, acks: int, topic: str, index: int, batches
             raise errors.InvalidRecordError("no record batch")
         if version >= 3:
             _check_single_v2_batch(batches, version)
-        result = partition.append_as_leader(batches)
+        result = partition.append_as_leader(batches, acks)
         out["base_offset"] = result.first_offset
         out["log_append_time_ms"] = result.log_append_time
         out["log_start_offset"] = partition.log.log_start_offset
         broker.on_append(partition)
+        if acks == -1 and partition.high_watermark <= result.last_offset:
+            waiting.append(PendingAck(partition, result.last_offset + 1, out))
     except errors.KafkaError as exc:
         out["error_code"] = exc.code
         if version >= 8:

@@ -30,7 +30,8 @@ def cluster_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooK
 
 
 class Cluster:
-    def __init__(self, zookeeper: ZooKeeperServer, base: Path, size: int = 3) -> None:
+    def __init__(self, zookeeper: ZooKeeperServer, base: Path, size: int = 3,
+                 overrides: dict[str, str] | None = None) -> None:
         self.chroot = f"/kbtest-{uuid.uuid4().hex[:12]}"
         self.zookeeper_connect = f"{zookeeper.hosts}{self.chroot}"
         self.brokers: dict[int, BrokerProcess] = {}
@@ -41,6 +42,7 @@ class Cluster:
                 "zookeeper.connect": self.zookeeper_connect,
                 "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
                 "offsets.topic.replication.factor": "1",
+                **(overrides or {}),
             })
         self.store = connect(self.zookeeper_connect, SESSION_TIMEOUT_MS, 5000)
 

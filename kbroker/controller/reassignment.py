@@ -1,0 +1,190 @@
+"""Partition reassignment (Kafka 2.4+ in ZooKeeper mode, KIP-455), run by the controller on every
+view of the cluster.
+
+A request (``/admin/reassign_partitions``, written by ``kbroker reassign`` or by
+AlterPartitionReassignments) starts a move: ``/brokers/topics/<t>`` gets the target replicas
+followed by the original ones that leave, with ``adding_replicas`` and ``removing_replicas`` set.
+Every broker in that list hosts the partition, so the new replicas start fetching from the leader
+and the leader adds them to the ISR once they caught up. When the whole target is in the ISR the
+controller completes the move: a leader outside the target hands over to the first target replica
+in the ISR, the leaving replicas leave the ISR (leader_epoch + 1), the assignment becomes the
+target alone, and the request entry is removed (the znode when it is empty). Brokers no longer
+named in the assignment delete their copy.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from kbroker.cluster import Snapshot
+from zk_compat import layout
+from zk_compat.store import BadVersionError, NoNodeError
+from zk_compat.znodes import PartitionState, PreferredReplicaElectionZNode, ReassignPartitionsZNode, TopicAssignment
+
+if TYPE_CHECKING:
+    from kbroker.controller import Controller
+
+log = logging.getLogger(__name__)
+
+
+def start_requested(ctl: "Controller", snap: Snapshot) -> bool:
+    """Turn new entries of /admin/reassign_partitions into moves recorded in the topic znodes."""
+    by_topic: dict[str, dict[int, list[int]]] = {}
+    for (topic, index), target in snap.reassign_requests.items():
+        replicas = snap.assignments.get(topic, {}).get(index)
+        if replicas is None or (topic, index) in snap.moving or replicas == target:
+            continue
+        if not target or len(set(target)) != len(target):
+            log.warning("reassignment of %s-%d to %s ignored: not a list of distinct brokers", topic, index, target)
+            continue
+        by_topic.setdefault(topic, {})[index] = target
+    wrote = False
+    for topic, targets in by_topic.items():
+        current = layout.get_topic_assignment(ctl.store, topic)
+        if current is None:
+            continue
+        for index, target in targets.items():
+            original = current.partitions[index]
+            current.partitions[index] = target + [r for r in original if r not in target]
+            current.adding_replicas[index] = [r for r in target if r not in original]
+            current.removing_replicas[index] = [r for r in original if r not in target]
+            log.info("controller %d: reassigning %s-%d from %s to %s", ctl.broker_id, topic, index, original, target)
+        if _write_assignment(ctl, topic, current):
+            wrote = True
+    return wrote
+
+
+def progress(ctl: "Controller", snap: Snapshot) -> bool:
+    """Complete every move whose target replicas are all in the ISR."""
+    wrote = False
+    live = set(snap.brokers) - ctl.shutting_down
+    finished: list[tuple[str, int]] = []
+    for (topic, index), (adding, removing) in sorted(snap.moving.items()):
+        if not ctl.active:
+            break
+        replicas = snap.assignments.get(topic, {}).get(index, [])
+        target = [r for r in replicas if r not in removing]
+        state = snap.states.get((topic, index))
+        if state is None or not all(r in state.isr for r in target):
+            continue
+        found = layout.get_partition_state(ctl.store, topic, index)
+        if found is None:
+            continue
+        state, stat = found
+        if not all(r in state.isr for r in target):
+            continue
+        leader = state.leader
+        if leader not in target or leader not in live:
+            leader = next((r for r in target if r in state.isr and r in live), -1)
+            if leader < 0:
+                continue
+        isr = [r for r in state.isr if r in target]
+        if (leader, isr) != (state.leader, state.isr):
+            new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                 controller_epoch=ctl.epoch)
+            if not ctl._write_state(topic, index, new, stat.version):
+                continue
+        current = layout.get_topic_assignment(ctl.store, topic)
+        if current is None:
+            continue
+        current.partitions[index] = target
+        current.adding_replicas.pop(index, None)
+        current.removing_replicas.pop(index, None)
+        if _write_assignment(ctl, topic, current):
+            log.info("controller %d: %s-%d reassigned to %s (leader %d)", ctl.broker_id, topic, index, target, leader)
+            finished.append((topic, index))
+            wrote = True
+    _forget_requests(ctl, snap, finished)
+    return wrote
+
+
+def _forget_requests(ctl: "Controller", snap: Snapshot, finished: list[tuple[str, int]]) -> None:
+    """Drop finished (or pointless) entries from /admin/reassign_partitions; delete it when empty."""
+    if not snap.reassign_requests:
+        return
+    left = {}
+    for key, target in snap.reassign_requests.items():
+        topic, index = key
+        replicas = snap.assignments.get(topic, {}).get(index)
+        if key in finished or replicas is None or (replicas == target and key not in snap.moving):
+            continue
+        left[key] = target
+    if len(left) == len(snap.reassign_requests):
+        return
+    path = ReassignPartitionsZNode.path()
+    try:
+        if left:
+            ctl.store.set(path, ReassignPartitionsZNode.encode(left))
+        else:
+            ctl.store.delete(path)
+    except NoNodeError:
+        pass
+
+
+def elect_preferred(ctl: "Controller", snap: Snapshot, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Preferred replica election: the first replica in assignment order leads again when it is
+    alive and in the ISR. Returns the partitions whose leader changed."""
+    live = set(snap.brokers) - ctl.shutting_down
+    moved = []
+    for topic, index in partitions:
+        if not ctl.active:
+            break
+        replicas = snap.assignments.get(topic, {}).get(index)
+        if not replicas:
+            continue
+        preferred = replicas[0]
+        found = layout.get_partition_state(ctl.store, topic, index)
+        if found is None:
+            continue
+        state, stat = found
+        if state.leader == preferred or preferred not in live or preferred not in state.isr:
+            continue
+        new = PartitionState(leader=preferred, leader_epoch=state.leader_epoch + 1, isr=list(state.isr),
+                             controller_epoch=ctl.epoch)
+        if ctl._write_state(topic, index, new, stat.version):
+            log.info("controller %d: preferred replica %d leads %s-%d again (leader epoch %d)", ctl.broker_id,
+                     preferred, topic, index, new.leader_epoch)
+            moved.append((topic, index))
+    return moved
+
+
+def requested_preferred(ctl: "Controller", snap: Snapshot) -> bool:
+    """Serve /admin/preferred_replica_election, then delete it (Kafka's handler does)."""
+    if not snap.preferred_requests:
+        return False
+    moved = elect_preferred(ctl, snap, snap.preferred_requests)
+    try:
+        ctl.store.delete(PreferredReplicaElectionZNode.path())
+    except NoNodeError:
+        pass
+    return bool(moved)
+
+
+def imbalanced_partitions(snap: Snapshot, percentage: int) -> list[tuple[str, int]]:
+    """Kafka's checkAndTriggerAutoLeaderRebalance: for every broker whose share of partitions it
+    prefers but does not lead exceeds leader.imbalance.per.broker.percentage, those partitions."""
+    preferred_of: dict[int, list[tuple[str, int]]] = {}
+    for topic, assignment in snap.assignments.items():
+        for index, replicas in assignment.items():
+            if replicas and (topic, index) not in snap.moving:
+                preferred_of.setdefault(replicas[0], []).append((topic, index))
+    out = []
+    for broker_id, partitions in preferred_of.items():
+        if broker_id not in snap.brokers:
+            continue
+        not_led = [tp for tp in partitions if (s := snap.states.get(tp)) is not None and s.leader != broker_id]
+        if partitions and len(not_led) * 100 > percentage * len(partitions):
+            out.extend(not_led)
+    return sorted(out)
+
+
+def _write_assignment(ctl: "Controller", topic: str, assignment: TopicAssignment) -> bool:
+    try:
+        layout.set_topic_assignment(ctl.store, topic, assignment, controller_epoch_zk_version=ctl.epoch_zk_version)
+        return True
+    except BadVersionError:
+        return False
+    except layout.ControllerMovedError:
+        log.warning("controller epoch moved on: broker %d stops acting as controller", ctl.broker_id)
+        ctl.active = False
+        return False

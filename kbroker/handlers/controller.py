@@ -1,0 +1,120 @@
+"""Requests only the controller serves: ControlledShutdown (7)."""
+from __future__ import annotations
+
+import logging
+
+from kbroker import errors
+
+from . import handles
+
+log = logging.getLogger(__name__)
+
+
+@handles(7)
+def controlled_shutdown(broker, header, request, conn):
+    return _controlled_shutdown(broker, request.broker_id)
+
+
+async def _controlled_shutdown(broker, broker_id: int) -> dict:
+    if broker.controller is None or broker.cluster is None:
+        return {"error_code": errors.NotControllerError.code, "remaining_partitions": []}
+    snap = broker.cluster.snapshot
+    try:
+        remaining = await broker.cluster.run_blocking(lambda: broker.controller.controlled_shutdown(broker_id, snap))
+    except errors.KafkaError as exc:
+        return {"error_code": exc.code, "remaining_partitions": []}
+    except Exception:
+        log.exception("controlled shutdown of broker %d failed", broker_id)
+        return {"error_code": errors.UnknownServerError.code, "remaining_partitions": []}
+    return {"error_code": 0, "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}
+
+
+@handles(45)
+def alter_partition_reassignments(broker, header, request, conn):
+    return _alter_reassignments(broker, request)
+
+
+async def _alter_reassignments(broker, request) -> dict:
+    """Validate each move, then hand the valid ones to the controller through
+    /admin/reassign_partitions (null replicas cancel a move in progress)."""
+    if broker.cluster is None:
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                             "error_code": errors.InvalidRequestError.code,
+                                             "error_message": "a single broker has nowhere to move replicas"}
+                                            for p in t.partitions]} for t in request.topics]}
+    snap = broker.cluster.snapshot
+    moves: dict[tuple[str, int], list[int]] = {}
+    cancels: list[tuple[str, int]] = []
+    responses = []
+    for topic in request.topics:
+        results = []
+        for p in topic.partitions:
+            out = {"partition_index": p.partition_index, "error_code": 0, "error_message": None}
+            key = (topic.name, p.partition_index)
+            replicas = snap.assignments.get(topic.name, {}).get(p.partition_index)
+            if replicas is None:
+                out["error_code"] = errors.UnknownTopicOrPartitionError.code
+                out["error_message"] = f"{topic.name}-{p.partition_index} does not exist"
+            elif p.replicas is None:
+                if key not in snap.moving:
+                    out["error_code"] = errors.NoReassignmentInProgressError.code
+                    out["error_message"] = f"no reassignment of {topic.name}-{p.partition_index} is in progress"
+                else:
+                    cancels.append(key)
+            elif not p.replicas or len(set(p.replicas)) != len(p.replicas) or any(
+                    r not in snap.brokers for r in p.replicas):
+                out["error_code"] = errors.InvalidReplicaAssignmentError.code
+                out["error_message"] = f"replicas {list(p.replicas)} are not distinct live brokers"
+            else:
+                moves[key] = list(p.replicas)
+            results.append(out)
+        responses.append({"name": topic.name, "partitions": results})
+    if moves or cancels:
+        await broker.cluster.run_blocking(lambda: _request_moves(broker.store, moves, cancels))
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
+
+
+def _request_moves(store, moves: dict[tuple[str, int], list[int]], cancels: list[tuple[str, int]]) -> None:
+    from zk_compat import layout
+    from zk_compat.store import BadVersionError, NodeExistsError, NoNodeError
+    from zk_compat.znodes import ReassignPartitionsZNode
+    path = ReassignPartitionsZNode.path()
+    for topic, index in cancels:  # back to the original replicas: the ones that were not being added
+        assignment = layout.get_topic_assignment(store, topic)
+        if assignment is not None and index in assignment.adding_replicas:
+            adding = assignment.adding_replicas.pop(index)
+            assignment.removing_replicas.pop(index, None)
+            assignment.partitions[index] = [r for r in assignment.partitions[index] if r not in adding]
+            layout.set_topic_assignment(store, topic, assignment)
+    while moves:
+        try:
+            data, stat = store.get(path)
+            merged = {**ReassignPartitionsZNode.decode(data), **moves}
+            for key in cancels:
+                merged.pop(key, None)
+            store.set(path, ReassignPartitionsZNode.encode(merged), version=stat.version)
+            return
+        except NoNodeError:
+            try:
+                store.create(path, ReassignPartitionsZNode.encode(moves), makepath=True)
+                return
+            except NodeExistsError:
+                continue
+        except BadVersionError:
+            continue
+
+
+@handles(46)
+def list_partition_reassignments(broker, header, request, conn):
+    snap = broker.cluster.snapshot if broker.cluster is not None else None
+    wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), (adding, removing) in sorted(snap.moving.items() if snap else ()):
+        if wanted is not None and (topic, index) not in wanted:
+            continue
+        by_topic.setdefault(topic, []).append({
+            "partition_index": index, "replicas": snap.assignments.get(topic, {}).get(index, []),
+            "adding_replicas": adding, "removing_replicas": removing})
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+            "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}

@@ -1,0 +1,283 @@
+"""The follower side: one fetch loop per leader broker (Kafka's ReplicaFetcherThread, as a task).
+
+A partition joins its leader's loop when this broker becomes its follower. It first asks the
+leader where its log diverges (OffsetForLeaderEpoch for the latest epoch in its own epoch cache)
+and truncates there (KIP-101/279): a former leader drops the tail the new leader never had. Then
+it fetches from its log end offset with Fetch requests carrying its broker id, appends the
+leader's batches unchanged and takes the leader's high watermark.
+
+The loop re-checks after every await that the partition still follows the same leader at the same
+epoch: the cluster view may have moved it meanwhile, and a stale answer must not touch the log.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+from kbroker import errors
+from kbroker.cluster import LiveBroker
+from kbroker.log import TopicPartition
+from kbroker.partition import Partition
+from kbroker.replication.client import BrokerConnection
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 11
+OFFSET_FOR_LEADER_EPOCH_VERSION = 3
+LIST_OFFSETS_VERSION = 2
+EARLIEST, LATEST = -2, -1
+
+# Answers that mean "ask again once the metadata moved on": back off, the view re-assigns.
+_WAIT_FOR_METADATA = frozenset({
+    errors.NotLeaderOrFollowerError.code, errors.FencedLeaderEpochError.code, errors.UnknownLeaderEpochError.code,
+    errors.UnknownTopicOrPartitionError.code, errors.LeaderNotAvailableError.code,
+    errors.KafkaStorageError.code,
+})
+
+
+@dataclass
+class _Target:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+    not_before: float = 0.0   # monotonic seconds: backing off until then
+
+    def current(self, fetcher: "LeaderFetcher") -> bool:
+        """Still following this fetcher's leader at the epoch it was added with?"""
+        p = self.partition
+        return (fetcher.targets.get(p.tp) is self and not p.is_leader and p.leader_id == fetcher.leader.id
+                and p.leader_epoch == self.leader_epoch)
+
+
+class LeaderFetcher:
+    def __init__(self, broker, leader: LiveBroker) -> None:
+        self.broker = broker
+        self.leader = leader
+        cfg = broker.config
+        self.targets: dict[TopicPartition, _Target] = {}
+        self.connection = BrokerConnection(leader.host, leader.port, f"broker-{broker.broker_id}-fetcher-{leader.id}",
+                                           cfg.replica_socket_timeout_ms / 1000 + cfg.replica_fetch_wait_max_ms / 1000)
+        self.backoff_s = cfg.replica_fetch_backoff_ms / 1000
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def add(self, partition: Partition) -> None:
+        self.targets[partition.tp] = _Target(partition, partition.leader_epoch)
+        self._wake.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.targets.pop(tp, None)
+
+    def stop(self) -> None:
+        self._task.cancel()
+        self.connection.close()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.targets:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            try:
+                progressed = await self._truncate()
+                progressed = await self._fetch() or progressed
+                if not progressed:
+                    await self._sleep_until_ready()
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                log.info("fetcher %d -> %d: %s; retrying in %.1fs", self.broker.broker_id, self.leader.id, exc,
+                         self.backoff_s)
+                self.connection.close()
+                await self._sleep(self.backoff_s)
+            except Exception:
+                log.exception("fetcher %d -> %d failed; retrying", self.broker.broker_id, self.leader.id)
+                self.connection.close()
+                await self._sleep(self.backoff_s)
+
+    async def _sleep(self, seconds: float) -> None:
+        self._wake.clear()
+        try:
+            await asyncio.wait_for(self._wake.wait(), seconds)
+        except asyncio.TimeoutError:
+            pass
+
+    async def _sleep_until_ready(self) -> None:
+        now = time.monotonic()
+        soonest = min((t.not_before for t in self.targets.values()), default=now + self.backoff_s)
+        await self._sleep(max(0.01, soonest - now))
+
+    def _ready(self, truncating: bool) -> list[_Target]:
+        now = time.monotonic()
+        return [t for t in self.targets.values() if t.truncating == truncating and t.not_before <= now]
+
+    def _back_off(self, target: _Target, why: str) -> None:
+        log.debug("fetcher %d -> %d: %s: %s", self.broker.broker_id, self.leader.id, target.partition.tp, why)
+        target.not_before = time.monotonic() + self.backoff_s
+
+    # -- truncation by leader epoch ------------------------------------------------------------
+
+    async def _truncate(self) -> bool:
+        pending = self._ready(truncating=True)
+        if not pending:
+            return False
+        asked: dict[TopicPartition, tuple[_Target, int]] = {}
+        by_topic: dict[str, list[dict]] = {}
+        for target in pending:
+            p = target.partition
+            epoch = p.log.leader_epochs.latest_epoch
+            if epoch < 0:  # nothing with an epoch in the log: nothing can diverge
+                p.truncate_to(p.log.high_watermark)
+                target.truncating = False
+                continue
+            asked[p.tp] = (target, epoch)
+            by_topic.setdefault(p.tp.topic, []).append(
+                {"partition": p.tp.partition, "current_leader_epoch": target.leader_epoch, "leader_epoch": epoch})
+        if not asked:
+            return True
+        response = await self.connection.request(23, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+            "replica_id": self.broker.broker_id,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]})
+        for topic in response.topics:
+            for result in topic.partitions:
+                found = asked.get(TopicPartition(topic.topic, result.partition))
+                if found is None:
+                    continue
+                target, epoch = found
+                if not target.current(self):
+                    continue
+                if result.error_code:
+                    self._back_off(target, f"OffsetForLeaderEpoch: {errors.for_code(result.error_code).__name__}")
+                    continue
+                p = target.partition
+                leo = p.log.log_end_offset
+                if result.leader_epoch < 0 or result.end_offset < 0:
+                    offset = p.log.high_watermark  # the leader knows no epoch this old: keep the committed part
+                elif result.leader_epoch == epoch:
+                    offset = min(result.end_offset, leo)
+                else:  # the leader's last epoch at or below ours ends there; ours may end earlier
+                    _, ours = p.end_offset_for_epoch(result.leader_epoch)
+                    offset = min(result.end_offset, ours if ours >= 0 else leo, leo)
+                p.truncate_to(offset)
+                target.truncating = False
+        return True
+
+    # -- fetching -------------------------------------------------------------------------------
+
+    async def _fetch(self) -> bool:
+        ready = self._ready(truncating=False)
+        if not ready:
+            return False
+        cfg = self.broker.config
+        by_topic: dict[str, list[dict]] = {}
+        sent: dict[TopicPartition, tuple[_Target, int]] = {}
+        for target in ready:
+            p = target.partition
+            offset = p.log.log_end_offset
+            sent[p.tp] = (target, offset)
+            by_topic.setdefault(p.tp.topic, []).append({
+                "partition": p.tp.partition, "current_leader_epoch": target.leader_epoch, "fetch_offset": offset,
+                "log_start_offset": p.log.log_start_offset, "partition_max_bytes": cfg.replica_fetch_max_bytes})
+        response = await self.connection.request(1, FETCH_VERSION, {
+            "replica_id": self.broker.broker_id, "max_wait_ms": cfg.replica_fetch_wait_max_ms,
+            "min_bytes": cfg.replica_fetch_min_bytes, "max_bytes": cfg.replica_fetch_response_max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+            "forgotten_topics_data": [], "rack_id": self.broker.config.broker_rack})
+        if response.error_code:
+            raise OSError(f"fetch refused: {errors.for_code(response.error_code).__name__}")
+        for topic in response.responses:
+            for data in topic.partitions:
+                found = sent.get(TopicPartition(topic.topic, data.partition_index))
+                if found is None:
+                    continue
+                target, offset = found
+                if not target.current(self) or target.partition.log.log_end_offset != offset:
+                    continue
+                if data.error_code == 0:
+                    self._append(target, data)
+                elif data.error_code == errors.OffsetOutOfRangeError.code:
+                    await self._out_of_range(target, offset)
+                elif data.error_code in _WAIT_FOR_METADATA:
+                    self._back_off(target, errors.for_code(data.error_code).__name__)
+                else:
+                    log.warning("fetcher %d -> %d: %s: error %s", self.broker.broker_id, self.leader.id,
+                                target.partition.tp, errors.for_code(data.error_code).__name__)
+                    self._back_off(target, "error")
+        return True
+
+    def _append(self, target: _Target, data) -> None:
+        p = target.partition
+        records = data.records if data.records is not None else b""
+        try:
+            p.append_as_follower(memoryview(records), data.high_watermark)
+        except errors.KafkaError as exc:
+            log.warning("%s: cannot append what leader %d sent: %s; truncating again", p.tp, self.leader.id, exc)
+            target.truncating = True
+            self._back_off(target, str(exc))
+            return
+        if data.log_start_offset > p.log.log_start_offset:
+            p.log.delete_records_before(min(data.log_start_offset, p.log.high_watermark))
+
+    async def _out_of_range(self, target: _Target, offset: int) -> None:
+        """Kafka's handleOutOfRange: above the leader's end, truncate to it; below its start,
+        start over at its start."""
+        p = target.partition
+        earliest, latest = await self._leader_offsets(p)
+        if not target.current(self):
+            return
+        if latest >= 0 and offset > latest:
+            p.truncate_to(latest)
+        elif earliest >= 0 and offset < earliest:
+            p.truncate_fully_and_start_at(earliest)
+        else:
+            self._back_off(target, f"offset {offset} out of range [{earliest}, {latest}]")
+
+    async def _leader_offsets(self, p: Partition) -> tuple[int, int]:
+        found = []
+        for timestamp in (EARLIEST, LATEST):
+            response = await self.connection.request(2, LIST_OFFSETS_VERSION, {
+                "replica_id": self.broker.broker_id, "isolation_level": 0,
+                "topics": [{"name": p.tp.topic, "partitions": [{"partition_index": p.tp.partition,
+                                                                 "timestamp": timestamp}]}]})
+            result = response.topics[0].partitions[0]
+            found.append(result.offset if result.error_code == 0 else -1)
+        return found[0], found[1]
+
+
+class ReplicaFetcherManager:
+    """Which leader each followed partition fetches from; one LeaderFetcher per leader."""
+
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.fetchers: dict[int, LeaderFetcher] = {}
+
+    def follow(self, partition: Partition, leader: LiveBroker) -> None:
+        self.unfollow(partition.tp)
+        fetcher = self.fetchers.get(leader.id)
+        if fetcher is not None and (fetcher.leader.host, fetcher.leader.port) != (leader.host, leader.port):
+            fetcher.stop()  # the leader re-registered elsewhere
+            fetcher = None
+        if fetcher is None:
+            fetcher = self.fetchers[leader.id] = LeaderFetcher(self.broker, leader)
+        fetcher.add(partition)
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        for leader_id, fetcher in list(self.fetchers.items()):
+            fetcher.remove(tp)
+            if not fetcher.targets:
+                fetcher.stop()
+                del self.fetchers[leader_id]
+
+    def following(self, tp: TopicPartition) -> int | None:
+        for leader_id, fetcher in self.fetchers.items():
+            if tp in fetcher.targets:
+                return leader_id
+        return None
+
+    def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.stop()
+        self.fetchers.clear()

@@ -1,0 +1,95 @@
+"""The leader's ISR changes (Kafka's maybeShrinkIsr / maybeExpandIsr in ZooKeeper mode).
+
+A change is a compare-and-set of the partition state znode against the zkVersion this broker last
+saw, followed by an ``/isr_change_notification`` for the controller. Only when ZooKeeper took it
+does the ISR in memory change, so the high watermark is never computed over an ISR that ZooKeeper
+(and so the next leader election) does not have. A lost compare-and-set means someone else (the
+controller) changed the state: the watch brings the new state, and the next check tries again.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from kbroker.partition import Partition, now_ms
+from zk_compat import layout
+from zk_compat.store import BadVersionError, NoNodeError
+from zk_compat.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+
+class IsrManager:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.max_lag_ms = broker.config.replica_lag_time_max_ms
+        self._task: asyncio.Task | None = None
+        self._writes: set[asyncio.Task] = set()
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._shrink_loop())
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+        for task in self._writes:
+            task.cancel()
+
+    async def _shrink_loop(self) -> None:
+        """Kafka schedules the ISR expiration check every replica.lag.time.max.ms / 2."""
+        period = max(self.max_lag_ms / 2, 10) / 1000
+        while True:
+            await asyncio.sleep(period)
+            now = now_ms()
+            for partition in list(self.broker.partitions.values()):
+                if not partition.is_leader or partition.isr_change_pending:
+                    continue
+                lagging = partition.lagging_isr_members(now, self.max_lag_ms)
+                if lagging:
+                    log.info("%s: shrinking ISR from %s: %s did not catch up within %d ms", partition.tp,
+                             partition.isr, lagging, self.max_lag_ms)
+                    self.propose(partition, [r for r in partition.isr if r not in lagging])
+
+    def maybe_expand(self, partition: Partition, replica_id: int) -> None:
+        if partition.isr_change_pending or not partition.may_join_isr(replica_id):
+            return
+        log.info("%s: expanding ISR from %s to add %d", partition.tp, partition.isr, replica_id)
+        self.propose(partition, partition.isr + [replica_id])
+
+    def propose(self, partition: Partition, isr: list[int]) -> None:
+        partition.isr_change_pending = True
+        task = asyncio.get_running_loop().create_task(self._write(partition, isr))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _write(self, partition: Partition, isr: list[int]) -> None:
+        epoch, version = partition.leader_epoch, partition.zk_version
+        state = PartitionState(leader=self.broker.broker_id, leader_epoch=epoch, isr=list(isr),
+                               controller_epoch=partition.controller_epoch)
+        tp = partition.tp
+        store = self.broker.store
+
+        def write():
+            stat = layout.set_partition_state(store, tp.topic, tp.partition, state, version)
+            layout.create_isr_change_notification(store, [(tp.topic, tp.partition)])
+            return stat
+
+        try:
+            stat = await self.broker.cluster.run_blocking(write)
+        except (BadVersionError, NoNodeError):
+            log.info("%s: the partition state changed under us (zkVersion %d); not changing the ISR to %s",
+                     tp, version, isr)
+            return
+        except Exception as exc:
+            log.warning("%s: could not write ISR %s: %s", tp, isr, exc)
+            return
+        finally:
+            if partition.leader_epoch == epoch:
+                partition.isr_change_pending = False
+        if not partition.is_leader or partition.leader_epoch != epoch or partition.zk_version > stat.version:
+            return
+        partition.isr = list(isr)
+        partition.zk_version = stat.version
+        log.info("%s: ISR is now %s (zkVersion %d)", tp, isr, stat.version)
+        partition.maybe_advance_high_watermark()
+        self.broker.on_append(partition)  # delayed produces and fetches look again

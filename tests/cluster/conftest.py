@@ -1,4 +1,4 @@
-"""A 3-broker cluster over a real ZooKeeper: the ZooKeeper of tests/kazoo_bridge/zookeeper.py
+"""A 3-broker cluster over a real ZooKeeper: the ZooKeeper of kazoo_bridge/local_server.py
 (free loopback port, own data dir) and three ``kbroker serve`` processes with
 ``zookeeper.connect`` under a fresh chroot. One cluster per module; brokers are BrokerProcess
 (tests/integration/conftest.py), so a test may kill or restart one."""
@@ -13,7 +13,7 @@ import pytest
 
 from kazoo_bridge.store import connect
 from tests.integration.conftest import BrokerProcess
-from tests.kazoo_bridge.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
+from kazoo_bridge.local_server import ZooKeeperServer, ZooKeeperUnavailable
 
 SESSION_TIMEOUT_MS = 6000
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kazoo_bridge.store import KazooStore, connect
-from tests.kazoo_bridge.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
+from kazoo_bridge.local_server import ZooKeeperServer, ZooKeeperUnavailable
 from zk_compat.embedded import EmbeddedServer, EmbeddedStore
 from zk_compat.store import MetadataStore, NoNodeError, SessionState
 

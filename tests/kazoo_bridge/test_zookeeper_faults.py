@@ -12,7 +12,7 @@ from kazoo.protocol.states import Callback
 from kazoo_bridge.store import connect
 from tests.kazoo_bridge.conftest import CONNECTION_TIMEOUT_MS, SESSION_TIMEOUT_MS, ZooKeeperBackend, wait_until
 from tests.kazoo_bridge.proxy import FaultProxy
-from tests.kazoo_bridge.zookeeper import free_port
+from kazoo_bridge.local_server import free_port
 from zk_compat.store import (
     ChildrenWatch,
     ConnectionLossError,

@@ -1,4 +1,4 @@
-"""A real ZooKeeper server for tests, the way kazoo's ``testing/common.py:ManagedZooKeeper``
+"""A real, local ZooKeeper server for tests and benchmarks, the way kazoo's ``testing/common.py:ManagedZooKeeper``
 runs one: write ``zoo.cfg`` (dataDir in a temp dir, clientPort a free loopback port), run
 ``java -cp <jars> org.apache.zookeeper.server.quorum.QuorumPeerMain zoo.cfg``, wait until it
 serves (the ``srvr`` four-letter word reports a mode), and keep its output for diagnostics.

@@ -349,3 +349,41 @@ def test_controlled_shutdown_request_to_a_non_controller_is_refused(cluster):
             conn.close()
     response = asyncio.run(ask())
     assert response.error_code == KafkaError.NOT_CONTROLLER
+
+
+def test_preferred_replica_election_through_zookeeper(cluster):
+    """kafka-preferred-replica-election.sh --zookeeper wrote /admin/preferred_replica_election:
+    the controller moves each listed partition back to its first replica (if alive and in the
+    ISR) and deletes the request."""
+    from zk_compat.znodes import PreferredReplicaElectionZNode
+    topic = "preferred"
+    _create(cluster, topic, 1)
+    preferred = layout.get_topic_assignment(cluster.store, topic).partitions[0][0]
+    assert _state(cluster, topic, 0).leader == preferred
+    cluster.brokers[preferred].stop_cleanly()  # controlled shutdown hands the leadership over
+    assert _state(cluster, topic, 0).leader != preferred
+    cluster.brokers[preferred].start()
+    wait_until(lambda: preferred in _state(cluster, topic, 0).isr, timeout=30, message="the preferred replica in sync")
+    assert _state(cluster, topic, 0).leader != preferred
+    epoch = _state(cluster, topic, 0).leader_epoch
+    cluster.store.create(PreferredReplicaElectionZNode.path(), PreferredReplicaElectionZNode.encode([(topic, 0)]))
+    wait_until(lambda: _state(cluster, topic, 0).leader == preferred, message="the preferred replica leading again")
+    assert _state(cluster, topic, 0).leader_epoch == epoch + 1
+    wait_until(lambda: cluster.store.exists(PreferredReplicaElectionZNode.path()) is None,
+               message="the election request deleted")
+
+
+def test_topics_describe_shows_replicas_and_isr(cluster):
+    import sys
+    topic = "described"
+    _create(cluster, topic, 2)
+    out = subprocess.run([sys.executable, "-m", "kbroker.cli", "topics", "--bootstrap-server", cluster.bootstrap,
+                          "--describe", "--topic", topic], capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = out.strip().splitlines()
+    assert lines[0].startswith(f"Topic: {topic}\t") and "ReplicationFactor: 3" in lines[0]
+    for p, line in enumerate(lines[1:]):
+        state = _state(cluster, topic, p)
+        replicas = layout.get_topic_assignment(cluster.store, topic).partitions[p]
+        assert line == (f"\tTopic: {topic}\tPartition: {p}\tLeader: {state.leader}\tReplicas: "
+                        f"{','.join(map(str, replicas))}\tIsr: {','.join(map(str, state.isr))}")
+    assert len(lines) == 3

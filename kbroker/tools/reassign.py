@@ -1,0 +1,468 @@
+"""``kbroker reassign``: kafka-reassign-partitions.sh (Kafka 2.8, --bootstrap-server mode) over the
+Kafka protocol.
+
+    kbroker reassign --bootstrap-server HOST:PORT --generate --topics-to-move-json-file F
+                     --broker-list 1,2,3 [--disable-rack-aware]
+    kbroker reassign --bootstrap-server HOST:PORT --execute --reassignment-json-file F
+                     [--additional] [--throttle B/S] [--timeout MS]
+    kbroker reassign --bootstrap-server HOST:PORT --verify --reassignment-json-file F
+    kbroker reassign --bootstrap-server HOST:PORT --list
+    kbroker reassign --bootstrap-server HOST:PORT --cancel --reassignment-json-file F
+
+The files are Kafka's: ``{"topics":[{"topic":"t"}],"version":1}`` for --generate and
+``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}``
+for the others (``log_dirs`` optional; only "any": moves between log directories of one broker
+are not supported). --execute sends AlterPartitionReassignments (45) to the controller, --list and
+--verify read ListPartitionReassignments (46) and Metadata, --cancel sends null replicas.
+
+Output lines are Kafka's. Exit status: 0 done (for --verify: every partition reached its target),
+1 a failure (one line on stderr starting with "Error: ") or, for --verify, some partition not
+(yet) at its target; 2 bad arguments. --throttle is accepted but not applied: kbroker does not
+throttle replication.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any, TextIO
+
+from kbroker import errors
+from kbroker.protocol import API_KEYS
+
+from .client import AdminClient, ClientError, KafkaApiError, bootstrap_servers, error_name
+
+ERROR_PREFIX = "Error: "
+ANY_LOG_DIR = "any"
+ACTIONS = ("generate", "execute", "verify", "list", "cancel")
+ALTER = API_KEYS["AlterPartitionReassignments"]
+LIST = API_KEYS["ListPartitionReassignments"]
+
+CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
+    "Cannot execute because there is an existing partition assignment.  Use --additional to override this and "
+    "create a new partition assignment in addition to the existing one.")
+
+TP = tuple[str, int]
+
+
+class ReassignError(Exception):
+    """A failure reported as one line: "Error: <message>"."""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = sub.add_parser("reassign", help="move partition replicas between brokers (kafka-reassign-partitions.sh)",
+                       description="Generate, execute, verify, list and cancel partition reassignments, "
+                                   "like kafka-reassign-partitions.sh.")
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=bootstrap_servers,
+                   help="the broker(s) to talk to: host:port[,host:port...]")
+    actions = p.add_mutually_exclusive_group(required=True)
+    actions.add_argument("--generate", action="store_true",
+                         help="propose an assignment of the topics in --topics-to-move-json-file over --broker-list")
+    actions.add_argument("--execute", action="store_true", help="start the reassignment in --reassignment-json-file")
+    actions.add_argument("--verify", action="store_true",
+                         help="check whether the reassignment in --reassignment-json-file completed")
+    actions.add_argument("--list", action="store_true", help="list the reassignments in progress")
+    actions.add_argument("--cancel", action="store_true",
+                         help="cancel the reassignments in progress of the partitions in --reassignment-json-file")
+    p.add_argument("--reassignment-json-file", metavar="FILE",
+                   help='{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}')
+    p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics":[{"topic":..}],"version":1}')
+    p.add_argument("--broker-list", metavar="IDS", help='the brokers to spread the topics over: "0,1,2"')
+    p.add_argument("--disable-rack-aware", action="store_true", help="with --generate: ignore the brokers' racks")
+    p.add_argument("--additional", action="store_true",
+                   help="with --execute: start even though other reassignments are in progress")
+    p.add_argument("--throttle", type=int, default=-1, metavar="B/S",
+                   help="accepted for compatibility; kbroker does not throttle replication")
+    p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="B/S",
+                   help="accepted for compatibility; log directory moves are not supported")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="accepted for compatibility (no throttles are ever set)")
+    p.add_argument("--timeout", type=int, default=10000, metavar="MS",
+                   help="how long the controller may take to accept the request, in milliseconds (default 10000)")
+    p.set_defaults(run=run, parser=p)
+    return p
+
+
+# Kafka's rules: what each action needs and what it tolerates (joptsimple's "can't be used with").
+_REQUIRED = {
+    "generate": ("topics_to_move_json_file", "broker_list"),
+    "execute": ("reassignment_json_file",),
+    "verify": ("reassignment_json_file",),
+    "cancel": ("reassignment_json_file",),
+    "list": (),
+}
+_PERMITTED = {
+    "generate": ("disable_rack_aware",),
+    "execute": ("additional", "throttle", "replica_alter_log_dirs_throttle", "timeout"),
+    "verify": ("preserve_throttles",),
+    "cancel": ("preserve_throttles", "timeout"),
+    "list": (),
+}
+_DEFAULTS = {"reassignment_json_file": None, "topics_to_move_json_file": None, "broker_list": None,
+             "disable_rack_aware": False, "additional": False, "throttle": -1,
+             "replica_alter_log_dirs_throttle": -1, "preserve_throttles": False, "timeout": 10000}
+
+
+def _option(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
+
+
+def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    action = next(a for a in ACTIONS if getattr(args, a))
+    for dest in _REQUIRED[action]:
+        if getattr(args, dest) is None:
+            parser.error(f"--{action} needs {_option(dest)}")
+    for dest, default in _DEFAULTS.items():
+        if getattr(args, dest) != default and dest not in _REQUIRED[action] and dest not in _PERMITTED[action]:
+            parser.error(f"{_option(dest)} can't be used with --{action}")
+    if args.timeout <= 0:
+        parser.error("--timeout must be positive")
+    return action
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    action = _check_args(args, args.parser)
+    try:
+        with AdminClient(args.bootstrap_server, client_id="reassign-partitions-tool") as admin:
+            if action == "generate":
+                generate(admin, _read(args.topics_to_move_json_file), args.broker_list,
+                         not args.disable_rack_aware, out)
+                return 0
+            if action == "execute":
+                execute(admin, _read(args.reassignment_json_file), args.additional, args.throttle,
+                        args.replica_alter_log_dirs_throttle, args.timeout, out)
+                return 0
+            if action == "verify":
+                return 0 if verify(admin, _read(args.reassignment_json_file), out) else 1
+            if action == "list":
+                print(list_text(list_reassignments(admin)), file=out)
+                return 0
+            cancel(admin, _read(args.reassignment_json_file), args.timeout, out)
+            return 0
+    except (ReassignError, ClientError) as exc:
+        out.flush()
+        print(ERROR_PREFIX + " ".join(str(exc).split()), file=err)
+        return 1
+
+
+# --- files ---------------------------------------------------------------------------------
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ReassignError(f"cannot read {path}: {why}") from None
+
+
+def _load(text: str, what: str) -> dict:
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise ReassignError(f"the {what} is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise ReassignError(f"the {what} must be a JSON object, not {type(obj).__name__}")
+    version = obj.get("version", 1)
+    if version != 1 or isinstance(version, bool):
+        raise ReassignError(f"Not supported version field value {version!r} in the {what} (only 1 is)")
+    return obj
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_topics(text: str) -> list[str]:
+    """The topic names of a topics-to-move file, in order; duplicates and bad shapes refused."""
+    obj = _load(text, "topics-to-move file")
+    entries = obj.get("topics")
+    if not isinstance(entries, list):
+        raise ReassignError('the topics-to-move file needs "topics": a list of {"topic": NAME}')
+    names = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not isinstance(entry.get("topic"), str) or not entry["topic"]:
+            raise ReassignError(f'the topics-to-move file has an entry that is not {{"topic": NAME}}: '
+                                f'{json.dumps(entry)}')
+        names.append(entry["topic"])
+    if not names:
+        raise ReassignError("the topics-to-move file names no topic")
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise ReassignError(f"List of topics to reassign contains duplicate entries: {','.join(duplicates)}")
+    return names
+
+
+def parse_reassignment(text: str) -> list[tuple[TP, list[int]]]:
+    """The (topic, partition) -> replicas entries of a reassignment file, in order, duplicates
+    kept (execute refuses them). log_dirs must match the replicas in length and be "any"."""
+    obj = _load(text, "reassignment file")
+    entries = obj.get("partitions")
+    if not isinstance(entries, list):
+        raise ReassignError('the reassignment file needs "partitions": a list of '
+                            '{"topic": NAME, "partition": N, "replicas": [IDS]}')
+    out = []
+    for entry in entries:
+        if not isinstance(entry, dict):
+            raise ReassignError(f"the reassignment file has a partition entry that is not an object: "
+                                f"{json.dumps(entry)}")
+        topic, partition, replicas = entry.get("topic"), entry.get("partition"), entry.get("replicas")
+        if not isinstance(topic, str) or not topic:
+            raise ReassignError(f'a partition entry has no "topic" string: {json.dumps(entry)}')
+        if not _is_int(partition) or partition < 0:
+            raise ReassignError(f'a partition entry has no "partition" number: {json.dumps(entry)}')
+        name = f"{topic}-{partition}"
+        if not isinstance(replicas, list) or not all(_is_int(r) for r in replicas):
+            raise ReassignError(f'{name}: "replicas" must be a list of broker ids, not {json.dumps(replicas)}')
+        log_dirs = entry.get("log_dirs")
+        if log_dirs is not None:
+            if not isinstance(log_dirs, list) or not all(isinstance(d, str) for d in log_dirs):
+                raise ReassignError(f'{name}: "log_dirs" must be a list of strings, not {json.dumps(log_dirs)}')
+            if len(log_dirs) != len(replicas):
+                raise ReassignError(f"Size of replicas list {replicas} is different from size of log dirs list "
+                                    f"{log_dirs} for partition {name}")
+            moves = [f"{r}:{d}" for r, d in zip(replicas, log_dirs) if d != ANY_LOG_DIR]
+            if moves:
+                raise ReassignError(f'{name}: log_dirs other than "any" ({", ".join(moves)}) are not supported: '
+                                    f'kbroker cannot move replicas between log directories')
+        out.append(((topic, partition), list(replicas)))
+    return out
+
+
+def check_execute(entries: list[tuple[TP, list[int]]]) -> dict[TP, list[int]]:
+    """Kafka's parseExecuteAssignmentArgs checks: nothing empty, no partition twice, no broker
+    twice in one replica list."""
+    if not entries:
+        raise ReassignError("Partition reassignment list cannot be empty")
+    empty = [_name(tp) for tp, replicas in entries if not replicas]
+    if empty:
+        raise ReassignError(f"Partition replica list cannot be empty: {','.join(empty)}")
+    seen: dict[TP, int] = {}
+    for tp, _ in entries:
+        seen[tp] = seen.get(tp, 0) + 1
+    twice = sorted(tp for tp, n in seen.items() if n > 1)
+    if twice:
+        raise ReassignError("Partition reassignment contains duplicate topic partitions: "
+                            + ",".join(map(_name, twice)))
+    duplicated = []
+    for tp, replicas in entries:
+        again = sorted({r for r in replicas if replicas.count(r) > 1})
+        if again:
+            duplicated.append(f"{_name(tp)} contains multiple entries for {','.join(map(str, again))}")
+    if duplicated:
+        raise ReassignError("Partition replica lists may not contain duplicate entries: " + ". ".join(duplicated))
+    return dict(entries)
+
+
+def _name(tp: TP) -> str:
+    return f"{tp[0]}-{tp[1]}"
+
+
+def _plural(n: int) -> str:
+    return "" if n == 1 else "s"
+
+
+def format_json(assignment: dict[TP, list[int]]) -> str:
+    """Kafka's formatAsReassignmentJson: compact, partitions sorted by topic then partition."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": t, "partition": p, "replicas": list(assignment[(t, p)]),
+         "log_dirs": [ANY_LOG_DIR] * len(assignment[(t, p)])} for t, p in sorted(assignment)]},
+        separators=(",", ":"))
+
+
+# --- the cluster ---------------------------------------------------------------------------
+
+def _assignments(admin: AdminClient, topics: list[str]) -> tuple[dict[TP, list[int]], Any]:
+    """Every partition's replicas for `topics` (each must exist), and the Metadata response."""
+    meta = admin.metadata(sorted(set(topics)))
+    out: dict[TP, list[int]] = {}
+    for t in meta.topics:
+        if t.error_code == errors.UnknownTopicOrPartitionError.code:
+            raise ReassignError(f"Topic '{t.name}' not found.")
+        if t.error_code:
+            raise KafkaApiError(t.error_code, context=f"Metadata of topic '{t.name}'")
+        for p in t.partitions:
+            out[(t.name, p.partition_index)] = list(p.replica_nodes)
+    return out, meta
+
+
+def list_reassignments(admin: AdminClient, partitions: list[TP] | None = None
+                       ) -> dict[TP, tuple[list[int], list[int], list[int]]]:
+    """ListPartitionReassignments at the controller: tp -> (replicas, adding, removing)."""
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in sorted(set(partitions)):
+            by_topic.setdefault(t, []).append(p)
+        topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+    response = admin.controller().send(LIST, {"timeout_ms": int(admin.timeout * 1000), "topics": topics})
+    if response.error_code:
+        raise KafkaApiError(response.error_code, response.error_message, context="ListPartitionReassignments")
+    return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for t in response.topics for p in t.partitions}
+
+
+def alter_reassignments(admin: AdminClient, moves: dict[TP, list[int] | None], timeout_ms: int
+                        ) -> dict[TP, str]:
+    """AlterPartitionReassignments at the controller (None cancels): tp -> error text, for the
+    partitions that failed."""
+    by_topic: dict[str, list[dict]] = {}
+    for (t, p), replicas in sorted(moves.items()):
+        by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas})
+    response = admin.controller().send(ALTER, {
+        "timeout_ms": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+    if response.error_code:
+        raise KafkaApiError(response.error_code, response.error_message, context="AlterPartitionReassignments")
+    failed: dict[TP, str] = {}
+    answered = set()
+    for t in response.responses:
+        for p in t.partitions:
+            answered.add((t.name, p.partition_index))
+            if p.error_code:
+                name = error_name(p.error_code)
+                failed[(t.name, p.partition_index)] = f"{p.error_message} ({name})" if p.error_message else name
+    for tp in moves:
+        if tp not in answered:
+            failed[tp] = "no answer for this partition"
+    return failed
+
+
+def _failures(what: str, failed: dict[TP, str]) -> ReassignError:
+    return ReassignError(f"{what} partition reassignment{_plural(len(failed))} failed: "
+                         + "; ".join(f"{_name(tp)}: {failed[tp]}" for tp in sorted(failed)))
+
+
+# --- actions -------------------------------------------------------------------------------
+
+def _broker_ids(text: str) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ReassignError(f"--broker-list {text!r} is not a comma-separated list of broker ids") from None
+    if not ids:
+        raise ReassignError("--broker-list names no broker")
+    duplicates = sorted({i for i in ids if ids.count(i) > 1})
+    if duplicates:
+        raise ReassignError(f"Broker list contains duplicate entries: {','.join(map(str, duplicates))}")
+    return ids
+
+
+def generate(admin: AdminClient, topics_json: str, broker_list: str, rack_aware: bool, out: TextIO
+             ) -> tuple[dict[TP, list[int]], dict[TP, list[int]]]:
+    from zk_compat.assignment import RackAwareMode, assign_replicas_to_brokers, broker_metadatas
+
+    brokers = _broker_ids(broker_list)
+    topics = parse_topics(topics_json)
+    current, meta = _assignments(admin, topics)
+    known = {b.node_id: getattr(b, "rack", None) for b in meta.brokers}
+    unknown = [b for b in brokers if b not in known]
+    if unknown:
+        raise ReassignError(f"Unknown broker id{_plural(len(unknown))} {','.join(map(str, unknown))} in --broker-list")
+    try:
+        metas = broker_metadatas([(b, known[b]) for b in brokers],
+                                 RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED)
+    except errors.KafkaError:
+        raise ReassignError("Not all brokers have rack information. Add --disable-rack-aware in command line to "
+                            "make replica assignment without rack information.") from None
+    proposed: dict[TP, list[int]] = {}
+    for topic in topics:
+        partitions = sorted(p for t, p in current if t == topic)
+        factor = len(current[(topic, partitions[0])]) if partitions else 0
+        try:
+            assigned = assign_replicas_to_brokers(metas, len(partitions), factor)
+        except errors.KafkaError as exc:
+            raise ReassignError(f"cannot assign topic '{topic}': {exc.message}") from None
+        for p, replicas in assigned.items():
+            proposed[(topic, p)] = replicas
+    print(f"Current partition replica assignment\n{format_json(current)}\n", file=out)
+    print(f"Proposed partition reassignment configuration\n{format_json(proposed)}", file=out)
+    return proposed, current
+
+
+def execute(admin: AdminClient, reassignment_json: str, additional: bool, throttle: int, log_dir_throttle: int,
+            timeout_ms: int, out: TextIO) -> None:
+    proposed = check_execute(parse_reassignment(reassignment_json))
+    if not additional and list_reassignments(admin):
+        raise ReassignError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
+    current, meta = _assignments(admin, [t for t, _ in proposed])
+    missing = [tp for tp in sorted(proposed) if tp not in current]
+    if missing:
+        raise ReassignError("The proposed assignment contains non-existent partitions: " + ",".join(map(_name, missing)))
+    live = {b.node_id for b in meta.brokers}
+    unknown = sorted({r for replicas in proposed.values() for r in replicas} - live)
+    if unknown:
+        raise ReassignError(f"Unknown broker id{_plural(len(unknown))} {','.join(map(str, unknown))}")
+    print("Current partition replica assignment\n\n"
+          f"{format_json({tp: current[tp] for tp in proposed})}\n\n"
+          "Save this to use as the --reassignment-json-file option during rollback", file=out)
+    if throttle >= 0 or log_dir_throttle >= 0:
+        print("Warning: the throttle is not applied: kbroker does not throttle replication.", file=out)
+    failed = alter_reassignments(admin, dict(proposed), timeout_ms)
+    if failed:
+        raise _failures("starting", failed)
+    print(f"Successfully started partition reassignment{_plural(len(proposed))} for "
+          + ",".join(map(_name, sorted(proposed))), file=out)
+
+
+def verify(admin: AdminClient, reassignment_json: str, out: TextIO) -> bool:
+    """Print each partition's state; True when every one has reached its target."""
+    targets = dict(parse_reassignment(reassignment_json))
+    if not targets:
+        raise ReassignError("Partition reassignment list cannot be empty")
+    ongoing = list_reassignments(admin)
+    settled = [tp for tp in targets if tp not in ongoing]
+    current: dict[TP, list[int]] = {}
+    if settled:
+        meta = admin.metadata(sorted({t for t, _ in settled}))
+        for t in meta.topics:
+            if t.error_code and t.error_code != errors.UnknownTopicOrPartitionError.code:
+                raise KafkaApiError(t.error_code, context=f"Metadata of topic '{t.name}'")
+            for p in t.partitions:
+                current[(t.name, p.partition_index)] = list(p.replica_nodes)
+    lines = ["Status of partition reassignment:"]
+    complete = True
+    for tp in sorted(targets):
+        if tp in ongoing:
+            lines.append(f"Reassignment of partition {_name(tp)} is still in progress.")
+            complete = False
+        elif current.get(tp, []) == targets[tp]:
+            lines.append(f"Reassignment of partition {_name(tp)} is complete.")
+        else:
+            lines.append(f"There is no active reassignment of partition {_name(tp)}, but replica set is "
+                         f"{','.join(map(str, current.get(tp, [])))} rather than {','.join(map(str, targets[tp]))}.")
+            complete = False
+    print("\n".join(lines), file=out)
+    return complete
+
+
+def list_text(reassignments: dict[TP, tuple[list[int], list[int], list[int]]]) -> str:
+    """Kafka's curReassignmentsToString."""
+    if not reassignments:
+        return "No partition reassignments found."
+    lines = ["Current partition reassignments:"]
+    for tp in sorted(reassignments):
+        replicas, adding, removing = reassignments[tp]
+        line = f"{_name(tp)}: replicas: {','.join(map(str, replicas))}."
+        if adding:
+            line += f" adding: {','.join(map(str, adding))}."
+        if removing:
+            line += f" removing: {','.join(map(str, removing))}."
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def cancel(admin: AdminClient, reassignment_json: str, timeout_ms: int, out: TextIO) -> list[TP]:
+    targets = [tp for tp, _ in parse_reassignment(reassignment_json)]
+    if not targets:
+        raise ReassignError("Partition reassignment list cannot be empty")
+    active = sorted(tp for tp, (_, adding, removing) in list_reassignments(admin, targets).items()
+                    if adding or removing)
+    if not active:
+        print("None of the specified partition reassignments are active.", file=out)
+        return []
+    failed = alter_reassignments(admin, {tp: None for tp in active}, timeout_ms)
+    if failed:
+        raise _failures("cancelling", failed)
+    print(f"Successfully cancelled partition reassignment{_plural(len(active))} for: "
+          + ",".join(map(_name, active)), file=out)
+    return active

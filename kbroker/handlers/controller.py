@@ -78,31 +78,51 @@ async def _alter_reassignments(broker, request) -> dict:
 def _request_moves(store, moves: dict[tuple[str, int], list[int]], cancels: list[tuple[str, int]]) -> None:
     from zk_compat import layout
     from zk_compat.store import BadVersionError, NodeExistsError, NoNodeError
-    from zk_compat.znodes import ReassignPartitionsZNode
+    from zk_compat.znodes import ReassignPartitionsZNode, TopicZNode
     path = ReassignPartitionsZNode.path()
-    for topic, index in cancels:  # back to the original replicas: the ones that were not being added
-        assignment = layout.get_topic_assignment(store, topic)
-        if assignment is not None and index in assignment.adding_replicas:
-            adding = assignment.adding_replicas.pop(index)
-            assignment.removing_replicas.pop(index, None)
-            assignment.partitions[index] = [r for r in assignment.partitions[index] if r not in adding]
-            layout.set_topic_assignment(store, topic, assignment)
-    while moves:
+    # The request entries go first: an entry left behind for a cancelled partition would make the
+    # controller start the same move again as soon as the assignment is back to the original.
+    while True:
         try:
             data, stat = store.get(path)
-            merged = {**ReassignPartitionsZNode.decode(data), **moves}
-            for key in cancels:
-                merged.pop(key, None)
-            store.set(path, ReassignPartitionsZNode.encode(merged), version=stat.version)
-            return
         except NoNodeError:
+            if not moves:
+                break
             try:
                 store.create(path, ReassignPartitionsZNode.encode(moves), makepath=True)
-                return
+                break
             except NodeExistsError:
                 continue
+        merged = {**ReassignPartitionsZNode.decode(data), **moves}
+        for key in cancels:
+            merged.pop(key, None)
+        try:
+            if merged:
+                store.set(path, ReassignPartitionsZNode.encode(merged), version=stat.version)
+            else:
+                store.delete(path, version=stat.version)
+            break
+        except NoNodeError:
+            continue
         except BadVersionError:
             continue
+    for topic, index in cancels:  # back to the original replicas: the ones that were not being added
+        while True:  # compare-and-set: the controller may be completing this very move
+            try:
+                data, stat = store.get(TopicZNode.path(topic))
+            except NoNodeError:
+                break
+            assignment = TopicZNode.decode(topic, data)
+            if index not in assignment.adding_replicas and index not in assignment.removing_replicas:
+                break  # finished (or cancelled) meanwhile
+            adding = assignment.adding_replicas.pop(index, [])
+            assignment.removing_replicas.pop(index, None)
+            assignment.partitions[index] = [r for r in assignment.partitions[index] if r not in adding]
+            try:
+                layout.set_topic_assignment(store, topic, assignment, stat.version)
+                break
+            except BadVersionError:
+                continue
 
 
 @handles(46)

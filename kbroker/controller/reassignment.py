@@ -32,7 +32,13 @@ def start_requested(ctl: "Controller", snap: Snapshot) -> bool:
     by_topic: dict[str, dict[int, list[int]]] = {}
     for (topic, index), target in snap.reassign_requests.items():
         replicas = snap.assignments.get(topic, {}).get(index)
-        if replicas is None or (topic, index) in snap.moving or replicas == target:
+        if replicas is None:
+            continue
+        moving = snap.moving.get((topic, index))
+        if moving is not None:
+            if [r for r in replicas if r not in moving[1]] == target:
+                continue  # this very move is under way
+        elif replicas == target:
             continue
         if not target or len(set(target)) != len(target):
             log.warning("reassignment of %s-%d to %s ignored: not a list of distinct brokers", topic, index, target)
@@ -44,7 +50,10 @@ def start_requested(ctl: "Controller", snap: Snapshot) -> bool:
         if current is None:
             continue
         for index, target in targets.items():
-            original = current.partitions[index]
+            # a new target for a partition already moving starts from the replicas it had before
+            # that move (Kafka's ReplicaAssignment.reassignTo): replicas being added but not in the
+            # new target simply leave
+            original = [r for r in current.partitions[index] if r not in current.adding_replicas.get(index, [])]
             current.partitions[index] = target + [r for r in original if r not in target]
             current.adding_replicas[index] = [r for r in target if r not in original]
             current.removing_replicas[index] = [r for r in original if r not in target]
@@ -64,6 +73,9 @@ def progress(ctl: "Controller", snap: Snapshot) -> bool:
             break
         replicas = snap.assignments.get(topic, {}).get(index, [])
         target = [r for r in replicas if r not in removing]
+        requested = snap.reassign_requests.get((topic, index))
+        if requested is not None and requested != target:
+            continue  # re-targeted: start_requested rewrites the move first
         state = snap.states.get((topic, index))
         if state is None or not all(r in state.isr for r in target):
             continue

@@ -188,6 +188,9 @@ class Broker:
         self._pending_topics.intersection_update(set(self.topics) - set(snap.assignments))
         for name, assignment in snap.assignments.items():
             configs = snap.configs.get(name, {})
+            known = self.topics.get(name)
+            if known is not None and known.configs != configs:
+                self._apply_topic_configs(name, assignment, configs)
             self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, dict(configs),
                                           _topic_uuid(snap.topic_ids.get(name)))
             self.log_manager.topic_overrides[name] = self.topics[name].configs
@@ -208,6 +211,19 @@ class Broker:
                                                                 single_replica=False)
                     log.info("hosting %s-%d (leader %d, epoch %d)", name, index, state.leader, state.leader_epoch)
                 self.replication.apply(partition, state, snap.state_versions.get((name, index), -1), replicas, snap)
+
+    def _apply_topic_configs(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> None:
+        """A topic's configs changed in ZooKeeper (/config/changes): the hosted logs take them."""
+        try:
+            effective = self.config.log.with_overrides(configs)
+        except ConfigError as exc:
+            log.warning("topic %s: new configs refused (%s); keeping the old ones", name, exc)
+            return
+        for index in assignment:
+            partition = self.partitions.get(TopicPartition(name, index))
+            if partition is not None:
+                partition.log.config = effective
+        log.info("topic %s now runs with configs %s", name, configs)
 
     async def stop(self) -> None:
         """Graceful shutdown: hand leaderships over (ZooKeeper mode), stop serving, flush,

@@ -17,7 +17,8 @@ from typing import Any, Awaitable, Callable
 
 from zk_compat import layout
 from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
-from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ControllerZNode, DeleteTopicsZNode,
+from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ConfigEntityChangeNotificationSequenceZNode,
+                              ConfigEntityChangeNotificationZNode, ControllerZNode, DeleteTopicsZNode,
                               IsrChangeNotificationZNode, PartitionState, PreferredReplicaElectionZNode,
                               ReassignPartitionsZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode)
 
@@ -67,6 +68,7 @@ class ClusterView:
         self._task: asyncio.Task | None = None
         self._stopped = False
         self._known_configs: dict[str, dict[str, str]] = {}
+        self._last_config_change: int | None = None  # sequence number of the last /config/changes entry read
 
     async def start(self) -> None:
         self.store.add_listener(self._on_state)
@@ -150,6 +152,31 @@ class ClusterView:
                 if self.store.exists(path, watch=self._watcher) is None:
                     return []
 
+    def _follow_config_changes(self) -> None:
+        """Kafka's ZkConfigManager: each new ``/config/changes/config_change_<seq>`` names an
+        entity whose configs are read again. Only topic configs are followed (dynamic broker
+        configs are not served); at start every config is read fresh, so older notices are moot."""
+        names = self._children(ConfigEntityChangeNotificationZNode.path())
+        seqs = sorted((ConfigEntityChangeNotificationSequenceZNode.sequence_number(n), n) for n in names
+                      if n.startswith(ConfigEntityChangeNotificationSequenceZNode.PREFIX))
+        if self._last_config_change is None:
+            self._last_config_change = seqs[-1][0] if seqs else -1
+            return
+        for seq, name in seqs:
+            if seq <= self._last_config_change:
+                continue
+            self._last_config_change = seq
+            try:
+                data, _ = self.store.get(f"{ConfigEntityChangeNotificationZNode.path()}/{name}")
+                entity = ConfigEntityChangeNotificationSequenceZNode.decode(data)
+            except (NoNodeError, ValueError) as exc:
+                log.info("config change notice %s skipped: %s", name, exc)
+                continue
+            kind, _, entity_name = entity.partition("/")
+            if kind == "topics":
+                self._known_configs.pop(entity_name, None)
+                log.info("configs of topic %s changed", entity_name)
+
     def _read(self) -> Snapshot:
         store = self.store
         snap = Snapshot()
@@ -171,6 +198,7 @@ class ClusterView:
                 snap.controller_id = ControllerZNode.decode(data).broker_id
             except ValueError:
                 snap.controller_id = None
+        self._follow_config_changes()
         for topic in sorted(self._children(TopicsZNode.path())):
             data = self._get(TopicZNode.path(topic))
             if data is None:
@@ -181,7 +209,7 @@ class ClusterView:
                 snap.moving[(topic, p)] = (list(assignment.adding_replicas.get(p, [])),
                                            list(assignment.removing_replicas.get(p, [])))
             snap.topic_ids[topic] = assignment.topic_id
-            if topic not in self._known_configs:  # config changes are not followed yet
+            if topic not in self._known_configs:  # read once, again after a change notification
                 self._known_configs[topic] = dict(layout.get_entity_config(store, "topics", topic))
             snap.configs[topic] = self._known_configs[topic]
             for index in assignment.partitions:

@@ -387,3 +387,25 @@ def test_topics_describe_shows_replicas_and_isr(cluster):
         assert line == (f"\tTopic: {topic}\tPartition: {p}\tLeader: {state.leader}\tReplicas: "
                         f"{','.join(map(str, replicas))}\tIsr: {','.join(map(str, state.isr))}")
     assert len(lines) == 3
+
+
+def test_topic_config_change_reaches_every_broker(cluster):
+    """AlterConfigs on one broker writes /config/topics/<t> and a /config/changes notice; every
+    other broker reads the new configs (Kafka's ZkConfigManager) and its logs use them."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from kbroker.tools.client import AdminClient as ToolsAdmin
+    topic = "reconfigured"
+    _create(cluster, topic, 1)
+    first = next(iter(cluster.brokers.values()))
+    admin = AdminClient({"bootstrap.servers": first.bootstrap})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "123456", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(15)
+
+    def seen_by(broker) -> str | None:
+        with ToolsAdmin(broker.bootstrap) as tools:
+            configs = tools.describe_topic_configs([topic])[topic].configs
+        return next((c.value for c in configs if c.name == "retention.ms"), None)
+    for broker in cluster.brokers.values():
+        wait_until(lambda: seen_by(broker) == "123456", message=f"broker {broker.port} seeing retention.ms")

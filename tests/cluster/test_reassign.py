@@ -379,3 +379,28 @@ def test_slow_move_is_listed_then_completes_and_another_is_cancelled(cluster, tm
                message="undo-0's ISR back to its original replicas")
     got = _consume_all(cluster.bootstrap, "undo", 1, 300)
     assert [v for _, v in got[0]] == [f"m{i}".encode() for i in range(300)]
+
+
+def test_additional_move_retargets_a_move_under_way(cluster, tmp_path):
+    controller = layout.get_controller_id(cluster.store)
+    other, slow = sorted(BROKERS - {controller})
+    wait_until(lambda: all(cluster.store.exists(BrokerIdZNode.path(i)) for i in BROKERS),
+               timeout=SESSION_TIMEOUT_MS / 1000 + 20, message="every broker registered")
+    _create(cluster, "retarget", replica_assignment=[[controller, other]])
+    _produce(cluster, "retarget", 300, 1)
+    first = plan(tmp_path, "first", {("retarget", 0): [controller, slow]})
+    second = plan(tmp_path, "second", {("retarget", 0): [controller, other, slow]})
+    with _stopped(cluster, slow):
+        ok(reassign(cluster, "--execute", "--reassignment-json-file", first))
+        wait_until(lambda: _assignment(cluster, "retarget").adding_replicas, message="the first move under way")
+        ok(reassign(cluster, "--execute", "--additional", "--reassignment-json-file", second))
+        wait_until(lambda: _assignment(cluster, "retarget").partitions[0] == [controller, other, slow]
+                   and not _assignment(cluster, "retarget").removing_replicas, message="the move re-targeted")
+        assert ok(reassign(cluster, "--list")).splitlines() == [
+            "Current partition reassignments:",
+            f"retarget-0: replicas: {controller},{other},{slow}. adding: {slow}."]
+    _wait_verified(cluster, second, timeout=SESSION_TIMEOUT_MS / 1000 + 40)
+    assert _assignment(cluster, "retarget").partitions[0] == [controller, other, slow]
+    _no_request_left(cluster)
+    got = _consume_all(cluster.bootstrap, "retarget", 1, 300)
+    assert [v for _, v in got[0]] == [f"m{i}".encode() for i in range(300)]

@@ -26,6 +26,7 @@ from kbroker.handlers import load_all
 from kbroker.log import LogManager, TopicPartition
 from kbroker.log.config import ConfigError
 from kbroker.log.names import validate_topic_name
+from kbroker.metadata_cache import MetadataCache
 from kbroker.network.server import NetworkServer
 from kbroker.partition import Partition
 from kbroker.purgatory import Purgatory
@@ -70,6 +71,8 @@ class Broker:
         self.cluster: ClusterView | None = None  # ZooKeeper mode only
         self.controller: Any = None
         self.replication: Any = None  # kbroker.replication.manager.Replication, ZooKeeper mode only
+        self.controller_channel: Any = None  # kbroker.controller.channel.ControllerChannel, idem
+        self.metadata = MetadataCache()  # what the controller last told us (UpdateMetadata)
         self.session: Any = None
         self._pending_topics: set[str] = set()  # created here, not yet seen in a snapshot
 
@@ -121,6 +124,7 @@ class Broker:
         and the cluster view (brokers, controller, topics, partition states) from watches."""
         import kazoo_bridge
         from kbroker.controller import Controller
+        from kbroker.controller.channel import ControllerChannel
         from kbroker.replication.manager import Replication
         cfg = self.config
         loop = asyncio.get_running_loop()
@@ -144,7 +148,9 @@ class Broker:
         self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
         self.controller = Controller(self.store, self.broker_id, cfg.log.unclean_leader_election_enable)
         self.replication = Replication(self)
+        self.controller_channel = ControllerChannel(self)
         self.cluster = ClusterView(self.store, loop, self._on_cluster_change)
+        self.cluster.wants_states = lambda controller_id: controller_id in (None, self.broker_id)
         info = BrokerInfo.from_endpoints(self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
                                          timestamp_ms=int(time.time() * 1000), rack=cfg.broker_rack or None)
         self.session = kazoo_bridge.SessionManager(
@@ -169,10 +175,45 @@ class Broker:
         self._apply_snapshot(snap)
         # the controller's writes come back through the watches as the next snapshot
         await self.cluster.run_blocking(lambda: self.controller.on_snapshot(snap))
+        if self.controller.active:
+            self.controller_channel.sync(snap, self.controller.epoch)
+        else:
+            self.controller_channel.stop()
+
+    def become_leader_or_follower(self, topic: str, p, leader_endpoint) -> None:
+        """One partition of a LeaderAndIsr request: host it (creating its log) and take the role."""
+        assert self.log_manager is not None and self.replication is not None
+        tp = TopicPartition(topic, p.partition_index)
+        if self.broker_id not in p.replicas:
+            raise errors.UnknownTopicOrPartitionError(f"{tp} is not assigned to broker {self.broker_id}")
+        partition = self.partitions.get(tp)
+        if partition is None:
+            plog = self.log_manager.get_or_create_log(tp)
+            partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, p.leader_epoch, single_replica=False)
+            log.info("hosting %s (leader %d, epoch %d)", tp, p.leader, p.leader_epoch)
+        leader = None
+        if leader_endpoint is not None:
+            leader = LiveBroker(leader_endpoint.broker_id, leader_endpoint.host_name, leader_endpoint.port, None)
+        state = PartitionState(leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
+                               controller_epoch=p.controller_epoch)
+        self.replication.apply(partition, state, p.zk_version, list(p.replicas), leader)
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """StopReplica: no longer a replica (reassigned away, or the topic is deleted)."""
+        assert self.log_manager is not None and self.replication is not None
+        tp = TopicPartition(topic, index)
+        partition = self.partitions.pop(tp, None)
+        if partition is not None:
+            self.replication.forget(partition)
+            if partition.is_leader:
+                self.on_append(partition)  # waiting produces learn the partition is gone
+        if delete:
+            self.log_manager.delete_log(tp)
+            log.info("%s is no longer a replica here: its log is deleted", tp)
 
     def _apply_snapshot(self, snap: Snapshot) -> None:
-        """Topics, and the partitions this broker hosts (every one whose replicas include it):
-        each becomes leader or follower as its state znode says."""
+        """Topics with their assignments and configs. Which partitions this broker hosts, and as
+        leader or follower, the controller says (LeaderAndIsr, ``become_leader_or_follower``)."""
         assert self.log_manager is not None
         for name in list(self.topics):
             if name not in snap.assignments and name not in self._pending_topics:
@@ -194,23 +235,6 @@ class Broker:
             self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, dict(configs),
                                           _topic_uuid(snap.topic_ids.get(name)))
             self.log_manager.topic_overrides[name] = self.topics[name].configs
-            for index, replicas in assignment.items():
-                tp = TopicPartition(name, index)
-                state = snap.states.get((name, index))
-                if self.broker_id not in replicas and tp in self.partitions:
-                    # reassigned away (Kafka's StopReplica with delete): stop fetching, drop the copy
-                    self.replication.forget(self.partitions.pop(tp))
-                    self.log_manager.delete_log(tp)
-                    log.info("%s-%d is no longer assigned to this broker: its log is deleted", name, index)
-                if self.broker_id not in replicas or state is None:
-                    continue
-                partition = self.partitions.get(tp)
-                if partition is None:
-                    plog = self.log_manager.get_or_create_log(tp)
-                    partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, state.leader_epoch,
-                                                                single_replica=False)
-                    log.info("hosting %s-%d (leader %d, epoch %d)", name, index, state.leader, state.leader_epoch)
-                self.replication.apply(partition, state, snap.state_versions.get((name, index), -1), replicas, snap)
 
     def _apply_topic_configs(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> None:
         """A topic's configs changed in ZooKeeper (/config/changes): the hosted logs take them."""
@@ -236,6 +260,8 @@ class Broker:
             await self.server.stop()
         if self.cluster is not None:
             self.cluster.stop()
+        if self.controller_channel is not None:
+            self.controller_channel.stop()
         if self.replication is not None:
             self.replication.stop()
         if self.session is not None:
@@ -366,14 +392,14 @@ class Broker:
         if self.cluster is None:
             return self.endpoint
         assert self.coordinator is not None and self.coordinator.coordinator is not None
-        state = self.cluster.snapshot.states.get((OFFSETS_TOPIC, self.coordinator.coordinator.partition_for(group_id)))
+        state = self.metadata.state(OFFSETS_TOPIC, self.coordinator.coordinator.partition_for(group_id))
         if state is None:
             return None
         return self.cluster.snapshot.brokers.get(state.leader)
 
     def partition_state(self, topic: str, index: int) -> PartitionState:
         if self.cluster is not None:
-            state = self.cluster.snapshot.states.get((topic, index))
+            state = self.metadata.state(topic, index)
             if state is None or state.leader not in self.cluster.snapshot.brokers:
                 return PartitionState(leader=-1, leader_epoch=state.leader_epoch if state else 0,
                                       isr=list(state.isr) if state else [], controller_epoch=-1)
@@ -420,6 +446,10 @@ class Broker:
             layout.set_partition_state(self.store, tp.topic, tp.partition, state, current[1].version)
         return partition
 
+    def _broker_metadatas(self) -> list:
+        from zk_compat.assignment import broker_metadatas
+        return broker_metadatas((b.id, b.rack) for b in self.live_brokers())
+
     def auto_create_topic(self, name: str) -> TopicInfo | None:
         if name in self.topics:
             return self.topics[name]
@@ -459,7 +489,10 @@ class Broker:
             if factor > len(live):
                 raise errors.InvalidReplicationFactorError(
                     f"replication factor {factor} is larger than the {len(live)} available broker(s)")
-            assignment = layout.assign_replicas_to_brokers(sorted(live), partitions, factor, rng=random.Random())
+            # rack-aware when every broker has broker.rack (Kafka's ENFORCED mode; a partial
+            # rack setup is refused rather than placed blindly)
+            assignment = layout.assign_replicas_to_brokers(self._broker_metadatas(), partitions, factor,
+                                                           rng=random.Random())
         info = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, configs)
         if validate_only:
             return info
@@ -517,7 +550,7 @@ class Broker:
         current = len(info.assignment)
         if count <= current:
             raise errors.InvalidPartitionsError(f"topic {name} has {current} partitions; {count} would not add any")
-        extra = layout.assign_replicas_for_new_partitions(info.assignment, sorted(b.id for b in self.live_brokers()),
+        extra = layout.assign_replicas_for_new_partitions(info.assignment, self._broker_metadatas(),
                                                           count)
         if validate_only:
             return

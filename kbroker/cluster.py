@@ -1,6 +1,7 @@
 """The cluster as one broker sees it in ZooKeeper mode: live brokers (``/brokers/ids``), the
-controller (``/controller``), topics with their assignment (``/brokers/topics``) and partition
-states (``.../partitions/<p>/state``).
+controller (``/controller``), topics with their assignment (``/brokers/topics``) and configs,
+and, for the controller only, partition states (``.../partitions/<p>/state``) and the admin
+requests (reassignment, preferred election, ISR change notices).
 
 Every watch (one-shot, ZooKeeper's) and every reconnect only asks for a re-read: ``_on_watch``
 posts to the broker's loop, where one refresh at a time reads the whole view again in an executor
@@ -31,6 +32,7 @@ class LiveBroker:
     host: str
     port: int
     rack: str | None
+    epoch: int = -1  # Kafka's broker epoch: the czxid of its registration (new at every restart)
 
 
 @dataclass
@@ -50,9 +52,9 @@ class Snapshot:
     deleting: list[str] = field(default_factory=list)  # /admin/delete_topics
 
 
-def _endpoint(info) -> LiveBroker:
+def _endpoint(info, epoch: int = -1) -> LiveBroker:
     ep = info.endpoints[0]
-    return LiveBroker(info.id, ep.host, ep.port, info.rack)
+    return LiveBroker(info.id, ep.host, ep.port, info.rack, epoch)
 
 
 class ClusterView:
@@ -61,6 +63,9 @@ class ClusterView:
         self.store = store
         self.loop = loop
         self.on_change = on_change
+        # Partition states matter only to the controller (brokers hear theirs through
+        # LeaderAndIsr/UpdateMetadata): given the controller id read, read and watch them?
+        self.wants_states: Callable[[int | None], bool] = lambda controller_id: True
         self.snapshot = Snapshot()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-view")
         self._watcher = self._on_watch  # one object, so re-arming is one entry in kazoo's tables
@@ -184,11 +189,11 @@ class ClusterView:
             if not child.isdigit():
                 continue
             try:
-                data, _ = store.get(BrokerIdZNode.path(int(child)))
+                data, stat = store.get(BrokerIdZNode.path(int(child)))
             except NoNodeError:
                 continue
             try:
-                snap.brokers[int(child)] = _endpoint(BrokerIdZNode.decode(int(child), data))
+                snap.brokers[int(child)] = _endpoint(BrokerIdZNode.decode(int(child), data), stat.czxid)
             except (ValueError, IndexError):
                 log.warning("unreadable registration of broker %s; ignored", child)
         snap.brokers = dict(sorted(snap.brokers.items()))
@@ -199,6 +204,7 @@ class ClusterView:
             except ValueError:
                 snap.controller_id = None
         self._follow_config_changes()
+        read_states = self.wants_states(snap.controller_id)
         for topic in sorted(self._children(TopicsZNode.path())):
             data = self._get(TopicZNode.path(topic))
             if data is None:
@@ -212,7 +218,7 @@ class ClusterView:
             if topic not in self._known_configs:  # read once, again after a change notification
                 self._known_configs[topic] = dict(layout.get_entity_config(store, "topics", topic))
             snap.configs[topic] = self._known_configs[topic]
-            for index in assignment.partitions:
+            for index in assignment.partitions if read_states else ():
                 found = self._get_with_version(TopicPartitionStateZNode.path(topic, index))
                 if found is not None:
                     snap.states[(topic, index)] = TopicPartitionStateZNode.decode(topic, index, found[0])

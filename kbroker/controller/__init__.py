@@ -1,5 +1,5 @@
-"""The controller (ZooKeeper mode), first step: election through ``/controller`` and
-``/controller_epoch``, and the partition states of new topics.
+"""The controller (ZooKeeper mode): election through ``/controller`` and ``/controller_epoch``,
+partition states, leader elections, and what it tells the brokers.
 
 Election (Kafka's ``KafkaController.elect``): whenever the cluster view shows no ``/controller``,
 every broker tries ``register_controller_and_increment_epoch``; one multi decides the winner. The
@@ -39,8 +39,10 @@ Reassignment and preferred leader election: ``kbroker.controller.reassignment``;
 preferred-leader rebalance (auto.leader.rebalance.enable) runs every
 leader.imbalance.check.interval.seconds from the broker's housekeeping (``auto_rebalance``).
 
-Not yet here: LeaderAndIsr/UpdateMetadata/StopReplica requests (brokers follow the state znodes
-by watches instead).
+Propagation (``kbroker.controller.channel``): after every view the controller sends each broker
+LeaderAndIsr for the partitions it holds, StopReplica for those it no longer holds, and
+UpdateMetadata with every partition's leader and ISR. Only the controller reads the partition
+state znodes; brokers take their roles from those requests.
 """
 from __future__ import annotations
 

@@ -138,3 +138,53 @@ def list_partition_reassignments(broker, header, request, conn):
             "adding_replicas": adding, "removing_replicas": removing})
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}
+
+
+# -- from the controller -------------------------------------------------------------------
+
+def _stale_controller(broker, request) -> bool:
+    """Kafka refuses requests of a controller older than the newest one it heard from."""
+    if request.controller_epoch < broker.metadata.controller_epoch:
+        return True
+    broker.metadata.controller_epoch = request.controller_epoch
+    return False
+
+
+@handles(4)
+def leader_and_isr(broker, header, request, conn):
+    if broker.replication is None or _stale_controller(broker, request):
+        return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
+    leaders = {b.broker_id: b for b in request.live_leaders}
+    results = []
+    for topic in request.topic_states:
+        for p in topic.partition_states:
+            code = 0
+            try:
+                broker.become_leader_or_follower(topic.topic_name, p, leaders.get(p.leader))
+            except errors.KafkaError as exc:
+                code = exc.code
+            except Exception:
+                log.exception("LeaderAndIsr for %s-%d failed", topic.topic_name, p.partition_index)
+                code = errors.UnknownServerError.code
+            results.append({"topic_name": topic.topic_name, "partition_index": p.partition_index, "error_code": code})
+    return {"error_code": 0, "partition_errors": results}
+
+
+@handles(5)
+def stop_replica(broker, header, request, conn):
+    if broker.replication is None or _stale_controller(broker, request):
+        return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
+    results = []
+    for topic in request.topics:
+        for index in topic.partition_indexes:
+            broker.stop_replica(topic.name, index, request.delete_partitions)
+            results.append({"topic_name": topic.name, "partition_index": index, "error_code": 0})
+    return {"error_code": 0, "partition_errors": results}
+
+
+@handles(6)
+def update_metadata(broker, header, request, conn):
+    if broker.replication is None or _stale_controller(broker, request):
+        return {"error_code": errors.StaleControllerEpochError.code}
+    broker.metadata.update(request)
+    return {"error_code": 0}

@@ -1,11 +1,12 @@
-"""Role changes of the partitions this broker hosts, from the partition states in ZooKeeper (what
-Kafka's LeaderAndIsr requests carry): become leader (stop fetching, own the ISR) or follower
-(fetch from the leader, after truncating by leader epoch)."""
+"""Role changes of the partitions this broker hosts, from the controller's LeaderAndIsr requests:
+become leader (stop fetching, own the ISR) or follower (fetch from the leader, after truncating
+by leader epoch). A state older (by zkVersion) than the one this broker already has is ignored:
+requests can cross the leader's own ISR writes."""
 from __future__ import annotations
 
 import logging
 
-from kbroker.cluster import Snapshot
+from kbroker.cluster import LiveBroker
 from kbroker.partition import Partition
 from kbroker.replication.fetcher import ReplicaFetcherManager
 from kbroker.replication.isr import IsrManager
@@ -28,7 +29,7 @@ class Replication:
         self.fetchers.stop()
 
     def apply(self, partition: Partition, state: PartitionState, zk_version: int, replicas: list[int],
-              snap: Snapshot) -> None:
+              leader: LiveBroker | None) -> None:
         if zk_version < partition.zk_version:
             return  # older than what this broker wrote or saw: the newer view is on its way
         me = self.broker.broker_id
@@ -44,7 +45,6 @@ class Replication:
         was_leader = partition.is_leader
         changed = partition.become_follower(state.leader, state.leader_epoch, list(state.isr), list(replicas),
                                             zk_version, state.controller_epoch)
-        leader = snap.brokers.get(state.leader)
         if was_leader:
             self.broker.on_append(partition)  # waiting produces learn they lost the leadership
             self._coordinator_moved(partition, False)

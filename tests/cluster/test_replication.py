@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker.coordinator.offsets_log import partition_for
 from zk_compat import layout
-from zk_compat.znodes import BrokerIdZNode
+from zk_compat.znodes import BrokerIdZNode, TopicZNode
 
 from .conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
 
@@ -409,3 +409,67 @@ def test_topic_config_change_reaches_every_broker(cluster):
         return next((c.value for c in configs if c.name == "retention.ms"), None)
     for broker in cluster.brokers.values():
         wait_until(lambda: seen_by(broker) == "123456", message=f"broker {broker.port} seeing retention.ms")
+
+
+def test_requests_of_an_older_controller_are_refused(cluster):
+    """LeaderAndIsr, StopReplica and UpdateMetadata carry the controller epoch; a broker refuses
+    one older than the newest it heard from (STALE_CONTROLLER_EPOCH) and changes nothing."""
+    import asyncio
+
+    from kbroker.replication.client import BrokerConnection
+    topic = "fenced"
+    _create(cluster, topic, 1)
+    epoch = layout.get_controller_epoch(cluster.store)[0]
+    state = _state(cluster, topic, 0)
+    target = cluster.brokers[state.leader]
+    old = {"controller_id": 99, "controller_epoch": epoch - 1, "broker_epoch": -1}
+
+    async def ask():
+        conn = BrokerConnection(target.host, target.port, "test", 10)
+        try:
+            lai = await conn.request(4, 4, {**old, "topic_states": [{"topic_name": topic, "partition_states": [{
+                "partition_index": 0, "controller_epoch": epoch - 1, "leader": -1, "leader_epoch": 99,
+                "isr": [], "zk_version": 1 << 30, "replicas": [1, 2, 3], "adding_replicas": [],
+                "removing_replicas": [], "is_new": False}]}], "live_leaders": []})
+            stop = await conn.request(5, 2, {**old, "delete_partitions": True,
+                                             "topics": [{"name": topic, "partition_indexes": [0]}]})
+            um = await conn.request(6, 6, {**old, "topic_states": [], "live_brokers": []})
+            return lai.error_code, stop.error_code, um.error_code
+        finally:
+            conn.close()
+    assert asyncio.run(ask()) == (11, 11, 11)  # STALE_CONTROLLER_EPOCH
+    assert (target.dirs / f"{topic}-0").is_dir()
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    producer.produce(topic, value=b"still led", partition=0)
+    assert producer.flush(30) == 0
+    assert _state(cluster, topic, 0).leader == state.leader
+
+
+def test_controller_and_topic_znodes_in_kafkas_json(cluster):
+    import json
+    import re
+    raw, stat = cluster.store.get("/controller")
+    controller = json.loads(raw)
+    assert list(controller) == ["version", "brokerid", "timestamp"]
+    assert controller["version"] == 1 and controller["brokerid"] in cluster.brokers
+    assert isinstance(controller["timestamp"], str) and controller["timestamp"].isdigit()
+    assert stat.ephemeral_owner != 0
+    epoch_raw, _ = cluster.store.get("/controller_epoch")
+    assert epoch_raw.decode().isdigit()
+    topic = "json-shape"
+    _create(cluster, topic, 2)
+    raw, _ = cluster.store.get(f"/brokers/topics/{topic}")
+    assignment = json.loads(raw)
+    # Kafka serialises a Scala Map: the keys come in the JVM's hash order, which the encoder reproduces
+    assert raw == TopicZNode.encode(TopicZNode.decode(topic, raw))
+    assert list(assignment) == ["partitions", "topic_id", "adding_replicas", "removing_replicas", "version"]
+    assert assignment["version"] == 3 and assignment["adding_replicas"] == {} == assignment["removing_replicas"]
+    assert sorted(assignment["partitions"]) == ["0", "1"]
+    assert all(sorted(r) == [1, 2, 3] for r in assignment["partitions"].values())
+    assert re.fullmatch(r"[A-Za-z0-9_-]{22}", assignment["topic_id"])
+    for p in range(2):
+        raw, _ = cluster.store.get(f"/brokers/topics/{topic}/partitions/{p}/state")
+        state = json.loads(raw)
+        assert sorted(state) == ["controller_epoch", "isr", "leader", "leader_epoch", "version"]
+        assert state["version"] == 1 and state["leader"] == assignment["partitions"][str(p)][0]
+        assert sorted(state["isr"]) == [1, 2, 3] and state["controller_epoch"] == int(epoch_raw)

@@ -190,3 +190,30 @@ def test_offset_for_leader_epoch_v4_is_flexible():
         "00" "00",                     # topic tags, request tags
     )
     assert bytes(encode_request(23, 4, 7, "c", body)) == expected
+
+
+def test_leader_and_isr_v2_request():
+    """v2: partitions grouped by topic, broker epoch; no adding/removing replicas (v3), not flexible."""
+    body = {"controller_id": 1, "controller_epoch": 2, "broker_epoch": 7, "topic_states": [{
+        "topic_name": "t", "partition_states": [{
+            "partition_index": 0, "controller_epoch": 2, "leader": 3, "leader_epoch": 4, "isr": [3, 1],
+            "zk_version": 5, "replicas": [3, 1], "is_new": True}]}],
+        "live_leaders": [{"broker_id": 3, "host_name": "h", "port": 9092}]}
+    expected = h(
+        "00000062",                    # size 98
+        "0004" "0002" "00000007" "0001" "63",
+        "00000001" "00000002",         # controller id, controller epoch
+        "0000000000000007",            # broker epoch (v2+)
+        "00000001" "0001" "74",        # topic_states: 1, "t"
+        "00000001",                    # partition_states: 1
+        "00000000" "00000002",         # partition 0, controller epoch 2
+        "00000003" "00000004",         # leader 3, leader epoch 4
+        "00000002" "00000003" "00000001",  # isr [3, 1]
+        "00000005",                    # zk_version
+        "00000002" "00000003" "00000001",  # replicas [3, 1]
+        "01",                          # is_new (v1+)
+        "00000001" "00000003" "0001" "68" "00002384",  # live_leaders: 3 at h:9092
+    )
+    assert bytes(encode_request(4, 2, 7, "c", body)) == expected
+    _, decoded = decode_request(expected[4:], strict=True)
+    assert decoded.topic_states[0].partition_states[0].isr == [3, 1]

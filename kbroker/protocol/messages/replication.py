@@ -36,6 +36,82 @@ CONTROLLED_SHUTDOWN = api(7, "ControlledShutdown", "0-3", flexible=3, request=""
       partition_index          int32                v0+
 """)
 
+# Controller -> broker. Only the versions where partitions are grouped by topic are declared:
+# v2 adds the broker epoch and the grouping, v3 adding/removing replicas, v4 is flexible.
+LEADER_AND_ISR = api(4, "LeaderAndIsr", "2-4", flexible=4, request="""
+    controller_id              int32                v0+
+    controller_epoch           int32                v0+
+    broker_epoch               int64                v2+    default=-1
+    topic_states               [LeaderAndIsrTopicState]  v2+
+      topic_name               string               v2+
+      partition_states         [LeaderAndIsrPartitionState]  v2+
+        partition_index        int32                v0+
+        controller_epoch       int32                v0+
+        leader                 int32                v0+
+        leader_epoch           int32                v0+
+        isr                    [int32]              v0+
+        zk_version             int32                v0+
+        replicas               [int32]              v0+
+        adding_replicas        [int32]              v3+
+        removing_replicas      [int32]              v3+
+        is_new                 bool                 v1+
+    live_leaders               [LeaderAndIsrLiveLeader]  v0+
+      broker_id                int32                v0+
+      host_name                string               v0+
+      port                     int32                v0+
+""", response="""
+    error_code                 int16                v0+
+    partition_errors           [LeaderAndIsrPartitionError]  v0+
+      topic_name               string               v0+
+      partition_index          int32                v0+
+      error_code               int16                v0+
+""")
+
+# v1 adds the broker epoch and groups partitions by topic; v2 is flexible.
+STOP_REPLICA = api(5, "StopReplica", "1-2", flexible=2, request="""
+    controller_id              int32                v0+
+    controller_epoch           int32                v0+
+    broker_epoch               int64                v1+    default=-1
+    delete_partitions          bool                 v0-2
+    topics                     [StopReplicaTopicV1] v1-2
+      name                     string               v1-2
+      partition_indexes        [int32]              v1-2
+""", response="""
+    error_code                 int16                v0+
+    partition_errors           [StopReplicaPartitionError]  v0+
+      topic_name               string               v0+
+      partition_index          int32                v0+
+      error_code               int16                v0+
+""")
+
+# v5 adds the broker epoch and groups partitions by topic; v6 is flexible.
+UPDATE_METADATA = api(6, "UpdateMetadata", "5-6", flexible=6, request="""
+    controller_id              int32                v0+
+    controller_epoch           int32                v0+
+    broker_epoch               int64                v5+    default=-1
+    topic_states               [UpdateMetadataTopicState]  v5+
+      topic_name               string               v5+
+      partition_states         [UpdateMetadataPartitionState]  v5+
+        partition_index        int32                v0+
+        controller_epoch       int32                v0+
+        leader                 int32                v0+
+        leader_epoch           int32                v0+
+        isr                    [int32]              v0+
+        zk_version             int32                v0+
+        replicas               [int32]              v0+
+        offline_replicas       [int32]              v4+
+    live_brokers               [UpdateMetadataBroker]  v0+
+      id                       int32                v0+
+      endpoints                [UpdateMetadataEndpoint]  v1+
+        port                   int32                v1+
+        host                   string               v1+
+        listener               string               v3+
+        security_protocol      int16                v1+
+      rack                     string               v2+    nullable
+""", response="""
+    error_code                 int16                v0+
+""")
+
 # KIP-455: what kafka-reassign-partitions.sh --bootstrap-server sends. Null replicas cancel.
 ALTER_PARTITION_REASSIGNMENTS = api(45, "AlterPartitionReassignments", "0", flexible=0, request="""
     timeout_ms                 int32                v0+    default=60000
@@ -74,4 +150,4 @@ LIST_PARTITION_REASSIGNMENTS = api(46, "ListPartitionReassignments", "0", flexib
         removing_replicas      [int32]              v0+
 """)
 
-APIS = (OFFSET_FOR_LEADER_EPOCH, CONTROLLED_SHUTDOWN, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
+APIS = (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, OFFSET_FOR_LEADER_EPOCH, CONTROLLED_SHUTDOWN, ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)

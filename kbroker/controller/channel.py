@@ -1,0 +1,206 @@
+"""The controller's requests to brokers (Kafka's ControllerChannelManager): LeaderAndIsr,
+StopReplica and UpdateMetadata over the Kafka protocol.
+
+After every view of the cluster the active controller works out what each live broker must know:
+the state of every partition it holds a replica of (LeaderAndIsr), the partitions it no longer
+holds (StopReplica with delete), and the cluster's metadata (UpdateMetadata: live brokers and
+every partition's leader and ISR). One sender per broker sends what differs from what that
+broker last acknowledged, in that order, one request at a time; a failed send is retried from a
+fresh difference, so a broker that missed a request, restarted (new broker epoch) or answers a
+new controller gets the whole picture again. LeaderAndIsr goes out when a partition's leader,
+leader epoch or replicas change; ISR changes a leader made itself reach the others through
+UpdateMetadata only, as in Kafka.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from kbroker import errors
+from kbroker.cluster import LiveBroker, Snapshot
+from kbroker.replication.client import BrokerConnection
+from zk_compat.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+LEADER_AND_ISR_VERSION = 4
+STOP_REPLICA_VERSION = 2
+UPDATE_METADATA_VERSION = 6
+
+
+@dataclass(frozen=True)
+class ReplicaState:
+    """What one broker is told of one partition by LeaderAndIsr."""
+    state: PartitionState
+    zk_version: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @property
+    def key(self) -> tuple:
+        return self.state.leader, self.state.leader_epoch, self.replicas, self.adding, self.removing
+
+
+class BrokerChannel:
+    def __init__(self, owner: "ControllerChannel", target: LiveBroker) -> None:
+        self.owner = owner
+        self.target = target
+        self.connection = BrokerConnection(target.host, target.port, f"controller-{owner.broker_id}",
+                                           owner.timeout_s)
+        self.desired: dict[tuple[str, int], ReplicaState] = {}
+        self.acked: dict[tuple[str, int], tuple] = {}
+        self.acked_metadata = -1
+        self._wake = asyncio.Event()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def update(self, desired: dict[tuple[str, int], ReplicaState]) -> None:
+        self.desired = desired
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._task.cancel()
+        self.connection.close()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._send_differences()
+            except asyncio.CancelledError:
+                raise
+            except OSError as exc:
+                log.info("controller %d -> broker %d: %s; retrying", self.owner.broker_id, self.target.id, exc)
+                self.connection.close()
+                await asyncio.sleep(self.owner.backoff_s)
+                self._wake.set()
+            except Exception:
+                log.exception("controller %d -> broker %d failed; retrying", self.owner.broker_id, self.target.id)
+                self.connection.close()
+                await asyncio.sleep(self.owner.backoff_s)
+                self._wake.set()
+
+    async def _send_differences(self) -> None:
+        owner = self.owner
+        changed = {tp: rs for tp, rs in self.desired.items() if self.acked.get(tp) != rs.key}
+        if changed:
+            response = await self.connection.request(4, LEADER_AND_ISR_VERSION, owner.leader_and_isr(changed))
+            if response.error_code:
+                raise OSError(f"LeaderAndIsr refused: {errors.for_code(response.error_code).__name__}")
+            for tp, rs in changed.items():
+                self.acked[tp] = rs.key
+        gone = sorted(tp for tp in self.acked if tp not in self.desired)
+        if gone:
+            response = await self.connection.request(5, STOP_REPLICA_VERSION, owner.stop_replica(gone))
+            if response.error_code:
+                raise OSError(f"StopReplica refused: {errors.for_code(response.error_code).__name__}")
+            for tp in gone:
+                self.acked.pop(tp, None)
+        version = owner.metadata_version
+        if version != self.acked_metadata:
+            response = await self.connection.request(6, UPDATE_METADATA_VERSION, owner.metadata_request)
+            if response.error_code:
+                raise OSError(f"UpdateMetadata refused: {errors.for_code(response.error_code).__name__}")
+            self.acked_metadata = version
+        if self.desired is not None and any(self.acked.get(tp) != rs.key for tp, rs in self.desired.items()):
+            self._wake.set()  # changed while we were sending
+
+
+class ControllerChannel:
+    def __init__(self, broker) -> None:
+        self.broker = broker
+        self.broker_id = broker.broker_id
+        cfg = broker.config
+        self.timeout_s = cfg.request_timeout_ms / 1000
+        self.backoff_s = 0.2
+        self.channels: dict[int, BrokerChannel] = {}
+        self.metadata_version = 0
+        self.metadata_request: dict = {}
+        self._metadata_key: tuple | None = None
+        self._leaders: dict[int, LiveBroker] = {}
+
+    def stop(self) -> None:
+        for channel in self.channels.values():
+            channel.stop()
+        self.channels.clear()
+        self._metadata_key = None
+
+    def sync(self, snap: Snapshot, controller_epoch: int) -> None:
+        """Bring every live broker's channel up to this view (call on the loop)."""
+        self.controller_epoch = controller_epoch
+        self._leaders = snap.brokers
+        desired: dict[int, dict[tuple[str, int], ReplicaState]] = {b: {} for b in snap.brokers}
+        for (topic, index), state in snap.states.items():
+            replicas = snap.assignments.get(topic, {}).get(index)
+            if not replicas:
+                continue
+            adding, removing = snap.moving.get((topic, index), ([], []))
+            rs = ReplicaState(state, snap.state_versions.get((topic, index), -1), tuple(replicas), tuple(adding),
+                              tuple(removing))
+            for b in replicas:
+                if b in desired:
+                    desired[b][(topic, index)] = rs
+        key = (tuple(sorted(snap.brokers.items())),
+               tuple(sorted((tp, s.leader, s.leader_epoch, tuple(s.isr), snap.state_versions.get(tp, -1))
+                            for tp, s in snap.states.items())),
+               tuple(sorted((t, tuple(sorted((p, tuple(r)) for p, r in a.items()))) for t, a in snap.assignments.items())),
+               controller_epoch)
+        if key != self._metadata_key:
+            self._metadata_key = key
+            self.metadata_version += 1
+            self.metadata_request = self._update_metadata(snap)
+        for broker_id in list(self.channels):
+            channel = self.channels[broker_id]
+            live = snap.brokers.get(broker_id)
+            if live is None or live.epoch != channel.target.epoch or (live.host, live.port) != (
+                    channel.target.host, channel.target.port):
+                channel.stop()  # gone, or registered again: a new channel starts from nothing
+                del self.channels[broker_id]
+        for broker_id, target in snap.brokers.items():
+            channel = self.channels.get(broker_id)
+            if channel is None:
+                channel = self.channels[broker_id] = BrokerChannel(self, target)
+            channel.update(desired[broker_id])
+
+    # -- request bodies ------------------------------------------------------------------------
+
+    def leader_and_isr(self, changed: dict[tuple[str, int], ReplicaState]) -> dict:
+        by_topic: dict[str, list[dict]] = {}
+        leaders = set()
+        for (topic, index), rs in sorted(changed.items()):
+            s = rs.state
+            by_topic.setdefault(topic, []).append({
+                "partition_index": index, "controller_epoch": s.controller_epoch, "leader": s.leader,
+                "leader_epoch": s.leader_epoch, "isr": list(s.isr), "zk_version": rs.zk_version,
+                "replicas": list(rs.replicas), "adding_replicas": list(rs.adding),
+                "removing_replicas": list(rs.removing), "is_new": False})
+            leaders.add(s.leader)
+        return {"controller_id": self.broker_id, "controller_epoch": self.controller_epoch, "broker_epoch": -1,
+                "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()],
+                "live_leaders": [{"broker_id": b.id, "host_name": b.host, "port": b.port}
+                                 for b in (self._leaders.get(i) for i in sorted(leaders)) if b is not None]}
+
+    def stop_replica(self, partitions: list[tuple[str, int]]) -> dict:
+        by_topic: dict[str, list[int]] = {}
+        for topic, index in partitions:
+            by_topic.setdefault(topic, []).append(index)
+        return {"controller_id": self.broker_id, "controller_epoch": self.controller_epoch, "broker_epoch": -1,
+                "delete_partitions": True,
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+
+    def _update_metadata(self, snap: Snapshot) -> dict:
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, index), s in sorted(snap.states.items()):
+            replicas = snap.assignments.get(topic, {}).get(index, [])
+            by_topic.setdefault(topic, []).append({
+                "partition_index": index, "controller_epoch": s.controller_epoch, "leader": s.leader,
+                "leader_epoch": s.leader_epoch, "isr": list(s.isr),
+                "zk_version": snap.state_versions.get((topic, index), -1), "replicas": list(replicas),
+                "offline_replicas": [r for r in replicas if r not in snap.brokers]})
+        return {"controller_id": self.broker_id, "controller_epoch": self.controller_epoch, "broker_epoch": -1,
+                "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()],
+                "live_brokers": [{"id": b.id, "endpoints": [{"port": b.port, "host": b.host, "listener": "PLAINTEXT",
+                                                             "security_protocol": 0}], "rack": b.rack}
+                                 for b in snap.brokers.values()]}

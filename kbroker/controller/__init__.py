@@ -93,6 +93,7 @@ class Controller:
         wrote = self._create_missing_states(snap) or wrote
         wrote = self._elect_offline_leaders(snap) or wrote
         wrote = self._remove_dead_followers(snap) or wrote
+        wrote = self._drop_non_replicas(snap) or wrote
         if self.active:
             wrote = reassignment.start_requested(self, snap) or wrote
             wrote = reassignment.progress(self, snap) or wrote
@@ -181,6 +182,34 @@ class Controller:
             log.info("controller %d removed dead replicas from the ISR of %s-%d: ISR %s (leader epoch %d)",
                      self.broker_id, topic, index, isr, new.leader_epoch)
             wrote = True
+        return wrote
+
+    def _drop_non_replicas(self, snap: Snapshot) -> bool:
+        """An ISR (or leader) naming a broker that is no longer a replica (a cancelled
+        reassignment had added it) is cut back to the replicas, leader_epoch + 1."""
+        wrote = False
+        live = set(snap.brokers) - self.shutting_down
+        for (topic, index), state in sorted(snap.states.items()):
+            replicas = snap.assignments.get(topic, {}).get(index)
+            if not self.active or not replicas or (
+                    all(r in replicas for r in state.isr) and (state.leader < 0 or state.leader in replicas)):
+                continue
+            found = layout.get_partition_state(self.store, topic, index)
+            if found is None:
+                continue
+            state, stat = found
+            isr = [r for r in state.isr if r in replicas]
+            leader = state.leader
+            if leader >= 0 and leader not in replicas:
+                leader = next((r for r in replicas if r in isr and r in live), -1)
+            if not isr:
+                continue  # nothing in sync among the replicas: leave it to the leader elections
+            new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                 controller_epoch=self.epoch)
+            if self._write_state(topic, index, new, stat.version):
+                log.info("controller %d: %s-%d back to its replicas %s: leader %d, ISR %s", self.broker_id, topic,
+                         index, replicas, leader, isr)
+                wrote = True
         return wrote
 
     def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool:

@@ -404,3 +404,25 @@ def test_additional_move_retargets_a_move_under_way(cluster, tmp_path):
     _no_request_left(cluster)
     got = _consume_all(cluster.bootstrap, "retarget", 1, 300)
     assert [v for _, v in got[0]] == [f"m{i}".encode() for i in range(300)]
+
+
+def test_cancel_after_an_added_replica_joined_the_isr_leaves_only_replicas_in_it(cluster, tmp_path):
+    """A move from [c] to [c, o, s] with s stopped: o catches up and joins the ISR, the move cannot
+    finish; cancelling it returns the assignment to [c], and the controller takes o out of the ISR."""
+    controller = layout.get_controller_id(cluster.store)
+    other, slow = sorted(BROKERS - {controller})
+    wait_until(lambda: all(cluster.store.exists(BrokerIdZNode.path(i)) for i in BROKERS),
+               timeout=SESSION_TIMEOUT_MS / 1000 + 20, message="every broker registered")
+    _create(cluster, "joined", replica_assignment=[[controller]])
+    _produce(cluster, "joined", 100, 1)
+    grow = plan(tmp_path, "grow3", {("joined", 0): [controller, other, slow]})
+    with _stopped(cluster, slow):
+        ok(reassign(cluster, "--execute", "--reassignment-json-file", grow))
+        wait_until(lambda: other in _state(cluster, "joined", 0).isr, timeout=30, message=f"{other} in the ISR")
+        ok(reassign(cluster, "--cancel", "--reassignment-json-file", grow))
+        wait_until(lambda: _state(cluster, "joined", 0).isr == [controller], timeout=10,
+                   message="the ISR cut back to the replicas")
+        assert _assignment(cluster, "joined").partitions[0] == [controller]
+        assert _state(cluster, "joined", 0).leader == controller
+    got = _consume_all(cluster.bootstrap, "joined", 1, 100)
+    assert len(got[0]) == 100

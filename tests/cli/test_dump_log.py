@@ -16,6 +16,8 @@ def test_dump_log_of_the_brokers_segment(broker, kbroker, unique):
     # a long linger keeps each group of records in one batch; flush() sends it at once
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5000,
                          "compression.type": "none"})
+    # the leader known first: records produced before it would queue apart and leave in separate batches
+    assert producer.list_topics(topic, timeout=10).topics[topic].partitions[0].leader >= 0
     for size in (3, 1, 5):
         for i in range(size):
             producer.produce(topic, value=b"v%d" % i, key=b"k", partition=0)

@@ -25,6 +25,7 @@ from kbroker._core import records as core_records
 from kbroker.log import FileSlice, PartitionLog, TopicPartition
 from kbroker.log.partition_log import AppendResult
 from kbroker.log.producer_state import ProducerStateManager
+from kbroker.txn import markers
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +42,7 @@ class ReadResult(NamedTuple):
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
+    aborted: list | None = None  # read_committed: AbortedTxn the records may contain
 
 
 @dataclass
@@ -75,16 +77,30 @@ class Partition:
             self.leader_id = -1  # neither leader nor follower until the partition state says
 
     def _rebuild_producer_state(self) -> None:
-        """Replay batch headers so sequence checks survive a restart (and a truncation)."""
+        """Replay batch headers so sequence checks and open transactions survive a restart (and
+        a truncation)."""
         self.producer_state = ProducerStateManager()
         for header in self.log.batch_headers(self.log.log_start_offset):
             self._track_producer(header)
 
-    def _track_producer(self, header) -> None:
-        if header.producer_id >= 0 and not header.is_control:
-            self.producer_state.update(header.producer_id, header.producer_epoch, header.base_sequence,
-                                       header.last_sequence, header.base_offset, header.last_offset,
-                                       header.max_timestamp)
+    def _track_producer(self, header, batch: memoryview | None = None) -> None:
+        """Producer state from one batch header; a control batch's marker type needs its bytes
+        (read from the log when not given)."""
+        if header.producer_id < 0:
+            return
+        if header.is_control:
+            if batch is None:
+                batch = memoryview(self.log.read_bytes(header.base_offset, header.size))[:header.size]
+            kind = markers.marker_type(batch)
+            if kind is not None:
+                self.producer_state.complete(header.producer_id, header.producer_epoch, header.base_offset,
+                                             kind == markers.COMMIT)
+            return
+        self.producer_state.update(header.producer_id, header.producer_epoch, header.base_sequence,
+                                   header.last_sequence, header.base_offset, header.last_offset,
+                                   header.max_timestamp)
+        if header.is_transactional:
+            self.producer_state.begin(header.producer_id, header.base_offset)
 
     @property
     def high_watermark(self) -> int:
@@ -164,8 +180,28 @@ class Partition:
             self.producer_state.update(info.producer_id, info.producer_epoch, info.base_sequence,
                                        info.last_sequence, result.first_offset, result.last_offset,
                                        result.max_timestamp)
+            if info.is_transactional:
+                self.producer_state.begin(info.producer_id, result.first_offset)
         self.maybe_advance_high_watermark()
         return result
+
+    def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
+        """WriteTxnMarkers: append the COMMIT/ABORT control batch that closes the producer's
+        transaction here; returns its offset. An older producer epoch is refused."""
+        self.producer_state.check_marker_epoch(producer_id, producer_epoch)
+        batch = markers.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, int(time.time() * 1000))
+        info = core_records.validate(batch, len(batch), False)
+        result = self.log.append_validated(batch, info, self.leader_epoch)
+        self.producer_state.complete(producer_id, producer_epoch, result.first_offset, commit)
+        self.maybe_advance_high_watermark()
+        return result.first_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below the oldest open transaction and the high watermark: what read_committed sees."""
+        first = self.producer_state.first_unstable_offset()
+        hw = self.log.high_watermark
+        return hw if first is None else min(first, hw)
 
     def update_follower(self, replica_id: int, fetch_offset: int, now: int) -> None:
         """A follower's Fetch: its fetch offset is its log end offset (Kafka's updateFetchState)."""
@@ -244,7 +280,7 @@ class Partition:
                     appended = valid
                     for header in headers:
                         if header.base_offset >= leo:
-                            self._track_producer(header)
+                            self._track_producer(header, batches[header.position:header.position + header.size])
         plog.update_high_watermark(min(leader_high_watermark, plog.log_end_offset))
         return appended
 
@@ -254,7 +290,7 @@ class Partition:
         log.info("%s: truncating from %d to %d (leader epoch %d)", self.tp, self.log.log_end_offset, offset,
                  self.leader_epoch)
         self.log.truncate_to(offset)
-        self.producer_state.truncate_from(offset)
+        self._rebuild_producer_state()  # open and aborted transactions included
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         log.info("%s: log restarts at %d (below the leader's log start offset)", self.tp, offset)
@@ -265,18 +301,31 @@ class Partition:
 
     def read(self, offset: int, max_bytes: int, isolation_level: int, from_follower: bool,
              min_one_batch: bool) -> ReadResult:
+        """Followers read to the log end, read_uncommitted consumers to the high watermark,
+        read_committed ones to the last stable offset, with the aborted transactions in range."""
         plog = self.log
         hw = plog.high_watermark
-        upper = None if from_follower else hw  # no transactions yet: the LSO is the high watermark
+        lso = self.last_stable_offset
+        if from_follower:
+            upper = None
+        else:
+            upper = lso if isolation_level == READ_COMMITTED else hw
         records = plog.read(offset, max_bytes, upper, min_one_batch)
-        return ReadResult(records, hw, hw, plog.log_start_offset)
+        aborted = None
+        if isolation_level == READ_COMMITTED and not from_follower:
+            # every aborted transaction overlapping [offset, upper): a superset of those in the
+            # returned bytes, which clients filter by producer id and offsets anyway
+            aborted = self.producer_state.aborted_between(offset, upper) if records is not None else []
+        return ReadResult(records, hw, lso, plog.log_start_offset, aborted)
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int] | None:
-        """ListOffsets: latest answers the high watermark (what consumers can read), as Kafka."""
+        """ListOffsets: latest answers the high watermark (read_uncommitted) or the last stable
+        offset (read_committed), what those consumers can read, as Kafka."""
+        bound = self.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
         if timestamp == -1:
-            return self.log.high_watermark, -1
+            return bound, -1
         found = self.log.offset_for_timestamp(timestamp)
-        if found is not None and found[0] >= self.log.high_watermark:
+        if found is not None and found[0] >= bound:
             return None
         return found
 

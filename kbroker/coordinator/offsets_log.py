@@ -344,9 +344,11 @@ def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def build_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytearray:
+def build_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, *, attributes: int = 0,
+                producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytearray:
     """One uncompressed magic-2 batch of (key, value) records, all stamped ``timestamp_ms``
-    (CreateTime), shaped as a client sends it: baseOffset 0, partitionLeaderEpoch -1, no producer."""
+    (CreateTime), shaped as a client sends it: baseOffset 0, partitionLeaderEpoch -1; no producer
+    unless given (transaction markers carry one, with the control and transactional bits)."""
     if not records:
         raise ValueError("a batch needs at least one record")
     body = bytearray()
@@ -365,8 +367,8 @@ def build_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int
         _varint(body, len(rec))
         body += rec
     n = len(records)
-    batch = bytearray(_BATCH_HEADER.pack(0, _BATCH_HEADER.size - 12 + len(body), -1, 2, 0, 0, n - 1,
-                                         timestamp_ms, timestamp_ms, -1, -1, -1, n))
+    batch = bytearray(_BATCH_HEADER.pack(0, _BATCH_HEADER.size - 12 + len(body), -1, 2, 0, attributes, n - 1,
+                                         timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, n))
     batch += body
     struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[_CRC_START:]))
     return batch

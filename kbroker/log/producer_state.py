@@ -6,7 +6,13 @@ the last 5 batches is a duplicate, acknowledged with its original offsets and no
 anything else is OUT_OF_ORDER_SEQUENCE_NUMBER; an older epoch is INVALID_PRODUCER_EPOCH. A broker
 with no state for a producer accepts any sequence, as Kafka 2.8 does.
 
-The state is rebuilt from batch headers when a log is opened (see PartitionLog), so it survives
+Transactions (KIP-98): a producer's first transactional batch opens its transaction at that
+offset; the commit or abort marker closes it. The first offset of the oldest open transaction
+bounds the last stable offset (what read_committed consumers may see); aborted transactions are
+remembered (producer id, first offset, marker offset) so that Fetch can tell read_committed
+consumers which batches to skip (Kafka's .txnindex, held in memory here).
+
+The state is rebuilt from batch headers when a log is opened (see Partition), so it survives
 restarts without a separate snapshot file.
 """
 from __future__ import annotations
@@ -49,9 +55,50 @@ def next_sequence(sequence: int) -> int:
     return 0 if sequence == INT32_MAX else sequence + 1
 
 
+@dataclass(frozen=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the abort marker's offset
+
+
 class ProducerStateManager:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+        self.aborted: list[AbortedTxn] = []  # in marker order
+
+    # -- transactions ------------------------------------------------------------------------
+
+    def begin(self, producer_id: int, first_offset: int) -> None:
+        """A transactional batch at ``first_offset``: opens the producer's transaction if none is."""
+        self.ongoing.setdefault(producer_id, first_offset)
+
+    def complete(self, producer_id: int, epoch: int, marker_offset: int, commit: bool) -> None:
+        """A commit/abort marker at ``marker_offset`` closes the producer's transaction."""
+        first = self.ongoing.pop(producer_id, None)
+        if not commit and first is not None:
+            self.aborted.append(AbortedTxn(producer_id, first, marker_offset))
+        entry = self.producers.get(producer_id)
+        if entry is None or epoch > entry.epoch:
+            self.producers[producer_id] = ProducerEntry(epoch)
+
+    def check_marker_epoch(self, producer_id: int, epoch: int) -> None:
+        entry = self.producers.get(producer_id)
+        if entry is not None and epoch < entry.epoch:
+            raise errors.InvalidProducerEpochError(
+                f"marker of producer {producer_id} has epoch {epoch}, older than the current {entry.epoch}")
+
+    def first_unstable_offset(self) -> int | None:
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def aborted_between(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions a read of [start, end) may meet (Kafka's collectAbortedTxns:
+        marker at or after ``start``, first offset before ``end``)."""
+        return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
+
+    def forget_aborted_before(self, log_start_offset: int) -> None:
+        self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
 
     def check(self, producer_id: int, epoch: int, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
         """Raise the Kafka error for a batch that must be refused; return the cached batch for a
@@ -89,6 +136,8 @@ class ProducerStateManager:
 
     def truncate_from(self, offset: int) -> None:
         """Forget batches at or above ``offset`` (the log was truncated there)."""
+        self.ongoing = {pid: first for pid, first in self.ongoing.items() if first < offset}
+        self.aborted = [a for a in self.aborted if a.last_offset < offset]
         for producer_id, entry in list(self.producers.items()):
             kept = [b for b in entry.batches if b.last_offset < offset]
             entry.batches.clear()

@@ -1,0 +1,99 @@
+"""Transactions at the partition, over real logs: a transactional batch opens its producer's
+transaction, the last stable offset stops read_committed reads before it, COMMIT/ABORT markers
+close it, aborted transactions are listed for read_committed fetches, and all of it is rebuilt
+from the log when the partition is opened again or truncated."""
+from __future__ import annotations
+
+import pytest
+
+from kbroker import errors
+from kbroker._core import records
+from kbroker.log import LogConfig, PartitionLog, TopicPartition
+from kbroker.log.producer_state import AbortedTxn
+from kbroker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
+from kbroker.txn import markers
+from tests.log.helpers import make_batch, read_all
+
+TP = TopicPartition("txn", 0)
+
+
+def _open(tmp_path, appender) -> Partition:
+    plog = PartitionLog(tmp_path / str(TP), TP, LogConfig(), appender)
+    return Partition(TP, plog, 1)  # a single replica: the high watermark follows every append
+
+
+def _txn_batch(pid: int, seq: int, n: int = 2, epoch: int = 0):
+    return make_batch(n, producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=True)
+
+
+def _kinds(data: bytes) -> list[tuple[int, bool]]:
+    headers, _, _ = records.scan_batches(data, verify_crc=True)
+    return [(h.base_offset, h.is_control) for h in headers]
+
+
+def test_open_transaction_bounds_read_committed(tmp_path, appender):
+    p = _open(tmp_path, appender)
+    p.append_as_leader(make_batch(3), 1)                  # 0-2, not transactional
+    p.append_as_leader(_txn_batch(7, 0), 1)               # 3-4, producer 7 opens at 3
+    p.append_as_leader(make_batch(1), 1)                  # 5
+    assert (p.high_watermark, p.last_stable_offset) == (6, 3)
+    committed = p.read(0, 1 << 20, READ_COMMITTED, False, True)
+    assert committed.last_stable_offset == 3 and committed.aborted == []
+    assert [o for o, _ in _kinds(p.log.read_bytes(0, committed.records.length))] == [0]
+    uncommitted = p.read(0, 1 << 20, READ_UNCOMMITTED, False, True)
+    assert uncommitted.records.length > committed.records.length and uncommitted.aborted is None
+    assert p.offset_for_timestamp(-1, READ_COMMITTED) == (3, -1)
+    assert p.offset_for_timestamp(-1, READ_UNCOMMITTED) == (6, -1)
+    marker = p.write_marker(7, 0, commit=True, coordinator_epoch=1)
+    assert marker == 6 and p.last_stable_offset == 7 == p.high_watermark
+    assert _kinds(read_all(p.log))[-1] == (6, True)
+    assert p.read(0, 1 << 20, READ_COMMITTED, False, True).aborted == []
+
+
+def test_aborted_transactions_are_listed_for_read_committed(tmp_path, appender):
+    p = _open(tmp_path, appender)
+    p.append_as_leader(_txn_batch(7, 0), 1)               # 0-1
+    p.append_as_leader(_txn_batch(8, 0), 1)               # 2-3
+    p.write_marker(7, 0, commit=False, coordinator_epoch=1)   # 4: abort 7
+    assert p.last_stable_offset == 2                       # 8 still open
+    p.write_marker(8, 0, commit=True, coordinator_epoch=1)    # 5: commit 8
+    result = p.read(0, 1 << 20, READ_COMMITTED, False, True)
+    assert result.last_stable_offset == 6
+    assert result.aborted == [AbortedTxn(7, 0, 4)]
+    assert p.read(5, 1 << 20, READ_COMMITTED, False, True).aborted == []  # past the abort marker
+
+
+def test_transactions_are_rebuilt_when_the_log_is_opened_again(tmp_path, appender):
+    p = _open(tmp_path, appender)
+    p.append_as_leader(_txn_batch(7, 0), 1)
+    p.write_marker(7, 0, commit=False, coordinator_epoch=1)
+    p.append_as_leader(_txn_batch(9, 0), 1)               # 3-4, left open
+    p.log.close()
+    again = _open(tmp_path, appender)
+    assert again.producer_state.aborted == [AbortedTxn(7, 0, 2)]
+    assert again.producer_state.ongoing == {9: 3}
+    assert again.last_stable_offset == 3
+
+
+def test_truncating_a_marker_reopens_its_transaction(tmp_path, appender):
+    p = _open(tmp_path, appender)
+    p.append_as_leader(_txn_batch(7, 0), 1)               # 0-1
+    p.write_marker(7, 0, commit=False, coordinator_epoch=1)   # 2
+    p.truncate_to(2)
+    assert p.producer_state.aborted == [] and p.producer_state.ongoing == {7: 0}
+
+
+def test_a_marker_of_an_older_producer_epoch_is_refused(tmp_path, appender):
+    p = _open(tmp_path, appender)
+    p.append_as_leader(_txn_batch(7, 0, epoch=3), 1)
+    with pytest.raises(errors.InvalidProducerEpochError):
+        p.write_marker(7, 2, commit=True, coordinator_epoch=1)
+    assert p.producer_state.ongoing == {7: 0}
+
+
+def test_marker_type_round_trip():
+    assert markers.marker_type(markers.control_batch(1, 0, True, 4, 0)) == markers.COMMIT
+    assert markers.marker_type(markers.control_batch(1, 0, False, 4, 0)) == markers.ABORT
+    batch = markers.control_batch(1, 0, True, 4, 0)
+    header = records.parse_header(batch)
+    assert header.is_control and header.is_transactional and header.producer_id == 1

@@ -1,0 +1,468 @@
+"""Kafka's legacy message formats (magic 0 and 1, "message sets") and conversion to and from
+record batches (magic 2), for clients older than Kafka 0.11 (Produce v0-2, Fetch v0-3).
+
+A message set is a sequence of entries, all big-endian::
+
+    offset i64, size i32, crc u32, magic i8, attributes i8, [timestamp i64: magic 1],
+    key_length i32, key, value_length i32, value        (lengths -1 = null)
+
+``size`` counts from the CRC on; the CRC is CRC-32 (IEEE, zlib's) of magic..end. Attributes:
+codec in bits 0-2 (1 gzip, 2 snappy, 3 lz4), timestamp type in bit 3 (magic 1: 1 = LogAppendTime).
+A compressed entry ("wrapper") carries a whole inner message set, compressed, as its value. For
+magic 1 the inner offsets are relative (0..n-1) and the wrapper's offset is the absolute offset of
+the last inner message; for magic 0 inner offsets are absolute. Snappy is the xerial block framing
+(raw snappy is accepted too, as Kafka's SnappyInputStream does); LZ4 is the LZ4 frame format, but
+for magic 0 Kafka computed the frame header checksum over the magic number too, so it is ignored
+when reading magic 0 and written that broken way for magic 0.
+
+Produce v0-2 messages are up-converted into one magic-2 batch (uncompressed, or compressed with
+the codec the producer used), as Kafka's LogValidator does: magic 0 messages have no timestamp
+(NO_TIMESTAMP, -1, under CreateTime); the log then assigns offsets as for any batch. Fetch v0-3
+down-converts stored batches into uncompressed magic-1 (v2-3) or magic-0 (v0-1) messages that keep
+their offsets; control batches are skipped.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Iterable, NamedTuple
+
+from kbroker import errors
+from kbroker._core import records as core_records
+from kbroker.log.compression import decompress_records
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+CODEC_MASK = 0x07
+TIMESTAMP_TYPE_MASK = 0x08          # magic 1 attributes and batch attributes alike
+NO_TIMESTAMP = -1
+LOG_OVERHEAD = 12                    # offset + size
+RECORD_OVERHEAD = {0: 14, 1: 22}     # crc + magic + attributes + [timestamp] + key length + value length
+MAGIC_OFFSET = 16                    # the magic byte sits at byte 16 in both formats
+
+_ENTRY = struct.Struct(">qiIbb")     # offset, size, crc, magic, attributes
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_BATCH_HEAD = struct.Struct(">qiibI")                 # baseOffset, batchLength, epoch, magic, crc
+_BATCH_REST = struct.Struct(">hiqqqhii")              # attributes .. recordCount (from byte 21)
+_XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
+_LZ4_MAGIC = 0x184D2204
+
+
+class LegacyRecord(NamedTuple):
+    """One (inner) message: what survives a conversion either way."""
+    offset: int
+    timestamp: int            # NO_TIMESTAMP for magic 0
+    key: bytes | None
+    value: bytes | None
+    magic: int = 1
+    log_append_time: bool = False
+
+
+class Entry(NamedTuple):
+    """One top-level message set entry, as stored on the wire."""
+    offset: int
+    magic: int
+    attributes: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    size: int                 # bytes of the whole entry, LOG_OVERHEAD included
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+
+def _corrupt(message: str) -> errors.KafkaError:
+    return errors.CorruptMessageError(message)
+
+
+# --- reading -----------------------------------------------------------------------------------
+
+def is_legacy(buf) -> bool:
+    """Does ``buf`` start with a magic 0 or 1 entry (rather than a magic-2 batch)?"""
+    return len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] in (0, 1)
+
+
+def parse_entries(buf, *, verify_crc: bool = True, allow_partial: bool = False) -> list[Entry]:
+    """The entries of a message set. A truncated last entry is CORRUPT_MESSAGE, or dropped with
+    ``allow_partial`` (fetch responses may end in one)."""
+    view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    out: list[Entry] = []
+    pos, end = 0, len(view)
+    while pos < end:
+        if end - pos < LOG_OVERHEAD:
+            if allow_partial:
+                break
+            raise _corrupt(f"{end - pos} trailing bytes at position {pos}: not a whole message")
+        offset, size = struct.unpack_from(">qi", view, pos)
+        if size < RECORD_OVERHEAD[0]:
+            raise _corrupt(f"message at position {pos} has size {size}, below the minimum {RECORD_OVERHEAD[0]}")
+        if pos + LOG_OVERHEAD + size > end:
+            if allow_partial:
+                break
+            raise _corrupt(f"message at position {pos} claims {size} bytes; {end - pos - LOG_OVERHEAD} remain")
+        _, _, crc, magic, attributes = _ENTRY.unpack_from(view, pos)
+        body = pos + LOG_OVERHEAD
+        if magic not in (0, 1):
+            raise errors.InvalidRecordError(f"message at position {pos} has magic {magic}; expected 0 or 1")
+        if size < RECORD_OVERHEAD[magic]:
+            raise _corrupt(f"magic {magic} message at position {pos} is only {size} bytes")
+        if verify_crc:
+            actual = zlib.crc32(view[body + 4:body + size]) & 0xFFFFFFFF
+            if actual != crc:
+                raise _corrupt(f"message at offset {offset} (position {pos}) has CRC {crc:#010x}; "
+                               f"its content gives {actual:#010x}")
+        p = body + 6
+        timestamp = NO_TIMESTAMP
+        if magic == 1:
+            (timestamp,) = _I64.unpack_from(view, p)
+            p += 8
+        stop = body + size
+        key, p = _read_bytes(view, p, stop, offset)
+        value, p = _read_bytes(view, p, stop, offset)
+        if p != stop:
+            raise _corrupt(f"message at offset {offset} has {stop - p} bytes after its value")
+        out.append(Entry(offset, magic, attributes, timestamp, key, value, LOG_OVERHEAD + size))
+        pos = stop
+    return out
+
+
+def _read_bytes(view, p: int, stop: int, offset: int) -> tuple[bytes | None, int]:
+    if p + 4 > stop:
+        raise _corrupt(f"message at offset {offset} ends inside a length field")
+    (n,) = _I32.unpack_from(view, p)
+    p += 4
+    if n < 0:
+        if n != -1:
+            raise _corrupt(f"message at offset {offset} has a length of {n}")
+        return None, p
+    if p + n > stop:
+        raise _corrupt(f"message at offset {offset}: a field of {n} bytes overruns the message")
+    return bytes(view[p:p + n]), p + n
+
+
+def read_records(buf, *, verify_crc: bool = True, allow_partial: bool = False) -> list[LegacyRecord]:
+    """Every message of a message set, compressed wrappers opened, with absolute offsets."""
+    out: list[LegacyRecord] = []
+    for entry in parse_entries(buf, verify_crc=verify_crc, allow_partial=allow_partial):
+        out.extend(_open_entry(entry, verify_crc))
+    return out
+
+
+def _open_entry(entry: Entry, verify_crc: bool) -> list[LegacyRecord]:
+    log_append = entry.magic == 1 and bool(entry.attributes & TIMESTAMP_TYPE_MASK)
+    if entry.codec == NONE:
+        return [LegacyRecord(entry.offset, entry.timestamp, entry.key, entry.value, entry.magic, log_append)]
+    if entry.value is None:
+        raise _corrupt(f"compressed message at offset {entry.offset} has a null value")
+    inner = parse_entries(decompress(entry.codec, entry.value, entry.magic), verify_crc=verify_crc)
+    if not inner:
+        raise errors.InvalidRecordError(f"compressed message at offset {entry.offset} holds no message")
+    out = []
+    last_relative = inner[-1].offset
+    for m in inner:
+        if m.codec != NONE:
+            raise errors.InvalidRecordError(f"compressed message at offset {entry.offset} nests a compressed one")
+        if m.magic != entry.magic:
+            raise errors.InvalidRecordError(
+                f"message of magic {m.magic} inside a magic {entry.magic} wrapper at offset {entry.offset}")
+        if entry.magic == 1:
+            offset = entry.offset - last_relative + m.offset
+            timestamp = entry.timestamp if log_append else m.timestamp
+        else:
+            offset, timestamp = m.offset, NO_TIMESTAMP
+        out.append(LegacyRecord(offset, timestamp, m.key, m.value, m.magic, log_append))
+    return out
+
+
+# --- compression -------------------------------------------------------------------------------
+
+def decompress(codec: int, data, magic: int) -> bytes:
+    if codec == ZSTD:
+        raise errors.UnsupportedCompressionTypeError("zstd needs message format v2 (Produce v3+)")
+    if codec not in (GZIP, SNAPPY, LZ4):
+        raise errors.InvalidRecordError(f"unknown compression codec {codec}")
+    if codec == LZ4 and magic == 0:
+        return _lz4_frame_decode(bytes(data), check_header=False)
+    return decompress_records(codec, data)
+
+
+def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
+    """Kafka's framing for ``codec``; LZ4 for magic 0 gets Kafka's broken header checksum."""
+    if codec == GZIP:
+        c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        return c.compress(data) + c.flush()
+    if codec == SNAPPY:
+        import cramjam
+
+        out = bytearray(_XERIAL_HEADER)
+        for i in range(0, len(data), 32 * 1024):
+            block = bytes(cramjam.snappy.compress_raw(data[i:i + 32 * 1024]))
+            out += _I32.pack(len(block)) + block
+        return bytes(out)
+    if codec == LZ4:
+        import lz4.frame
+
+        frame = lz4.frame.compress(data, block_linked=False, store_size=False, content_checksum=False)
+        if magic == 0:
+            frame = frame[:6] + bytes([(xxh32(frame[:6]) >> 8) & 0xFF]) + frame[7:]
+        return frame
+    raise errors.InvalidRecordError(f"cannot compress with codec {codec}")
+
+
+def _lz4_frame_decode(data: bytes, check_header: bool = True) -> bytes:
+    """The LZ4 frame format, read by hand so that magic 0's wrong header checksum can be ignored."""
+    import lz4.block
+
+    try:
+        if len(data) < 7 or struct.unpack_from("<I", data, 0)[0] != _LZ4_MAGIC:
+            raise ValueError("not an LZ4 frame")
+        flg, bd = data[4], data[5]
+        if flg >> 6 != 1:
+            raise ValueError(f"LZ4 frame version {flg >> 6}")
+        pos = 6 + (8 if flg & 0x08 else 0) + (4 if flg & 0x01 else 0)
+        if check_header and data[pos] != (xxh32(data[4:pos]) >> 8) & 0xFF:
+            raise ValueError("bad LZ4 frame header checksum")
+        pos += 1
+        block_max = 1 << (8 + 2 * ((bd >> 4) & 7))
+        out = bytearray()
+        while True:
+            (n,) = struct.unpack_from("<I", data, pos)
+            pos += 4
+            if n == 0:
+                break
+            size = n & 0x7FFFFFFF
+            block = data[pos:pos + size]
+            if len(block) != size:
+                raise ValueError("truncated LZ4 block")
+            pos += size
+            if n & 0x80000000:
+                out += block
+            elif flg & 0x20:  # independent blocks
+                out += lz4.block.decompress(block, uncompressed_size=block_max)
+            else:  # linked blocks: the previous 64 KiB are the dictionary
+                out += lz4.block.decompress(block, uncompressed_size=block_max, dict=bytes(out[-65536:]))
+            if flg & 0x10:
+                pos += 4  # block checksum
+        return bytes(out)
+    except Exception as exc:
+        raise _corrupt(f"undecodable LZ4 frame: {exc}") from None
+
+
+_P1, _P2, _P3, _P4, _P5 = 2654435761, 2246822519, 3266489917, 668265263, 374761393
+_M32 = 0xFFFFFFFF
+
+
+def _rotl(x: int, r: int) -> int:
+    return ((x << r) | (x >> (32 - r))) & _M32
+
+
+def xxh32(data: bytes, seed: int = 0) -> int:
+    """XXH32 (the LZ4 frame header checksum is its second byte)."""
+    n, p = len(data), 0
+    if n >= 16:
+        v = [(seed + _P1 + _P2) & _M32, (seed + _P2) & _M32, seed & _M32, (seed - _P1) & _M32]
+        while p + 16 <= n:
+            for i in range(4):
+                (lane,) = struct.unpack_from("<I", data, p)
+                v[i] = (_rotl((v[i] + lane * _P2) & _M32, 13) * _P1) & _M32
+                p += 4
+        h = (_rotl(v[0], 1) + _rotl(v[1], 7) + _rotl(v[2], 12) + _rotl(v[3], 18)) & _M32
+    else:
+        h = (seed + _P5) & _M32
+    h = (h + n) & _M32
+    while p + 4 <= n:
+        (lane,) = struct.unpack_from("<I", data, p)
+        h = (_rotl((h + lane * _P3) & _M32, 17) * _P4) & _M32
+        p += 4
+    while p < n:
+        h = (_rotl((h + data[p] * _P5) & _M32, 11) * _P1) & _M32
+        p += 1
+    h ^= h >> 15
+    h = (h * _P2) & _M32
+    h ^= h >> 13
+    h = (h * _P3) & _M32
+    h ^= h >> 16
+    return h
+
+
+# --- writing legacy messages -------------------------------------------------------------------
+
+def encode_message(offset: int, key: bytes | None, value: bytes | None, *, magic: int = 1,
+                   timestamp: int = NO_TIMESTAMP, attributes: int = 0) -> bytes:
+    """One message set entry (offset, size, crc, ...)."""
+    body = bytearray(struct.pack(">bb", magic, attributes))
+    if magic == 1:
+        body += _I64.pack(timestamp)
+    for field in (key, value):
+        if field is None:
+            body += _I32.pack(-1)
+        else:
+            body += _I32.pack(len(field)) + field
+    crc = zlib.crc32(body) & 0xFFFFFFFF
+    return struct.pack(">qiI", offset, len(body) + 4, crc) + bytes(body)
+
+
+def encode_wrapper(codec: int, records: Iterable[LegacyRecord], *, magic: int = 1,
+                   wrapper_offset: int | None = None) -> bytes:
+    """A compressed wrapper entry as producers write it: inner offsets 0..n-1 (magic 1, relative)
+    or the given offsets (magic 0); the wrapper's timestamp is the largest inner one."""
+    records = list(records)
+    inner = b"".join(
+        encode_message(i if magic == 1 else r.offset, r.key, r.value, magic=magic, timestamp=r.timestamp)
+        for i, r in enumerate(records))
+    timestamp = max((r.timestamp for r in records), default=NO_TIMESTAMP) if magic == 1 else NO_TIMESTAMP
+    offset = wrapper_offset if wrapper_offset is not None else records[-1].offset
+    return encode_message(offset, None, compress(codec, inner, magic), magic=magic, timestamp=timestamp,
+                          attributes=codec)
+
+
+# --- magic 2 batches -----------------------------------------------------------------------------
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _varint(n: int, out: bytearray) -> None:
+    z = _zigzag(n)
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def _read_varint(buf, p: int) -> tuple[int, int]:
+    shift = z = 0
+    while True:
+        b = buf[p]
+        p += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise _corrupt("varint too long")
+    return (z >> 1) ^ -(z & 1), p
+
+
+def build_batch(records: list[LegacyRecord], codec: int = NONE, base_offset: int = 0) -> bytearray:
+    """One magic-2 batch (CreateTime, no producer id) holding ``records`` in order, offset deltas
+    0..n-1; base timestamp = the first record's, max timestamp = the largest (-1 if none)."""
+    if not records:
+        raise errors.InvalidRecordError("no record to write")
+    base_ts = records[0].timestamp
+    body = bytearray()
+    for delta, r in enumerate(records):
+        rec = bytearray(b"\x00")
+        _varint(r.timestamp - base_ts, rec)
+        _varint(delta, rec)
+        for field in (r.key, r.value):
+            if field is None:
+                _varint(-1, rec)
+            else:
+                _varint(len(field), rec)
+                rec += field
+        _varint(0, rec)  # headers
+        _varint(len(rec), body)
+        body += rec
+    if codec != NONE:
+        body = bytearray(compress(codec, bytes(body)))
+    max_ts = max(r.timestamp for r in records)
+    rest = _BATCH_REST.pack(codec, len(records) - 1, base_ts, max_ts if max_ts >= 0 else NO_TIMESTAMP,
+                            -1, -1, -1, len(records))
+    crc = core_records.crc32c(rest + body)
+    out = bytearray(_BATCH_HEAD.pack(base_offset, 49 + len(body), -1, 2, crc))
+    out += rest
+    out += body
+    return out
+
+
+def up_convert(buf) -> bytearray:
+    """Produce v0-2: a legacy message set (CRCs checked) as one magic-2 batch, writable so the log
+    can assign offsets in place. The codec of the producer's (last) compressed wrapper is kept."""
+    entries = parse_entries(buf)
+    if not entries:
+        raise errors.InvalidRecordError("no message")
+    records: list[LegacyRecord] = []
+    codec = NONE
+    for entry in entries:
+        if entry.codec != NONE:
+            codec = entry.codec
+        records.extend(_open_entry(entry, True))
+    return build_batch(records, codec)
+
+
+class BatchRecord(NamedTuple):
+    offset: int
+    timestamp: int
+    log_append_time: bool
+    key: bytes | None
+    value: bytes | None
+
+
+def read_batches(buf, from_offset: int = 0) -> Iterable[BatchRecord]:
+    """The records of stored magic-2 batches at offsets >= ``from_offset``; control batches are
+    skipped, headers dropped. A truncated last batch ends the walk."""
+    view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
+    pos, end = 0, len(view)
+    while pos + 61 <= end:
+        base_offset, length, _, magic, _ = _BATCH_HEAD.unpack_from(view, pos)
+        stop = pos + 12 + length
+        if stop > end:
+            break
+        if magic != 2:
+            raise errors.CorruptMessageError(f"stored batch at offset {base_offset} has magic {magic}")
+        attributes, last_delta, base_ts, max_ts, _, _, _, count = _BATCH_REST.unpack_from(view, pos + 21)
+        start = pos
+        pos = stop
+        if attributes & 0x20 or base_offset + last_delta < from_offset:
+            continue  # control batch, or wholly before the fetch offset
+        log_append = bool(attributes & TIMESTAMP_TYPE_MASK)
+        data = view[start + 61:stop]
+        codec = attributes & CODEC_MASK
+        if codec != NONE:
+            data = decompress_records(codec, data)
+        p = 0
+        for _ in range(count):
+            size, p = _read_varint(data, p)
+            rec_end = p + size
+            p += 1  # attributes
+            ts_delta, p = _read_varint(data, p)
+            offset_delta, p = _read_varint(data, p)
+            fields = []
+            for _ in range(2):
+                n, p = _read_varint(data, p)
+                if n < 0:
+                    fields.append(None)
+                else:
+                    fields.append(bytes(data[p:p + n]))
+                    p += n
+            p = rec_end  # headers: not representable in magic 0/1
+            offset = base_offset + offset_delta
+            if offset < from_offset:
+                continue
+            timestamp = max_ts if log_append else (base_ts + ts_delta if base_ts >= 0 else NO_TIMESTAMP)
+            yield BatchRecord(offset, timestamp, log_append, fields[0], fields[1])
+
+
+class LegacyBytes(bytes):
+    """Down-converted records: bytes with the ``length`` a FileSlice has, for the Fetch path."""
+
+    @property
+    def length(self) -> int:
+        return len(self)
+
+
+def down_convert(buf, magic: int, from_offset: int, max_bytes: int, min_one: bool) -> LegacyBytes:
+    """Fetch v0-3: stored magic-2 batches as an uncompressed magic ``magic`` message set with the
+    original offsets, at most ``max_bytes`` of whole messages (at least one with ``min_one``)."""
+    out = bytearray()
+    for r in read_batches(buf, from_offset):
+        attributes = TIMESTAMP_TYPE_MASK if (magic == 1 and r.log_append_time) else 0
+        entry = encode_message(r.offset, r.key, r.value, magic=magic, timestamp=r.timestamp,
+                               attributes=attributes)
+        if len(out) + len(entry) > max_bytes and not (min_one and not out):
+            break
+        out += entry
+    return LegacyBytes(out)

@@ -30,6 +30,10 @@ def _int(text: str) -> int:
     return int(text.strip())
 
 
+def _float(text: str) -> float:
+    return float(text.strip())
+
+
 def _timestamp_type(text: str) -> str:
     value = text.strip()
     if value not in ("CreateTime", "LogAppendTime"):
@@ -104,9 +108,29 @@ KEYS += (
     _Key("message.timestamp.difference.max.ms", ("log.message.timestamp.difference.max.ms",),
          "message_timestamp_difference_max_ms", _int, INT64_MAX, lambda v: v >= 0, "an int >= 0",
          "how far a CreateTime may be from the broker's clock"),
+    # Log compaction (kbroker.log.cleaner), Kafka's topic keys and their broker defaults.
+    _Key("min.cleanable.dirty.ratio", ("log.cleaner.min.cleanable.ratio",), "min_cleanable_dirty_ratio", _float,
+         0.5, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]",
+         "clean a compacted log once this share of its bytes is not yet cleaned"),
+    _Key("delete.retention.ms", ("log.cleaner.delete.retention.ms",), "delete_retention_ms", _int, 86_400_000,
+         lambda v: v >= 0, "an int >= 0", "how long tombstones survive cleaning"),
+    _Key("min.compaction.lag.ms", ("log.cleaner.min.compaction.lag.ms",), "min_compaction_lag_ms", _int, 0,
+         lambda v: v >= 0, "an int >= 0", "records newer than this are not compacted"),
+    _Key("max.compaction.lag.ms", ("log.cleaner.max.compaction.lag.ms",), "max_compaction_lag_ms", _int,
+         INT64_MAX, lambda v: v >= 1, "an int >= 1", "records older than this are compacted whatever the ratio"),
 )
 
-_BY_TOPIC_KEY = {k.topic_key: k for k in KEYS}
+# Broker-wide settings of the log layer with no topic-level key (topic_key ""): parsed from the
+# broker properties with the others, never listed by DescribeConfigs nor accepted as topic overrides.
+BROKER_ONLY_KEYS: tuple[_Key, ...] = (
+    _Key("", ("log.cleaner.enable",), "cleaner_enable", _bool, True, lambda v: True, "true or false",
+         "run the log cleaner (compaction)"),
+    _Key("", ("log.cleaner.backoff.ms",), "cleaner_backoff_ms", _int, 15_000, lambda v: v >= 0, "an int >= 0",
+         "pause of the cleaner when no log needs cleaning"),
+)
+KEYS += BROKER_ONLY_KEYS
+
+_BY_TOPIC_KEY = {k.topic_key: k for k in KEYS if k.topic_key}
 
 
 class ConfigError(ValueError):
@@ -131,6 +155,28 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     compression_type: str = "producer"
     message_timestamp_difference_max_ms: int = INT64_MAX
+    min_cleanable_dirty_ratio: float = 0.5
+    delete_retention_ms: int = 86_400_000
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = INT64_MAX
+    cleaner_enable: bool = True
+    cleaner_backoff_ms: int = 15_000
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def max_segment_ms(self) -> int:
+        """Kafka's maxSegmentMs: a compacted log also rolls by max.compaction.lag.ms, so that its
+        records leave the active segment (which is never cleaned) in time."""
+        if self.compact and self.max_compaction_lag_ms > 0:
+            return min(self.segment_ms, self.max_compaction_lag_ms)
+        return self.segment_ms
 
     @property
     def log_append_time(self) -> bool:
@@ -154,6 +200,8 @@ class LogConfig:
         """Every topic-level key with its value in Kafka's string form (DescribeConfigs)."""
         out = {}
         for key in KEYS:
+            if not key.topic_key:
+                continue
             value = getattr(self, key.attr)
             out[key.topic_key] = str(value).lower() if isinstance(value, bool) else str(value)
         return out

@@ -1,4 +1,5 @@
 """Kafka's storage layout: partition logs made of segments, spread over log directories."""
+from .cleaner import CleanStats, clean_log
 from .config import LogConfig
 from .leader_epoch import LeaderEpochCache
 from .log_manager import LogManager
@@ -6,5 +7,5 @@ from .names import TopicPartition
 from .partition_log import AppendResult, PartitionLog, UnexpectedAppendOffsetError
 from .segment import FileSlice, Segment
 
-__all__ = ["AppendResult", "FileSlice", "LeaderEpochCache", "LogConfig", "LogManager", "PartitionLog", "Segment",
+__all__ = ["AppendResult", "CleanStats", "clean_log", "FileSlice", "LeaderEpochCache", "LogConfig", "LogManager", "PartitionLog", "Segment",
            "TopicPartition", "UnexpectedAppendOffsetError"]

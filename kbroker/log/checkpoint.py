@@ -1,5 +1,5 @@
 """Kafka's offset checkpoint files (``recovery-point-offset-checkpoint``,
-``log-start-offset-checkpoint``, ``replication-offset-checkpoint``).
+``log-start-offset-checkpoint``, ``replication-offset-checkpoint``, ``cleaner-offset-checkpoint``).
 
 Format, as Kafka writes it: a version line (0), a count line, then one ``topic partition offset``
 line per entry. Written to ``<name>.tmp``, fsynced, renamed over the old file, directory fsynced,
@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 RECOVERY_POINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET = "log-start-offset-checkpoint"
 HIGH_WATERMARK = "replication-offset-checkpoint"
+CLEANER_OFFSET = "cleaner-offset-checkpoint"  # first dirty offset of each compacted log
 VERSION = 0
 
 

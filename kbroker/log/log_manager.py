@@ -4,6 +4,11 @@ New partitions go to the online directory holding the fewest partitions, as Kafk
 each directory is locked, its checkpoint files read and its logs loaded; without the clean-shutdown
 marker every log is recovered from its recovery point. An I/O error in one directory takes that
 directory offline (its partitions answer KAFKA_STORAGE_ERROR) while the others keep serving.
+
+Compaction (``kbroker.log.cleaner``): ``clean()``, called from the owner's thread (the broker's
+housekeeping; ``cleanup()`` calls it too), swaps finished cleanings in and hands the dirtiest
+compacted log to the cleaner thread, which ``startup()`` starts (``log.cleaner.enable``) and
+``shutdown()`` stops.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ from kbroker import errors
 from kbroker._core.appender import Appender, open_appender
 
 from . import checkpoint
+from .cleaner import CleanJob, CleanStats, CleanerThread, apply_job, cleanable_range, prepare_job, should_clean
 from .config import LogConfig
 from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
 from .partition_log import PartitionLog, WriteTracker, now_ms
@@ -28,7 +34,9 @@ LOCK_FILE = ".lock"
 
 class LogManager:
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], config: LogConfig | None = None, *,
-                 appender: Appender | None = None, clock: Callable[[], int] = now_ms) -> None:
+                 appender: Appender | None = None, clock: Callable[[], int] = now_ms,
+                 cleaner_thread: bool = True,
+                 last_stable_offset: Callable[[TopicPartition], int | None] | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("log.dirs is empty: give at least one directory")
@@ -43,6 +51,17 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         self._locks: dict[Path, int] = {}
         self.topic_overrides: dict[str, Mapping[str, str]] = {}
+        # Compaction: first dirty offset per log (cleaner-offset-checkpoint), the worker, the job
+        # in flight, when to look for work again, what was done so far.
+        self.cleaner_offsets: dict[TopicPartition, int] = {}
+        self.cleaner = CleanerThread()
+        self._cleaner_thread = cleaner_thread
+        self._cleaning: CleanJob | None = None
+        self._cleaner_next_check = 0
+        self.cleaner_stats = CleanStats()
+        # The broker's last stable offset of a partition (None: unknown); the high watermark and
+        # the active segment bound cleaning anyway.
+        self.last_stable_offset = last_stable_offset
 
     # -- start and stop ------------------------------------------------------------------
 
@@ -55,6 +74,8 @@ class LogManager:
                 self._load_dir(directory)
             except OSError as exc:
                 self.mark_dir_offline(directory, exc)
+        if self.config.cleaner_enable and self._cleaner_thread:
+            self.cleaner.start()
 
     def _lock(self, directory: Path) -> None:
         fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -71,6 +92,7 @@ class LogManager:
         recovery_points = self._read_checkpoint(directory / checkpoint.RECOVERY_POINT)
         start_offsets = self._read_checkpoint(directory / checkpoint.LOG_START_OFFSET)
         high_watermarks = self._read_checkpoint(directory / checkpoint.HIGH_WATERMARK)
+        cleaner_offsets = self._read_checkpoint(directory / checkpoint.CLEANER_OFFSET)
         if not clean:
             log.info("%s: no clean shutdown marker, recovering logs from their recovery points", directory)
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
@@ -83,6 +105,8 @@ class LogManager:
                                            recovery_point=recovery_points.get(tp, 0),
                                            log_start_offset=start_offsets.get(tp, 0),
                                            high_watermark=high_watermarks.get(tp, 0))
+            if tp in cleaner_offsets:
+                self.cleaner_offsets[tp] = cleaner_offsets[tp]
         if clean:
             marker.unlink()  # from now on a crash must be detectable
         self._write_checkpoints(directory)
@@ -101,6 +125,11 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush, checkpoint, close every log, then leave the clean-shutdown marker."""
+        self.cleaner.stop()
+        if self._cleaning is not None:
+            self._cleaning.done.wait()
+            self._cleaning.remove_cleaned_files()
+            self._cleaning = None
         for plog in self.logs.values():
             try:
                 plog.flush()
@@ -157,6 +186,8 @@ class LogManager:
         return min(online, key=lambda d: counts[d])
 
     def delete_log(self, tp: TopicPartition) -> None:
+        self.abort_cleaning(tp)
+        self.cleaner_offsets.pop(tp, None)
         plog = self.logs.pop(tp, None)
         if plog is not None:
             plog.remove()
@@ -164,8 +195,11 @@ class LogManager:
     # -- periodic work ---------------------------------------------------------------------
 
     def cleanup(self, now: int | None = None) -> int:
-        """Apply retention to every online log; returns the number of segments deleted."""
+        """Apply retention to every online log (cleanup.policy with ``delete``; below the log start
+        offset for every log), then run a compaction step (``clean``). Returns the number of
+        segments retention deleted."""
         now = self._clock() if now is None else now
+        self.clean(now)
         deleted = 0
         for plog in list(self.logs.values()):
             if not plog.offline:
@@ -175,6 +209,92 @@ class LogManager:
                 except errors.KafkaStorageError:
                     pass
         return deleted
+
+    def clean(self, now: int | None = None, wait: bool = False) -> CleanStats:
+        """One compaction step on the owner's thread; cheap unless a swap is due. Swaps in the
+        result of a finished cleaning (and moves the log's cleaner checkpoint); then, when the
+        worker is idle and ``log.cleaner.backoff.ms`` has passed since nothing was found, picks the
+        compacted log with the highest dirty ratio and hands it to the worker (with ``wait``, or
+        without a cleaner thread, it is cleaned before this returns). Returns what this call did."""
+        now = self._clock() if now is None else now
+        stats = CleanStats()
+        job = self._cleaning
+        if job is not None:
+            if wait:
+                job.done.wait()
+            if not job.done.is_set():
+                return stats
+            self._cleaning = None
+            self._finish(job, stats)
+        if not self.config.cleaner_enable or now < self._cleaner_next_check:
+            return stats
+        job = self._next_job(now)
+        if job is None:
+            self._cleaner_next_check = now + self.config.cleaner_backoff_ms
+            return stats
+        self._cleaning = job
+        self.cleaner.submit(job)
+        if wait or job.done.is_set():
+            job.done.wait()
+            self._cleaning = None
+            self._finish(job, stats)
+        return stats
+
+    def _next_job(self, now: int) -> CleanJob | None:
+        best = None
+        for tp, plog in self.logs.items():
+            if plog.offline or not plog.config.compact:
+                continue
+            if plog.truncated_to is not None:
+                if tp in self.cleaner_offsets:
+                    self.cleaner_offsets[tp] = min(self.cleaner_offsets[tp], plog.truncated_to)
+                plog.truncated_to = None
+            lso = self.last_stable_offset(tp) if self.last_stable_offset is not None else None
+            found = cleanable_range(plog, self.cleaner_offsets.get(tp), now, lso)
+            if should_clean(found, plog.config) and (best is None or found.ratio > best[1].ratio):
+                best = (plog, found)
+        if best is None:
+            return None
+        plog, found = best
+        try:
+            return prepare_job(plog, found)
+        except OSError as exc:
+            plog._io_failure(exc)
+            return None
+
+    def _finish(self, job: CleanJob, stats: CleanStats) -> None:
+        if self.logs.get(job.tp) is not job.plog or job.plog.offline:
+            job.remove_cleaned_files()
+            return
+        try:
+            ok = apply_job(job)
+        except errors.KafkaStorageError:
+            return
+        if ok:
+            job.stats.logs_cleaned = 1
+            self.cleaner_offsets[job.tp] = job.end_offset
+            directory = job.plog.directory.parent
+            try:
+                self._write_cleaner_checkpoint(directory)
+            except OSError as exc:
+                self.mark_dir_offline(directory, exc)
+        self._cleaner_next_check = 0  # look for the next log at once, as Kafka's cleaner does
+        stats.add(job.stats)
+        self.cleaner_stats.add(job.stats)
+
+    def abort_cleaning(self, tp: TopicPartition) -> None:
+        """Cancel and wait out a cleaning of ``tp`` in flight (before its log is deleted)."""
+        job = self._cleaning
+        if job is not None and job.tp == tp:
+            job.cancelled.set()
+            job.done.wait()
+            job.remove_cleaned_files()
+            self._cleaning = None
+
+    def _write_cleaner_checkpoint(self, directory: Path) -> None:
+        offsets = {tp: o for tp, o in self.cleaner_offsets.items()
+                   if tp in self.logs and self.logs[tp].directory.parent == directory}
+        checkpoint.write_checkpoint(directory / checkpoint.CLEANER_OFFSET, offsets)
 
     def flush_dirty(self, now: int | None = None) -> None:
         """``flush.ms`` policy: fdatasync logs whose oldest unflushed data is old enough."""
@@ -198,6 +318,7 @@ class LogManager:
         checkpoint.write_checkpoint(directory / checkpoint.RECOVERY_POINT, {p.tp: p.recovery_point for p in logs})
         checkpoint.write_checkpoint(directory / checkpoint.LOG_START_OFFSET, {p.tp: p.log_start_offset for p in logs})
         checkpoint.write_checkpoint(directory / checkpoint.HIGH_WATERMARK, {p.tp: p.high_watermark for p in logs})
+        self._write_cleaner_checkpoint(directory)
 
     # -- failure ---------------------------------------------------------------------------
 
@@ -212,6 +333,9 @@ class LogManager:
         log.error("log directory %s is offline after %s (errno %s: %s); its %d partitions stop serving, "
                   "the other directories keep working", directory, type(exc).__name__, exc.errno,
                   exc.strerror, len(affected))
+        job = self._cleaning
+        if job is not None and job.plog.directory.parent == directory:
+            job.cancelled.set()
         for plog in affected:
             plog.offline = True
             try:

@@ -26,6 +26,7 @@ from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import CorruptIndexError
 
+from .cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps, fsync_dir, segment_paths
 from .compression import decompress_records
 from .config import LogConfig
 from .leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -105,6 +106,8 @@ class PartitionLog:
         self._pending_deletes: list[tuple[int, Segment]] = []
         self.unflushed_messages = 0
         self.last_flush_ms = clock()
+        # Lowest offset truncated to since the cleaner last looked (its checkpoint must not exceed it).
+        self.truncated_to: int | None = None
         directory.mkdir(parents=True, exist_ok=True)
         self.recovery_point = recovery_point
         self._recovered_from: int | None = None
@@ -125,7 +128,10 @@ class PartitionLog:
             name = entry.name
             if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp"):
                 os.unlink(entry.path)  # a delete or write the last run did not finish
-            elif name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
+        swapped = complete_interrupted_swaps(self.directory)  # a cleaner swap the last run did not finish
+        for entry in os.scandir(self.directory):
+            name = entry.name
+            if name.endswith(LOG_SUFFIX) and name[:-len(LOG_SUFFIX)].isdigit():
                 bases.append(int(name[:-len(LOG_SUFFIX)]))
         for entry in os.scandir(self.directory):  # indexes whose segment is gone
             stem, _, suffix = entry.name.rpartition(".")
@@ -139,6 +145,10 @@ class PartitionLog:
         if not self.segments:
             self._add_segment(Segment(self.directory, log_start_offset, self.config, self._appender,
                                       active=True, created_ms=now))
+        for segment in self.segments:
+            if segment.base_offset in swapped:
+                log.info("%s: rebuilding the indexes of swapped-in segment %s", self.tp, segment.log_path)
+                segment.recover()
         self._check_indexes(recover)
         if recover:
             self._recover()
@@ -406,7 +416,7 @@ class PartitionLog:
         else:
             waited = now - segment.created_ms
         if (segment.size > self.config.segment_bytes - size
-                or waited > self.config.segment_ms
+                or waited > self.config.max_segment_ms
                 or segment.indexes_full()
                 or not segment.can_hold_offset(last_offset)):
             return self.roll(now)
@@ -547,6 +557,8 @@ class PartitionLog:
         now = self._clock() if now is None else now
         deleted = self._delete_segments(
             lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset, "below the log start offset")
+        if not self.config.delete:
+            return deleted  # cleanup.policy=compact: only the log start offset deletes segments
         if self.config.retention_ms >= 0:
             deleted += self._delete_segments(
                 lambda seg, nxt: now - seg.largest_timestamp() > self.config.retention_ms,
@@ -591,6 +603,66 @@ class PartitionLog:
         self.remove_deleted_files(now)
         return len(doomed)
 
+    def find_segments(self, old: list[Segment], sizes: list[int]) -> int | None:
+        """Index of ``old`` in this log if those very segments are still there, consecutive,
+        inactive and of these sizes; None otherwise (truncated, deleted or rolled away)."""
+        first = next((i for i, seg in enumerate(self.segments) if seg is old[0]), None)
+        if first is None or first + len(old) >= len(self.segments):
+            return None
+        current = self.segments[first:first + len(old)]
+        if (any(a is not b for a, b in zip(current, old))
+                or any(seg.active or seg.size != size or seg.written_size != size for seg, size in zip(old, sizes))):
+            return None
+        return first
+
+    def replace_segments(self, old: list[Segment], sizes: list[int],
+                         fault: Callable[[str], None] | None = None) -> bool:
+        """Swap the cleaner's ``<base>.log.cleaned`` (+ indexes, base = ``old[0]``'s) in for the
+        consecutive inactive segments ``old``, whose sizes must still be ``sizes``; False (nothing
+        done) when the log changed since. Kafka's order, each step made durable (directory fsync)
+        before the next: cleaned -> .swap (indexes, then the log file: a ``.log.swap`` means
+        complete data); old segments -> .deleted (removed after file.delete.delay.ms); .swap ->
+        final names. ``complete_interrupted_swaps`` finishes whatever a crash interrupted.
+        ``fault(step)`` is called after each step (crash tests)."""
+        self._check_online()
+        first = self.find_segments(old, sizes)
+        if first is None:
+            return False
+        base = old[0].base_offset
+        cleaned, swap, final = (segment_paths(self.directory, base, suffix) for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX, ""))
+        step = fault or (lambda name: None)
+        try:
+            step("cleaned")
+            for i in (1, 2, 0):
+                os.rename(cleaned[i], swap[i])
+                if i == 1:
+                    step("swap-partial")
+            fsync_dir(self.directory)
+            step("swap")
+            now = self._clock()
+            for n, segment in enumerate(old):
+                segment.mark_deleted()
+                self._pending_deletes.append((now + self.config.file_delete_delay_ms, segment))
+                if n == 0:
+                    step("deleted-partial")
+            fsync_dir(self.directory)
+            step("deleted")
+            for i in (1, 2, 0):
+                os.rename(swap[i], final[i])
+                if i == 1:
+                    step("final-partial")
+            fsync_dir(self.directory)
+            step("final")
+            segment = Segment(self.directory, base, self.config, self._appender, active=False,
+                              created_ms=old[0].created_ms)
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        self.segments[first:first + len(old)] = [segment]
+        self._bases[first:first + len(old)] = [base]
+        log.info("%s: cleaned segments %s swapped in as %s (%d bytes, was %d)", self.tp,
+                 [s.base_offset for s in old], final[0].name, segment.size, sum(sizes))
+        return True
+
     def remove_deleted_files(self, now: int) -> None:
         """Close and unlink segments marked deleted once ``file.delete.delay.ms`` has passed (a
         fetch may still be sending from them until then)."""
@@ -608,6 +680,7 @@ class PartitionLog:
         if offset >= self.log_end_offset:
             return
         offset = max(offset, self.log_start_offset)
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
         try:
             while len(self.segments) > 1 and self.active.base_offset >= offset:
                 self.segments.pop().remove_files()
@@ -639,6 +712,7 @@ class PartitionLog:
             raise self._io_failure(exc) from None
         self.log_start_offset = self.log_end_offset = self.written_offset = offset
         self.high_watermark = self.recovery_point = offset
+        self.truncated_to = offset if self.truncated_to is None else min(self.truncated_to, offset)
         self.unflushed_messages = 0
 
     # -- lifecycle and failure -----------------------------------------------------------

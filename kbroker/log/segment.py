@@ -300,17 +300,25 @@ class Segment:
 
     def mark_deleted(self) -> None:
         """Rename the files with ``.deleted`` (Kafka's asynchronous delete); readers still holding
-        the fd keep working until ``remove_files``."""
-        for path in (self.log_path, self.index_path, self.time_index_path):
+        the fd keep working until ``remove_files``. The paths follow the rename, so that
+        ``remove_files`` never touches a new segment created meanwhile at the same base offset
+        (the cleaner's swap does exactly that)."""
+        for attr in ("log_path", "index_path", "time_index_path"):
+            path = getattr(self, attr)
+            if path.name.endswith(DELETED_SUFFIX):
+                continue
+            deleted = path.with_name(path.name + DELETED_SUFFIX)
             try:
-                os.rename(path, str(path) + DELETED_SUFFIX)
+                os.rename(path, deleted)
             except FileNotFoundError:
                 pass
+            setattr(self, attr, deleted)
 
     def remove_files(self) -> None:
         self.close()
         for path in (self.log_path, self.index_path, self.time_index_path):
-            for candidate in (str(path) + DELETED_SUFFIX, str(path)):
+            candidates = (str(path),) if path.name.endswith(DELETED_SUFFIX) else (str(path) + DELETED_SUFFIX, str(path))
+            for candidate in candidates:
                 try:
                     os.unlink(candidate)
                 except FileNotFoundError:

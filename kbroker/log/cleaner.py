@@ -1,0 +1,698 @@
+"""Log compaction (Kafka's LogCleaner): keep only the latest record of each key.
+
+For logs whose ``cleanup.policy`` includes ``compact``. Kafka's model:
+
+* **Cleaner checkpoint.** Per log the first dirty offset, in ``cleaner-offset-checkpoint`` of its
+  log dir: below it the log was cleaned before, from it on it is dirty.
+* **Choosing a log.** The cleanable section ends at the first uncleanable offset: the smallest of
+  the active segment's base, the high watermark (and the last stable offset when the broker gives
+  one), and the base of the first segment holding a record newer than ``min.compaction.lag.ms``;
+  rounded down to a segment boundary, so only whole, inactive segments are ever cleaned. The dirty
+  ratio is the bytes of the dirty cleanable segments over the bytes of every cleanable segment; the
+  log with the highest ratio >= ``min.cleanable.dirty.ratio`` is cleaned first, and so is a log whose
+  first dirty batch is older than ``max.compaction.lag.ms`` whatever its ratio.
+* **Cleaning.** An offset map key -> last offset is built over the dirty section (compressed
+  batches are decompressed; control batches and keyless records are not keys). Then every
+  cleanable segment from the log start is rewritten: a record survives if it is the latest of its
+  key (or its key is not in the map) and it has a key; a tombstone (null value) survives only in a
+  segment modified after the delete horizon (the last modified time of the last segment cleaned
+  before, minus ``delete.retention.ms``), so tombstones take two passes and at least
+  ``delete.retention.ms`` to vanish. Offsets never change: a batch whose records all survive is
+  copied byte for byte; a batch that lost some keeps its header (base offset, last offset delta,
+  producer id/epoch/base sequence, leader epoch, codec) with the surviving records' bytes,
+  recompressed with the same codec; a batch that lost all is dropped, unless it is a control batch
+  (kept whole) or the last batch of its producer in the cleaned range (kept as an empty batch, so
+  the producer state rebuilt from batch headers keeps its last sequence). Consecutive segments are
+  grouped into one cleaned segment while their sizes add up to at most ``segment.bytes``.
+* **Swap** (in ``PartitionLog.replace_segments``, on the log's own thread): ``<base>.log.cleaned``
+  and its indexes are renamed ``.swap``, the old segments ``.deleted`` (removed after
+  ``file.delete.delay.ms``, a fetch may still send from them), the ``.swap`` files to their final
+  names. ``complete_interrupted_swaps`` finishes or rolls back on the next start.
+
+Threading: the scan and copy (``run_job``) read only inactive segments, through duplicated file
+descriptors taken when the job is prepared, and write only ``*.cleaned`` files; they run on the
+cleaner thread. Preparing a job and swapping its result in happen on the thread that owns the logs
+(``LogManager.clean``), which checks that the source segments are still the same objects before
+swapping: a log truncated, deleted or shrunk by retention in between just discards the result.
+"""
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import logging
+import mmap
+import os
+import queue
+import struct
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
+
+from kbroker._core import records
+from kbroker._core.index import OffsetIndex, TimeIndex
+
+from .compression import GZIP, LZ4, SNAPPY, ZSTD, decompress_records
+from .config import INT64_MAX, LogConfig
+from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TopicPartition, segment_file_stem
+
+if TYPE_CHECKING:
+    from .partition_log import PartitionLog
+    from .segment import Segment
+
+log = logging.getLogger(__name__)
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+INT32_MAX = (1 << 31) - 1
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_CONTROL = 0x20
+_WRITE_CHUNK = 1 << 20
+
+
+class CleanerAborted(Exception):
+    """The job was cancelled (its log is being deleted or the broker stops)."""
+
+
+def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[Path, Path, Path]:
+    """``.log``, ``.index`` and ``.timeindex`` of the segment at ``base_offset``, plus ``suffix``."""
+    stem = segment_file_stem(base_offset)
+    return (directory / f"{stem}{LOG_SUFFIX}{suffix}", directory / f"{stem}{INDEX_SUFFIX}{suffix}",
+            directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}")
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# -- records -------------------------------------------------------------------------------------
+
+def _varint(buf, pos: int) -> tuple[int, int]:
+    raw = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        raw |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (raw >> 1) ^ -(raw & 1), pos
+        shift += 7
+        if shift > 63:
+            raise ValueError("varint too long")
+
+
+def iter_records(section, count: int):
+    """(start, end, offset_delta, timestamp_delta, key or None, value is null) per record of an
+    uncompressed records section; ``section[start:end]`` is the whole record, length included."""
+    pos = 0
+    n = len(section)
+    for _ in range(count):
+        start = pos
+        length, pos = _varint(section, pos)
+        end = pos + length
+        if length < 1 or end > n:
+            raise ValueError("record runs past the end of its batch")
+        ts_delta, p = _varint(section, pos + 1)  # skip the attributes byte
+        off_delta, p = _varint(section, p)
+        key_len, p = _varint(section, p)
+        key = None
+        if key_len >= 0:
+            key = bytes(section[p:p + key_len])
+            p += key_len
+        value_len, p = _varint(section, p)
+        yield start, end, off_delta, ts_delta, key, value_len < 0
+        pos = end
+
+
+def records_section(batch, header: records.BatchHeader) -> bytes | memoryview:
+    body = memoryview(batch)[records.HEADER_SIZE:header.size]
+    if header.compression:
+        return decompress_records(header.compression, body)
+    return body
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """Kafka's framings: gzip stream, xerial-framed snappy, LZ4 frame, zstd frame."""
+    if codec == GZIP:
+        import zlib
+
+        co = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return co.compress(data) + co.flush()
+    if codec == SNAPPY:
+        import cramjam
+
+        out = bytearray(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
+        for i in range(0, len(data), 32 * 1024):
+            block = bytes(cramjam.snappy.compress_raw(data[i:i + 32 * 1024]))
+            out += struct.pack(">i", len(block)) + block
+        return bytes(out)
+    if codec == LZ4:
+        import lz4.frame
+
+        return lz4.frame.compress(data)
+    if codec == ZSTD:
+        import zstandard
+
+        return zstandard.ZstdCompressor().compress(data)
+    raise ValueError(f"unknown codec {codec}")
+
+
+def rebuild_batch(batch, header: records.BatchHeader, kept: list[tuple[int, int]], section,
+                  max_timestamp: int) -> bytes:
+    """The batch with only the records at ``section[start:end]`` for each (start, end) in ``kept``;
+    header fields kept (base offset, last offset delta, sequence, epochs, codec); an empty list
+    gives an empty batch (record count 0, uncompressed, as Kafka writes one)."""
+    head = bytearray(bytes(batch[:records.HEADER_SIZE]))
+    attributes = header.attributes
+    if kept:
+        body = b"".join(bytes(section[s:e]) for s, e in kept)
+        if header.compression:
+            try:
+                body = compress(header.compression, body)
+            except ImportError:
+                attributes &= ~7  # the codec's library is missing: store the records uncompressed
+    else:
+        body = b""
+        attributes &= ~7
+        max_timestamp = header.max_timestamp
+    struct.pack_into(">i", head, 8, records.HEADER_SIZE - records.LOG_OVERHEAD + len(body))
+    struct.pack_into(">h", head, 21, attributes)
+    struct.pack_into(">q", head, 35, max_timestamp)
+    struct.pack_into(">i", head, 57, len(kept))
+    out = head + body
+    struct.pack_into(">I", out, 17, records.crc32c(memoryview(out)[21:]))
+    return bytes(out)
+
+
+# -- jobs -----------------------------------------------------------------------------------------
+
+@dataclass
+class Source:
+    """An inactive segment as the job saw it: the object (to check it is still there at swap
+    time), a duplicated fd (reads survive a concurrent delete), its size and mtime."""
+    segment: "Segment"
+    fd: int
+    base_offset: int
+    size: int
+    mtime_ns: int
+    index_entries: int
+
+
+@dataclass
+class CleanStats:
+    logs_cleaned: int = 0
+    segments_read: int = 0
+    segments_written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_removed: int = 0
+    batches_emptied: int = 0
+    discarded: int = 0  # results thrown away because the log changed under the job
+
+    def add(self, other: "CleanStats") -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+
+@dataclass
+class CleanJob:
+    plog: "PartitionLog"
+    tp: TopicPartition
+    directory: Path
+    config: LogConfig
+    first_dirty: int
+    end_offset: int             # first uncleanable offset: a segment boundary
+    delete_horizon_ms: int
+    sources: list[Source]        # every cleanable segment, from the log start
+    dirty_from: int              # index in sources of the first dirty segment
+    groups: list[list[int]] = field(default_factory=list)  # indexes into sources
+    cleaned: list[int] = field(default_factory=list)        # group indexes whose .cleaned files exist
+    stats: CleanStats = field(default_factory=CleanStats)
+    error: BaseException | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def close_fds(self) -> None:
+        for source in self.sources:
+            if source.fd >= 0:
+                os.close(source.fd)
+                source.fd = -1
+
+    def remove_cleaned_files(self) -> None:
+        for group in self.groups:
+            for path in segment_paths(self.directory, self.sources[group[0]].base_offset, CLEANED_SUFFIX):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+
+
+@dataclass(frozen=True)
+class Cleanable:
+    """What ``cleanable_range`` found for one log."""
+    first_dirty: int
+    end_offset: int
+    first_dirty_index: int
+    end_index: int
+    dirty_bytes: int
+    total_bytes: int
+    must_clean: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
+
+
+def cleanable_range(plog: "PartitionLog", checkpoint_offset: int | None, now: int,
+                    last_stable_offset: int | None = None) -> Cleanable | None:
+    """The cleanable section of a compacted log (see the module doc); None when it has none."""
+    if plog.offline or not plog.config.compact:
+        return None
+    segments = plog.segments
+    bases = [s.base_offset for s in segments]
+    first_dirty = checkpoint_offset if checkpoint_offset is not None else plog.log_start_offset
+    if first_dirty < plog.log_start_offset or first_dirty > plog.log_end_offset:
+        first_dirty = plog.log_start_offset
+    uncleanable = min(plog.active.base_offset, plog.high_watermark)
+    if last_stable_offset is not None:
+        uncleanable = min(uncleanable, last_stable_offset)
+    first_dirty_index = max(0, bisect.bisect_right(bases, first_dirty) - 1)
+    lag = plog.config.min_compaction_lag_ms
+    if lag > 0:
+        for segment in segments[first_dirty_index:-1]:
+            if segment.largest_timestamp() > now - lag:
+                uncleanable = min(uncleanable, segment.base_offset)
+                break
+    end_index = bisect.bisect_right(bases, uncleanable) - 1  # segments [0, end_index) are whole below it
+    if end_index <= 0 or first_dirty_index >= end_index:
+        return None
+    # A checkpoint inside a segment (it never is after our own cleaning) counts that segment dirty.
+    dirty = sum(s.size for s in segments[first_dirty_index:end_index])
+    total = sum(s.size for s in segments[:end_index])
+    must = False
+    if plog.config.max_compaction_lag_ms < INT64_MAX:
+        first = segments[first_dirty_index]
+        ts = first.rolling_base_timestamp if first.rolling_base_timestamp >= 0 else first.created_ms
+        must = ts < now - plog.config.max_compaction_lag_ms
+    return Cleanable(bases[first_dirty_index], bases[end_index], first_dirty_index, end_index, dirty, total, must)
+
+
+def should_clean(found: Cleanable | None, config: LogConfig) -> bool:
+    return (found is not None and found.dirty_bytes > 0
+            and (found.must_clean or found.ratio >= config.min_cleanable_dirty_ratio))
+
+
+def prepare_job(plog: "PartitionLog", found: Cleanable) -> CleanJob:
+    """On the log's thread: snapshot the cleanable segments (duplicated fds) and group them."""
+    segments = plog.segments[:found.end_index]
+    sources = []
+    try:
+        for segment in segments:
+            fd = os.dup(segment.fd)
+            sources.append(Source(segment, fd, segment.base_offset, segment.written_size,
+                                  os.fstat(fd).st_mtime_ns, segment.offset_index.entries))
+    except OSError:
+        for source in sources:
+            os.close(source.fd)
+        raise
+    # Kafka's delete horizon: the last modified time of the last segment cleaned before.
+    horizon = 0
+    if found.first_dirty_index > 0:
+        horizon = sources[found.first_dirty_index - 1].mtime_ns // 1_000_000 - plog.config.delete_retention_ms
+    job = CleanJob(plog, plog.tp, plog.directory, plog.config, found.first_dirty, found.end_offset, horizon,
+                   sources, found.first_dirty_index)
+    job.groups = group_sources(sources, found.end_offset, plog.config)
+    return job
+
+
+def group_sources(sources: list[Source], end_offset: int, config: LogConfig) -> list[list[int]]:
+    """Consecutive segments whose sizes add up to at most segment.bytes, whose index entries fit
+    one index, and whose offsets stay addressable from the group's base (Kafka's groupSegmentsBySize)."""
+    max_entries = config.segment_index_bytes // 8
+    groups: list[list[int]] = []
+    i = 0
+    while i < len(sources):
+        group = [i]
+        size, entries = sources[i].size, sources[i].index_entries
+        j = i + 1
+        while j < len(sources):
+            nxt = sources[j + 1].base_offset if j + 1 < len(sources) else end_offset
+            if (size + sources[j].size > config.segment_bytes
+                    or entries + sources[j].index_entries + 1 > max_entries
+                    or nxt - 1 - sources[i].base_offset > INT32_MAX):
+                break
+            size += sources[j].size
+            entries += sources[j].index_entries
+            group.append(j)
+            j += 1
+        groups.append(group)
+        i = j
+    return groups
+
+
+def _batches(source: Source):
+    """(batch bytes view holder, headers) of a source segment, read through its own fd."""
+    if source.size == 0:
+        return None, []
+    mm = mmap.mmap(source.fd, source.size, prot=mmap.PROT_READ)
+    view = memoryview(mm)
+    try:
+        headers, _, _ = records.scan_batches(view, verify_crc=False)
+    finally:
+        view.release()
+    return mm, headers
+
+
+def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int]]:
+    """key -> last offset over the dirty segments; producer id -> last offset of its last batch
+    over every cleanable segment."""
+    offset_map: dict[bytes, int] = {}
+    last_batch: dict[int, int] = {}
+    for i, source in enumerate(job.sources):
+        mm, headers = _batches(source)
+        if mm is None:
+            continue
+        try:
+            for header in headers:
+                if job.cancelled.is_set():
+                    raise CleanerAborted()
+                if header.producer_id >= 0:
+                    last_batch[header.producer_id] = header.last_offset
+                if i < job.dirty_from or header.is_control:
+                    continue
+                section = records_section(mm[header.position:header.position + header.size], header)
+                for _, _, off_delta, _, key, _ in iter_records(section, header.record_count):
+                    if key is not None:
+                        offset_map[key] = header.base_offset + off_delta
+        finally:
+            mm.close()
+    return offset_map, last_batch
+
+
+class _CleanedWriter:
+    """``<base>.log.cleaned`` and its two indexes, filled batch by batch as Segment.append would."""
+
+    def __init__(self, directory: Path, base: int, config: LogConfig) -> None:
+        self.paths = segment_paths(directory, base, CLEANED_SUFFIX)
+        for path in self.paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        self.config = config
+        self.fd = os.open(self.paths[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        self.offset_index = OffsetIndex(str(self.paths[1]), base, config.segment_index_bytes, True)
+        self.time_index = TimeIndex(str(self.paths[2]), base, config.segment_index_bytes, True)
+        self.buffer = bytearray()
+        self.position = 0
+        self.since_index = 0
+        self.max_timestamp, self.offset_of_max = -1, base
+
+    def add(self, batch, last_offset: int, max_timestamp: int) -> None:
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max = max_timestamp, last_offset
+        if self.since_index > self.config.index_interval_bytes:
+            try:
+                self.offset_index.append(last_offset, self.position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
+            except IndexError:
+                pass  # full: lookups scan a little further
+            self.since_index = 0
+        self.since_index += len(batch)
+        self.position += len(batch)
+        self.buffer += batch
+        if len(self.buffer) >= _WRITE_CHUNK:
+            self._write()
+
+    def _write(self) -> None:
+        pos = 0
+        while pos < len(self.buffer):
+            with memoryview(self.buffer)[pos:] as view:
+                pos += os.write(self.fd, view)
+        self.buffer.clear()
+
+    def finish(self, mtime_ns: int) -> int:
+        """Write the rest, fsync everything, give the log file the sources' mtime; returns its size."""
+        try:
+            self._write()
+            try:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
+            except IndexError:
+                pass
+            self.offset_index.trim()
+            self.time_index.trim()
+            self.offset_index.flush()
+            self.time_index.flush()
+            os.fsync(self.fd)
+        finally:
+            self.close()
+        os.utime(self.paths[0], ns=(mtime_ns, mtime_ns))
+        return self.position
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            self.offset_index.close()
+            self.time_index.close()
+            os.close(self.fd)
+            self.fd = -1
+
+
+def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], last_batch: dict[int, int]) -> None:
+    sources = [job.sources[i] for i in group]
+    writer = _CleanedWriter(job.directory, sources[0].base_offset, job.config)
+    stats = job.stats
+    try:
+        for source in sources:
+            stats.segments_read += 1
+            stats.bytes_read += source.size
+            retain_deletes = source.mtime_ns // 1_000_000 > job.delete_horizon_ms
+            mm, headers = _batches(source)
+            if mm is None:
+                continue
+            try:
+                for header in headers:
+                    if job.cancelled.is_set():
+                        raise CleanerAborted()
+                    batch = mm[header.position:header.position + header.size]  # a copy: mm closes below
+                    out = _filter_batch(batch, header, offset_map, last_batch, retain_deletes, stats)
+                    if out is not None:
+                        writer.add(out[0], header.last_offset, out[1])
+            finally:
+                mm.close()
+        stats.bytes_written += writer.finish(max(s.mtime_ns for s in sources))
+        stats.segments_written += 1
+    except BaseException:
+        writer.close()
+        for path in writer.paths:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        raise
+
+
+def _filter_batch(batch: bytes, header: records.BatchHeader, offset_map: dict[bytes, int],
+                  last_batch: dict[int, int], retain_deletes: bool, stats: CleanStats):
+    """(bytes to write, max timestamp) for one batch, or None to drop it."""
+    stats.records_read += header.record_count
+    if header.is_control:
+        return batch, header.max_timestamp
+    section = records_section(batch, header)
+    kept: list[tuple[int, int]] = []
+    max_ts = -1
+    for start, end, off_delta, ts_delta, key, tombstone in iter_records(section, header.record_count):
+        if key is None:
+            continue  # Kafka refuses keyless records on compacted topics; the cleaner drops them
+        offset = header.base_offset + off_delta
+        latest = offset_map.get(key)
+        if latest is not None and offset < latest:
+            continue
+        if tombstone and not retain_deletes:
+            continue
+        kept.append((start, end))
+        max_ts = max(max_ts, header.base_timestamp + ts_delta)
+    stats.records_removed += header.record_count - len(kept)
+    if len(kept) == header.record_count:
+        return batch, header.max_timestamp
+    if header.timestamp_type == 1:  # LogAppendTime: every record has the batch's time
+        max_ts = header.max_timestamp
+    if not kept:
+        if header.producer_id >= 0 and last_batch.get(header.producer_id) == header.last_offset:
+            stats.batches_emptied += 1
+            return rebuild_batch(batch, header, [], section, max_ts), header.max_timestamp
+        return None
+    return rebuild_batch(batch, header, kept, section, max_ts), max_ts
+
+
+def run_job(job: CleanJob) -> None:
+    """The expensive part, safe on any thread: offset map, then the ``.cleaned`` files of every
+    group. On failure or cancellation the ``.cleaned`` files made so far are removed."""
+    try:
+        offset_map, last_batch = build_offset_map(job)
+        for n, group in enumerate(job.groups):
+            clean_group(job, group, offset_map, last_batch)
+            job.cleaned.append(n)
+    except BaseException as exc:
+        job.error = exc
+        job.remove_cleaned_files()
+        job.cleaned.clear()
+        if not isinstance(exc, (CleanerAborted, Exception)):
+            raise
+    finally:
+        job.close_fds()
+        job.done.set()
+
+
+def apply_job(job: CleanJob, fault: Callable[[str], None] | None = None) -> bool:
+    """On the log's thread: swap every cleaned group in (``PartitionLog.replace_segments``).
+    Returns True when all were, so the cleaner checkpoint may move to ``job.end_offset``."""
+    if job.error is not None:
+        if not isinstance(job.error, CleanerAborted):
+            log.error("%s: cleaning failed: %r", job.tp, job.error)
+        return False
+    plog = job.plog
+    # The offset map covers every source: if any changed (a follower truncated, retention deleted),
+    # nothing cleaned with it may be swapped in.
+    ok = not plog.offline and plog.find_segments([s.segment for s in job.sources],
+                                                 [s.size for s in job.sources]) is not None
+    if not ok:
+        log.info("%s: the log changed while it was cleaned; discarding the result", job.tp)
+    for n, group in enumerate(job.groups):
+        sources = [job.sources[i] for i in group]
+        if not ok or plog.offline or not plog.replace_segments([s.segment for s in sources],
+                                                               [s.size for s in sources], fault):
+            if ok:
+                log.info("%s: the log changed while it was cleaned; discarding the result", job.tp)
+            ok = False
+            for path in segment_paths(job.directory, sources[0].base_offset, CLEANED_SUFFIX):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+    if not ok:
+        job.stats.discarded += 1
+    return ok
+
+
+def clean_log(plog: "PartitionLog", checkpoint_offset: int | None = None, now: int | None = None,
+              last_stable_offset: int | None = None, force: bool = False,
+              fault: Callable[[str], None] | None = None) -> tuple[int | None, CleanStats]:
+    """Clean one log synchronously on the calling thread (tests, tools). Returns the new cleaner
+    checkpoint (None if nothing was cleaned) and the statistics. ``force`` ignores the ratio."""
+    now = plog._clock() if now is None else now
+    found = cleanable_range(plog, checkpoint_offset, now, last_stable_offset)
+    stats = CleanStats()
+    if found is None or not (force or should_clean(found, plog.config)):
+        return None, stats
+    job = prepare_job(plog, found)
+    run_job(job)
+    if job.error is not None and not isinstance(job.error, Exception):
+        raise job.error
+    ok = apply_job(job, fault)
+    job.stats.logs_cleaned = int(ok)
+    return (job.end_offset if ok else None), job.stats
+
+
+# -- recovery ------------------------------------------------------------------------------------
+
+def complete_interrupted_swaps(directory: Path) -> set[int]:
+    """At log load, before segments are opened (Kafka's rules in Log.loadSegments):
+    ``*.cleaned`` files are deleted (the swap had not begun); for each ``<base>.log.swap`` (its
+    data was complete and synced before it got that name) every segment whose base offset lies in
+    [base, next offset of the swap) is deleted and the swap renamed to ``<base>.log``; index
+    ``.swap`` files are deleted (the indexes of swapped segments are rebuilt). Returns the base
+    offsets of swapped-in segments, whose indexes the caller must rebuild."""
+    swaps: list[int] = []
+    leftovers: list[str] = []
+    for entry in os.scandir(directory):
+        name = entry.name
+        if name.endswith(CLEANED_SUFFIX):
+            os.unlink(entry.path)
+        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and name.split(".", 1)[0].isdigit():
+            swaps.append(int(name.split(".", 1)[0]))
+        elif name.endswith(SWAP_SUFFIX):
+            leftovers.append(entry.path)
+    for path in leftovers:
+        os.unlink(path)  # index swaps: rebuilt below or belonging to a swap that never completed
+    if not swaps:
+        return set()
+    bases = sorted(int(e.name[:-len(LOG_SUFFIX)]) for e in os.scandir(directory)
+                   if e.name.endswith(LOG_SUFFIX) and e.name[:-len(LOG_SUFFIX)].isdigit())
+    for base in sorted(swaps):
+        swap_log = segment_paths(directory, base, SWAP_SUFFIX)[0]
+        next_offset = base
+        size = swap_log.stat().st_size
+        if size:
+            with open(swap_log, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mm:
+                view = memoryview(mm)
+                try:
+                    headers, _, _ = records.scan_batches(view, verify_crc=False)
+                finally:
+                    view.release()
+            if headers:
+                next_offset = headers[-1].last_offset + 1
+        for old in bases:
+            if old == base or base <= old < next_offset:
+                for path in segment_paths(directory, old):
+                    try:
+                        os.unlink(path)
+                    except FileNotFoundError:
+                        pass
+                log.info("%s: completing an interrupted cleaner swap: segment %d replaced", directory, old)
+        for path in segment_paths(directory, base)[1:]:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+        os.rename(swap_log, segment_paths(directory, base)[0])
+    fsync_dir(directory)
+    return set(swaps)
+
+
+# -- the cleaner thread --------------------------------------------------------------------------
+
+class CleanerThread:
+    """One worker running ``run_job`` for jobs submitted from the log manager's thread."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[CleanJob | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+        self.current: CleanJob | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="kafka-log-cleaner-thread-0", daemon=True)
+            self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                run_job(job)
+            except BaseException as exc:  # pragma: no cover - run_job records its errors
+                log.exception("%s: cleaner failed: %r", job.tp, exc)
+
+    def submit(self, job: CleanJob) -> None:
+        self.current = job
+        if self.running:
+            self._jobs.put(job)
+        else:
+            run_job(job)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.current is not None:
+            self.current.cancelled.set()
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join(timeout)
+            self._thread = None

@@ -21,6 +21,7 @@ from kbroker import errors
 from kbroker.cluster import ClusterView, LiveBroker, Snapshot
 from kbroker.config import BrokerConfig
 from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.txn.bridge import TransactionBridge
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.handlers import load_all
 from kbroker.log import LogManager, TopicPartition
@@ -66,6 +67,7 @@ class Broker:
         self.server: NetworkServer | None = None
         self.purgatory: Purgatory | None = None
         self.coordinator: CoordinatorBridge | None = None
+        self.transactions: TransactionBridge | None = None
         self._tasks: list[asyncio.Task] = []
         self._next_producer_id = 0
         self.cluster: ClusterView | None = None  # ZooKeeper mode only
@@ -115,6 +117,8 @@ class Broker:
         # Nothing below yields to the loop, so no request is served before the coordinator is ready.
         self.coordinator = CoordinatorBridge(self)
         await self.coordinator.start()
+        self.transactions = TransactionBridge(self)
+        await self.transactions.start()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         log.info("kbroker %d started: cluster %s, %d topics, listening on %s:%d", self.broker_id,
                  self.cluster_id, len(self.topics), host, port)
@@ -161,6 +165,8 @@ class Broker:
         self.replication.start()
         self.coordinator = CoordinatorBridge(self)
         await self.coordinator.start()
+        self.transactions = TransactionBridge(self)
+        await self.transactions.start()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
                  "listening on %s:%d", self.broker_id, self.cluster_id, self.controller_id(),
@@ -266,6 +272,8 @@ class Broker:
             self.replication.stop()
         if self.session is not None:
             self.session.stop()
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.coordinator is not None:
             await self.coordinator.stop()
         if self.purgatory is not None:
@@ -316,7 +324,7 @@ class Broker:
         cfg = self.config
         period = min(cfg.log_retention_check_interval_ms, cfg.log_flush_offset_checkpoint_interval_ms or 60000,
                      1000) / 1000
-        last_retention = last_checkpoint = last_offsets_cleanup = last_rebalance = time.monotonic()
+        last_retention = last_checkpoint = last_offsets_cleanup = last_rebalance = last_txn_check = time.monotonic()
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
@@ -335,6 +343,10 @@ class Broker:
                     snap = self.cluster.snapshot
                     await self.cluster.run_blocking(
                         lambda: self.controller.auto_rebalance(snap, cfg.leader_imbalance_per_broker_percentage))
+            if now - last_txn_check >= cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000:
+                last_txn_check = now
+                if self.transactions is not None and self.transactions.coordinator is not None:
+                    self.transactions.coordinator.abort_timed_out()
             if now - last_offsets_cleanup >= cfg.offsets_retention_check_interval_ms / 1000:
                 assert self.coordinator is not None and self.coordinator.coordinator is not None
                 await self.coordinator.coordinator.cleanup_expired_offsets()

@@ -19,7 +19,7 @@ from kbroker.coordinator.coordinator import GroupCoordinator
 from kbroker.coordinator.group import GroupConfig
 from kbroker.coordinator.timer import wall_clock_ms
 from kbroker.log import TopicPartition
-from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
+from kbroker.replication.delayed_produce import append_internal
 from kbroker.timers import WheelTimer
 
 if TYPE_CHECKING:
@@ -93,37 +93,30 @@ class CoordinatorBridge:
             self.timer.wheel.close()
 
     def _append(self, partition: int, batch: bytearray):
-        target = self.broker.partition(TopicPartition(OFFSETS_TOPIC, partition))
-        if target is None:
-            raise errors.NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not led here")
-        result = target.append_as_leader(memoryview(batch), -1)
-        self.broker.on_append(target)
-        if target.high_watermark > result.last_offset:
-            return result.first_offset
-        return self._replicated(target, result.first_offset, result.last_offset + 1)
-
-    async def _replicated(self, target, first_offset: int, required_offset: int) -> int:
-        out = {"error_code": 0}
-        waiting = DelayedProduce(self.broker, out, [PendingAck(target, required_offset, out)], version=0)
-        await self.broker.purgatory.watch(waiting, [target.tp], self.broker.config.offsets_commit_timeout_ms)
-        if out["error_code"]:
-            raise errors.for_code(out["error_code"])(f"{target.tp}: not replicated")
-        return first_offset
+        try:
+            return append_internal(self.broker, TopicPartition(OFFSETS_TOPIC, partition), batch,
+                                   self.broker.config.offsets_commit_timeout_ms)
+        except errors.NotLeaderOrFollowerError:
+            raise errors.NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not led here") from None
 
     def _stored_batches(self, partition: int) -> Iterator[memoryview]:
-        target = self.broker.partition(TopicPartition(OFFSETS_TOPIC, partition))
-        if target is None:
+        return stored_batches(self.broker, TopicPartition(OFFSETS_TOPIC, partition))
+
+
+def stored_batches(broker, tp: TopicPartition) -> Iterator[memoryview]:
+    """Every whole batch of a partition this broker leads, for loading a coordinator's state."""
+    target = broker.partition(tp)
+    if target is None:
+        return
+    plog = target.log
+    offset = plog.log_start_offset
+    while offset < plog.log_end_offset:
+        chunk = plog.read_bytes(offset, 1 << 20)
+        headers, valid, _ = records.scan_batches(chunk, verify_crc=True)
+        if not headers:
+            log.warning("%s: unreadable batch at offset %d; stopping the load there", tp, offset)
             return
-        plog = target.log
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            chunk = plog.read_bytes(offset, 1 << 20)
-            headers, valid, _ = records.scan_batches(chunk, verify_crc=True)
-            if not headers:
-                log.warning("%s-%d: unreadable batch at offset %d; stopping the load there",
-                            OFFSETS_TOPIC, partition, offset)
-                return
-            view = memoryview(chunk)
-            for h in headers:
-                yield view[h.position:h.position + h.size]
-            offset = headers[-1].last_offset + 1
+        view = memoryview(chunk)
+        for h in headers:
+            yield view[h.position:h.position + h.size]
+        offset = headers[-1].last_offset + 1

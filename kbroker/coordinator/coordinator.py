@@ -119,6 +119,8 @@ class GroupCoordinator:
         self._loading: set[int] = set()
         self._running = True
         self._tasks: set[asyncio.Future] = set()
+        # TxnOffsetCommit: (group, producer id) -> offsets waiting for the transaction's marker
+        self._txn_offsets: dict[tuple[str, int], dict[TopicPartition, OffsetCommitEntry]] = {}
 
     # --- GroupContext ------------------------------------------------------------------------
 
@@ -307,6 +309,36 @@ class GroupCoordinator:
             for tp in accepted:
                 results[tp] = error
         return {tp: results[tp] for tp in offsets}
+
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                           offsets: Mapping[TopicPartition, OffsetCommitEntry]) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: hold the offsets until the transaction's COMMIT marker reaches the
+        group's partition (``complete_txn_offsets``); an ABORT drops them. Until then
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+        error = self._group_error(group_id, allow_empty=True)
+        if error:
+            return dict.fromkeys(offsets, error)
+        pending = self._txn_offsets.setdefault((group_id, producer_id), {})
+        pending.update(offsets)
+        group = self._groups.get(group_id)
+        if group is None:
+            group = self._groups[group_id] = Group(group_id, self)
+        group.pending_offset_commits.update(offsets.keys())
+        return dict.fromkeys(offsets, NONE)
+
+    async def complete_txn_offsets(self, producer_id: int, commit: bool, partition: int) -> None:
+        """The marker of ``producer_id``'s transaction is in ``__consumer_offsets-<partition>``."""
+        for key in [k for k in self._txn_offsets if k[1] == producer_id and self.partition_for(k[0]) == partition]:
+            offsets = self._txn_offsets.pop(key)
+            group = self._groups.get(key[0])
+            if group is None:
+                continue
+            group.pending_offset_commits.subtract(offsets.keys())
+            for tp in offsets:
+                if group.pending_offset_commits[tp] <= 0:
+                    del group.pending_offset_commits[tp]
+            if commit:
+                await self._store_offsets(group, offsets, -1)
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
                       require_stable: bool = False) -> dict[TopicPartition, OffsetFetchEntry]:

@@ -25,7 +25,7 @@ def handles(api_key: int) -> Callable[[Handler], Handler]:
 
 
 def load_all() -> dict[int, Handler]:
-    from . import admin, api_versions, controller, fetch, groups, metadata, produce  # noqa: F401  (registration)
+    from . import admin, api_versions, controller, fetch, groups, metadata, produce, txn  # noqa: F401  (registration)
     return HANDLERS
 
 

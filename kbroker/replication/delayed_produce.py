@@ -61,3 +61,26 @@ class DelayedProduce(DelayedOperation):
                 f"{ack.partition.tp}: the ISR did not reach offset {ack.required_offset} in time"))
         self.pending = []
         return self.response
+
+
+def append_internal(broker, tp, batch: bytearray, timeout_ms: int):
+    """Write ``batch`` to an internal topic's partition this broker leads, with acks=all (as Kafka
+    writes __consumer_offsets and __transaction_state): the first offset, or an awaitable of it
+    when the ISR does not have it yet. Raises the KafkaError of a refusal."""
+    partition = broker.partition(tp)
+    if partition is None:
+        raise errors.NotLeaderOrFollowerError(f"{tp} is not led here")
+    result = partition.append_as_leader(memoryview(batch), -1)
+    broker.on_append(partition)
+    if partition.high_watermark > result.last_offset:
+        return result.first_offset
+    return _replicated(broker, partition, result.first_offset, result.last_offset + 1, timeout_ms)
+
+
+async def _replicated(broker, partition, first_offset: int, required_offset: int, timeout_ms: int) -> int:
+    out = {"error_code": 0}
+    await broker.purgatory.watch(DelayedProduce(broker, out, [PendingAck(partition, required_offset, out)], 0),
+                                 [partition.tp], timeout_ms)
+    if out["error_code"]:
+        raise errors.for_code(out["error_code"])(f"{partition.tp}: not replicated")
+    return first_offset

@@ -59,6 +59,10 @@ class Replication:
         self.fetchers.unfollow(partition.tp)
 
     def _coordinator_moved(self, partition: Partition, leader: bool) -> None:
+        """The group and transaction coordinators follow their internal topics' leaderships."""
         from kbroker.coordinator.bridge import OFFSETS_TOPIC
+        from kbroker.txn.bridge import TRANSACTION_TOPIC
         if partition.tp.topic == OFFSETS_TOPIC and self.broker.coordinator is not None:
             self.broker.coordinator.leadership_changed(partition.tp.partition, leader)
+        elif partition.tp.topic == TRANSACTION_TOPIC and self.broker.transactions is not None:
+            self.broker.transactions.leadership_changed(partition.tp.partition, leader, partition.leader_epoch)

@@ -8,6 +8,7 @@ A Fetch with a replica id >= 0 comes from a follower: its fetch offset is its lo
 which the leader records (``Partition.update_follower``) before reading, so the high watermark,
 the ISR expansion and the waiting acks=all produces move with it. Followers read past the high
 watermark; consumers never do. OffsetForLeaderEpoch (23) answers where an epoch ended.
+Fetch v0-3 consumers get down-converted copies (magic 0/1 message sets, ``kbroker.log.legacy``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import logging
 
 from kbroker import errors
 from kbroker.fetch_sessions import FetchSession
-from kbroker.log import TopicPartition
+from kbroker.log import TopicPartition, legacy
 from kbroker.partition import error_code_of, now_ms
 from kbroker.purgatory import DelayedOperation
 
@@ -64,8 +65,11 @@ class _Fetch:
                 # Never negative: once the first batch has taken more than the response's max_bytes
                 # (KIP-74), later partitions get no records, as Kafka's limitBytes stays >= 0.
                 budget = max(0, min(max_bytes, remaining))
+                legacy_format = self.version <= 3 and not self.from_follower
                 result = partition.read(offset, budget, self.request.isolation_level, self.from_follower,
-                                        min_one_batch=first and self.version >= 3)
+                                        min_one_batch=first and (self.version >= 3 or legacy_format))
+                if legacy_format:
+                    result = _down_converted(result, self.version, offset, budget, first)
                 out["high_watermark"] = result.high_watermark
                 out["last_stable_offset"] = result.last_stable_offset
                 out["log_start_offset"] = result.log_start_offset
@@ -117,6 +121,16 @@ class _Fetch:
                 or entry.high_watermark != out["high_watermark"]
                 or entry.last_stable_offset != out["last_stable_offset"]
                 or entry.log_start_offset != out["log_start_offset"])
+
+
+def _down_converted(result, version: int, offset: int, budget: int, first: bool):
+    """Fetch v0-3 predates magic 2: the batches read become magic 1 (v2-3) or magic 0 (v0-1)
+    messages, bytes rather than a file range, within ``budget`` (one message at least for the
+    first partition with data)."""
+    if result.records is None or not result.records.length:
+        return result
+    converted = legacy.down_convert(result.records.read(), 1 if version >= 2 else 0, offset, budget, first)
+    return result._replace(records=converted if converted else None)
 
 
 class DelayedFetch(DelayedOperation):

@@ -1,10 +1,10 @@
 """Consumer groups and producer ids: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
 OffsetFetch (9), DeleteGroups (42), InitProducerId (22). The coordinator holds the logic; these
-translate requests and versions."""
+translate requests and versions. OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
 from __future__ import annotations
 
-from kbroker import errors
+from kbroker import errors, zk_offsets
 
 from . import handles
 
@@ -114,7 +114,10 @@ async def offset_commit(broker, header, request, conn):
                 entry += (p.commit_timestamp,)
             offsets[tp] = entry
     codes = dict(unknown)
-    if offsets:
+    if offsets and v == 0:  # v0: ZooKeeper storage, as Kafka 0.8.2+
+        codes.update(await zk_offsets.commit_v0(broker, request.group_id,
+                                                {tp: (e[0], e[2]) for tp, e in offsets.items()}))
+    elif offsets:
         codes.update(await _coordinator(broker).commit_offsets(
             request.group_id, request.member_id if v >= 1 else "", request.generation_id if v >= 1 else -1,
             request.group_instance_id if v >= 7 else None, offsets,
@@ -152,8 +155,25 @@ def offset_fetch(broker, header, request, conn):
             code, topics = _fetch_group(broker, v, g.group_id, g.topics, request.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
+    if v == 0:
+        return _offset_fetch_zookeeper(broker, request)
     code, topics = _fetch_group(broker, v, request.group_id, request.topics, v >= 7 and request.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
+
+
+async def _offset_fetch_zookeeper(broker, request) -> dict:
+    """OffsetFetch v0 reads /consumers/<group>/offsets (OffsetCommit v0 writes there)."""
+    wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+
+    def known(topic: str, index: int) -> bool:
+        return topic in broker.topics and index in broker.topics[topic].assignment
+
+    found = await zk_offsets.fetch_v0(broker, request.group_id, wanted, known)
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), (offset, code) in found.items():
+        by_topic.setdefault(topic, []).append({"partition_index": index, "committed_offset": offset,
+                                               "metadata": "", "error_code": code})
+    return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
 @handles(15)

@@ -5,7 +5,8 @@ Requests of one connection are applied in arrival order (this runs synchronously
 acks=0 gets no response; if any partition failed, the connection is closed instead, as Kafka does,
 so the client refreshes its metadata. acks=all (-1) answers once the high watermark has passed
 every written partition's last offset: at once for an ISR of one, else from the purgatory
-(``kbroker.replication.delayed_produce``).
+(``kbroker.replication.delayed_produce``). v0-2 carry legacy message sets (magic 0/1), converted
+to one magic-2 batch first (``kbroker.log.legacy``).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import logging
 
 from kbroker import errors
 from kbroker._core import records as core_records
-from kbroker.log import TopicPartition
+from kbroker.log import TopicPartition, legacy
 from kbroker.partition import error_code_of
 from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
 
@@ -61,6 +62,8 @@ def _append_one(broker, version: int, acks: int, topic: str, index: int, batches
             raise errors.InvalidRecordError("no record batch")
         if version >= 3:
             _check_single_v2_batch(batches, version)
+        elif legacy.is_legacy(batches):
+            batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
         result = partition.append_as_leader(batches, acks)
         out["base_offset"] = result.first_offset
         out["log_append_time_ms"] = result.log_append_time

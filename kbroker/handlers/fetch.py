@@ -73,6 +73,9 @@ class _Fetch:
                 out["high_watermark"] = result.high_watermark
                 out["last_stable_offset"] = result.last_stable_offset
                 out["log_start_offset"] = result.log_start_offset
+                if result.aborted and "aborted_transactions" in out:  # read_committed, v4+
+                    out["aborted_transactions"] = [{"producer_id": a.producer_id, "first_offset": a.first_offset}
+                                                   for a in result.aborted]
                 if result.records is not None and result.records.length:
                     out["records"] = result.records
                     self.bytes += result.records.length

@@ -1,7 +1,7 @@
 """Consumer groups and producer ids: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
-OffsetFetch (9), DeleteGroups (42), InitProducerId (22). The coordinator holds the logic; these
-translate requests and versions. OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
+OffsetFetch (9), DeleteGroups (42), InitProducerId (22; transactional ids go to the transaction
+coordinator). The coordinators hold the logic; these translate requests and versions. OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
 from __future__ import annotations
 
 from kbroker import errors, zk_offsets
@@ -21,20 +21,23 @@ def find_coordinator(broker, header, request, conn):
     results = []
     for key in keys:
         code, message = 0, None
+        transactional = request.key_type == TRANSACTION_KEY
         if request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
             code, message = errors.InvalidRequestError.code, f"unknown coordinator key type {request.key_type}"
-        elif request.key_type == TRANSACTION_KEY:
-            code, message = errors.CoordinatorNotAvailableError.code, "transactions are not served yet"
         elif not key:
-            code, message = errors.InvalidGroupIdError.code, "the group id is empty"
+            code, message = (errors.InvalidRequestError.code, "the transactional id is empty") if transactional \
+                else (errors.InvalidGroupIdError.code, "the group id is empty")
         if code == 0 and broker.cluster is not None:
-            try:
-                broker.coordinator.ensure_offsets_topic()
+            try:  # the internal topic is created on first use, as Kafka does
+                (broker.transactions.ensure_topic if transactional else broker.coordinator.ensure_offsets_topic)()
             except errors.KafkaError as exc:
                 code, message = exc.code, exc.message
-        node = broker.coordinator_endpoint(key) if code == 0 else None
+        if code == 0:
+            node = broker.transactions.coordinator_endpoint(key) if transactional else broker.coordinator_endpoint(key)
+        else:
+            node = None
         if code == 0 and node is None:
-            code, message = errors.CoordinatorNotAvailableError.code, "the group's coordinator is not available"
+            code, message = errors.CoordinatorNotAvailableError.code, "the coordinator is not available"
         found = code == 0
         results.append({"key": key, "node_id": node.id if found else -1, "host": node.host if found else "",
                         "port": node.port if found else -1, "error_code": code, "error_message": message})
@@ -208,9 +211,8 @@ async def delete_groups(broker, header, request, conn):
 
 @handles(22)
 def init_producer_id(broker, header, request, conn):
-    if request.transactional_id:
-        return {"throttle_time_ms": 0, "error_code": errors.CoordinatorNotAvailableError.code,
-                "producer_id": -1, "producer_epoch": -1}
+    if request.transactional_id is not None:
+        return _init_transactional(broker, request)
     if header.api_version >= 3 and request.producer_id >= 0:
         # KIP-360: an idempotent producer bumping its epoch keeps its id
         epoch = request.producer_epoch + 1
@@ -219,3 +221,14 @@ def init_producer_id(broker, header, request, conn):
                     "producer_epoch": 0}
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": request.producer_id, "producer_epoch": epoch}
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": broker.next_producer_id(), "producer_epoch": 0}
+
+
+async def _init_transactional(broker, request) -> dict:
+    """A transactional producer: the transaction coordinator gives its id and (bumped) epoch."""
+    coordinator = broker.transactions.coordinator if broker.transactions is not None else None
+    if coordinator is None:
+        code, pid, epoch = errors.CoordinatorNotAvailableError.code, -1, -1
+    else:
+        code, pid, epoch = await coordinator.init_producer_id(request.transactional_id,
+                                                              request.transaction_timeout_ms)
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}

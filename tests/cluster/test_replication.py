@@ -473,3 +473,36 @@ def test_controller_and_topic_znodes_in_kafkas_json(cluster):
         assert sorted(state) == ["controller_epoch", "isr", "leader", "leader_epoch", "version"]
         assert state["version"] == 1 and state["leader"] == assignment["partitions"][str(p)][0]
         assert sorted(state["isr"]) == [1, 2, 3] and state["controller_epoch"] == int(epoch_raw)
+
+
+def test_transactions_across_three_brokers(cluster):
+    """__transaction_state replicated 3 ways (min ISR 2); the coordinator sends the markers to the
+    leaders of the transaction's partitions on the other brokers over WriteTxnMarkers."""
+    topic = "txn-cluster"
+    _create(cluster, topic, 3)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "cluster-tx"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce(topic, value=b"kept-%d" % p, partition=p)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce(topic, value=b"dropped-%d" % p, partition=p)
+    producer.flush(30)
+    producer.abort_transaction(60)
+    state = layout.get_topic_assignment(cluster.store, "__transaction_state")
+    assert state is not None and all(len(r) == 3 for r in state.partitions.values())
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "txn-cluster-reader",
+                         "isolation.level": "read_committed", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    got = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        deadline = time.monotonic() + 20
+        while len(got) < 3 and time.monotonic() < deadline:
+            got += [m.value() for m in consumer.consume(10, timeout=0.5) if not m.error()]
+        got += [m.value() for m in consumer.consume(10, timeout=2) if not m.error()]
+    finally:
+        consumer.close()
+    assert sorted(got) == [b"kept-0", b"kept-1", b"kept-2"]

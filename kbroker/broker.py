@@ -21,6 +21,7 @@ from kbroker import errors
 from kbroker.cluster import ClusterView, LiveBroker, Snapshot
 from kbroker.config import BrokerConfig
 from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.status import StatusServer, parse_listener
 from kbroker.txn.bridge import TransactionBridge
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.handlers import load_all
@@ -68,6 +69,7 @@ class Broker:
         self.purgatory: Purgatory | None = None
         self.coordinator: CoordinatorBridge | None = None
         self.transactions: TransactionBridge | None = None
+        self.status: StatusServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._next_producer_id = 0
         self.cluster: ClusterView | None = None  # ZooKeeper mode only
@@ -119,6 +121,7 @@ class Broker:
         await self.coordinator.start()
         self.transactions = TransactionBridge(self)
         await self.transactions.start()
+        await self._start_status()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         log.info("kbroker %d started: cluster %s, %d topics, listening on %s:%d", self.broker_id,
                  self.cluster_id, len(self.topics), host, port)
@@ -167,6 +170,7 @@ class Broker:
         await self.coordinator.start()
         self.transactions = TransactionBridge(self)
         await self.transactions.start()
+        await self._start_status()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
                  "listening on %s:%d", self.broker_id, self.cluster_id, self.controller_id(),
@@ -262,6 +266,8 @@ class Broker:
             await self._controlled_shutdown()
         for task in self._tasks:
             task.cancel()
+        if self.status is not None:
+            await self.status.stop()
         if self.server is not None:
             await self.server.stop()
         if self.cluster is not None:
@@ -285,6 +291,12 @@ class Broker:
             if self.cluster is None:
                 self._store_server.close()
         log.info("kbroker %d stopped cleanly", self.broker_id)
+
+    async def _start_status(self) -> None:
+        found = parse_listener(self.config.status_listener)
+        if found is not None:
+            self.status = StatusServer(self, *found)
+            await self.status.start()
 
     async def _controlled_shutdown(self) -> bool:
         """Ask the controller to move this broker's leaderships away (Kafka's controlled shutdown):

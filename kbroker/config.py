@@ -109,6 +109,8 @@ DEFS: tuple[_Def, ...] = (
     _d("zookeeper.session.timeout.ms", _int, 18000, lambda v: v >= 1, "an int >= 1"),
     _d("zookeeper.connection.timeout.ms", _int, 18000, lambda v: v >= 1, "an int >= 1"),
     _d("broker.rack", _str, ""),
+    _d("status.listener", _str, "", lambda v: _status_listener_ok(v), "empty or http://HOST:PORT",
+       "the HTTP status endpoint (JSON: brokers, partitions, groups, health); empty: off"),
     _d("controlled.shutdown.enable", _bool, True, rule="true or false"),
     _d("auto.leader.rebalance.enable", _bool, True, rule="true or false"),
     _d("leader.imbalance.check.interval.seconds", _int, 300, lambda v: v >= 1, "an int >= 1"),
@@ -126,6 +128,15 @@ ACCEPTED_UNUSED = frozenset({
     "inter.broker.listener.name", "security.inter.broker.protocol", "log.cleaner.dedupe.buffer.size", "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests", "max.connections", "max.connections.per.ip",
 })
+
+def _status_listener_ok(value: str) -> bool:
+    from kbroker.status import parse_listener
+    try:
+        parse_listener(value)
+    except ValueError:
+        return False
+    return True
+
 
 _BY_KEY = {d.key: d for d in DEFS}
 _LOG_BROKER_KEYS = {bk for k in LOG_KEYS for bk in k.broker_keys}

@@ -193,7 +193,9 @@ def broker_factory(request, tmp_path):
     made = []
 
     def make(overrides: dict[str, str] | None = None) -> BrokerProcess:
-        gen = _make_broker(tmp_path / f"b{len(made)}", overrides)
+        base = tmp_path / f"b{len(made)}"
+        base.mkdir(parents=True, exist_ok=True)
+        gen = _make_broker(base, overrides)
         proc = next(gen)
         made.append(gen)
         request.node._brokers = getattr(request.node, "_brokers", []) + [proc]

@@ -12,7 +12,8 @@ For logs whose ``cleanup.policy`` includes ``compact``. Kafka's model:
   log with the highest ratio >= ``min.cleanable.dirty.ratio`` is cleaned first, and so is a log whose
   first dirty batch is older than ``max.compaction.lag.ms`` whatever its ratio.
 * **Cleaning.** An offset map key -> last offset is built over the dirty section (compressed
-  batches are decompressed; control batches and keyless records are not keys). Then every
+  batches are decompressed; control batches and keyless records are not keys; nor are records
+  of transactions not known committed in the cleanable range, which are kept untouched). Then every
   cleanable segment from the log start is rewritten: a record survives if it is the latest of its
   key (or its key is not in the map) and it has a key; a tombstone (null value) survives only in a
   segment modified after the delete horizon (the last modified time of the last segment cleaned
@@ -242,13 +243,15 @@ class CleanJob:
                 os.close(source.fd)
                 source.fd = -1
 
-    def remove_cleaned_files(self) -> None:
-        for group in self.groups:
+    def remove_cleaned_files(self, groups: list[list[int]] | None = None) -> None:
+        for group in self.groups if groups is None else groups:
             for path in segment_paths(self.directory, self.sources[group[0]].base_offset, CLEANED_SUFFIX):
                 try:
                     os.unlink(path)
                 except FileNotFoundError:
                     pass
+                except OSError as exc:  # its directory failed: the next start deletes *.cleaned
+                    log.warning("could not remove %s: %s", path, exc)
 
 
 @dataclass(frozen=True)
@@ -367,12 +370,15 @@ def _batches(source: Source):
     return mm, headers
 
 
-def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int]]:
-    """key -> last offset over the dirty segments; producer id -> last offset of its last batch
-    over every cleanable segment."""
-    offset_map: dict[bytes, int] = {}
+def scan_producers(job: CleanJob) -> tuple[dict[int, int], set[int]]:
+    """Over every cleanable segment: producer id -> last offset of its last batch, and the base
+    offsets of transactional batches that are not known committed (aborted, or no marker yet in
+    the cleanable range). Those never enter the offset map and are kept as they are: an aborted
+    or undecided record must not hide the committed value before it."""
     last_batch: dict[int, int] = {}
-    for i, source in enumerate(job.sources):
+    open_txn: dict[int, list[int]] = {}
+    unsafe: set[int] = set()
+    for source in job.sources:
         mm, headers = _batches(source)
         if mm is None:
             continue
@@ -380,9 +386,44 @@ def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int]]:
             for header in headers:
                 if job.cancelled.is_set():
                     raise CleanerAborted()
-                if header.producer_id >= 0:
-                    last_batch[header.producer_id] = header.last_offset
-                if i < job.dirty_from or header.is_control:
+                pid = header.producer_id
+                if pid >= 0:
+                    last_batch[pid] = header.last_offset
+                if not header.is_transactional:
+                    continue
+                if not header.is_control:
+                    open_txn.setdefault(pid, []).append(header.base_offset)
+                    continue
+                section = records_section(mm[header.position:header.position + header.size], header)
+                marker = next(iter_records(section, header.record_count), None)
+                committed = False
+                if marker is not None and marker[4] is not None and len(marker[4]) >= 4:
+                    committed = struct.unpack_from(">h", marker[4], 2)[0] == 1
+                batches = open_txn.pop(pid, [])
+                if not committed:
+                    unsafe.update(batches)
+        finally:
+            mm.close()
+    for batches in open_txn.values():
+        unsafe.update(batches)
+    return last_batch, unsafe
+
+
+def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int], set[int]]:
+    """key -> last offset over the dirty segments, plus what ``scan_producers`` found."""
+    last_batch, unsafe = scan_producers(job)
+    offset_map: dict[bytes, int] = {}
+    for i, source in enumerate(job.sources):
+        if i < job.dirty_from:
+            continue
+        mm, headers = _batches(source)
+        if mm is None:
+            continue
+        try:
+            for header in headers:
+                if job.cancelled.is_set():
+                    raise CleanerAborted()
+                if header.is_control or header.base_offset in unsafe:
                     continue
                 section = records_section(mm[header.position:header.position + header.size], header)
                 for _, _, off_delta, _, key, _ in iter_records(section, header.record_count):
@@ -390,7 +431,7 @@ def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int]]:
                         offset_map[key] = header.base_offset + off_delta
         finally:
             mm.close()
-    return offset_map, last_batch
+    return offset_map, last_batch, unsafe
 
 
 class _CleanedWriter:
@@ -461,7 +502,8 @@ class _CleanedWriter:
             self.fd = -1
 
 
-def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], last_batch: dict[int, int]) -> None:
+def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], last_batch: dict[int, int],
+                unsafe: set[int] = frozenset()) -> None:
     sources = [job.sources[i] for i in group]
     writer = _CleanedWriter(job.directory, sources[0].base_offset, job.config)
     stats = job.stats
@@ -478,7 +520,11 @@ def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], l
                     if job.cancelled.is_set():
                         raise CleanerAborted()
                     batch = mm[header.position:header.position + header.size]  # a copy: mm closes below
-                    out = _filter_batch(batch, header, offset_map, last_batch, retain_deletes, stats)
+                    if header.base_offset in unsafe:
+                        stats.records_read += header.record_count
+                        out = (batch, header.max_timestamp)
+                    else:
+                        out = _filter_batch(batch, header, offset_map, last_batch, retain_deletes, stats)
                     if out is not None:
                         writer.add(out[0], header.last_offset, out[1])
             finally:
@@ -532,9 +578,9 @@ def run_job(job: CleanJob) -> None:
     """The expensive part, safe on any thread: offset map, then the ``.cleaned`` files of every
     group. On failure or cancellation the ``.cleaned`` files made so far are removed."""
     try:
-        offset_map, last_batch = build_offset_map(job)
+        offset_map, last_batch, unsafe = build_offset_map(job)
         for n, group in enumerate(job.groups):
-            clean_group(job, group, offset_map, last_batch)
+            clean_group(job, group, offset_map, last_batch, unsafe)
             job.cleaned.append(n)
     except BaseException as exc:
         job.error = exc
@@ -568,11 +614,7 @@ def apply_job(job: CleanJob, fault: Callable[[str], None] | None = None) -> bool
             if ok:
                 log.info("%s: the log changed while it was cleaned; discarding the result", job.tp)
             ok = False
-            for path in segment_paths(job.directory, sources[0].base_offset, CLEANED_SUFFIX):
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+            job.remove_cleaned_files([group])
     if not ok:
         job.stats.discarded += 1
     return ok

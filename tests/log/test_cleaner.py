@@ -479,3 +479,29 @@ def test_config_keys_map_as_kafka():
     for bad in ({"min.cleanable.dirty.ratio": "1.5"}, {"log.cleaner.enable": "x"}, {"": "1"}):
         with pytest.raises(ConfigError):
             config.with_overrides(bad)
+
+
+def test_aborted_and_open_transactions_never_hide_committed_values(tmp_path, appender):
+    plog = open_compacted(tmp_path, appender)
+
+    def follow(batch: bytes) -> None:
+        plog.append_as_follower(batch)
+
+    follow(build_batch([(b"a", b"a-1", [], 1), (b"b", b"b-1", [], 2)], base_offset=0))
+    follow(build_batch([(b"a", b"a-committed", [], 3)], base_offset=2, producer_id=5, producer_epoch=0,
+                       base_sequence=0, is_transactional=True))
+    follow(build_control_batch(True, producer_id=5, producer_epoch=0, base_offset=3))
+    follow(build_batch([(b"a", b"a-aborted", [], 4), (b"b", b"b-aborted", [], 5)], base_offset=4, producer_id=6,
+                       producer_epoch=0, base_sequence=0, is_transactional=True))
+    follow(build_control_batch(False, producer_id=6, producer_epoch=0, base_offset=6))
+    follow(build_batch([(b"b", b"b-open", [], 6)], base_offset=7, producer_id=8, producer_epoch=0,
+                       base_sequence=0, is_transactional=True))  # no marker yet
+    plog.roll()
+    follow(build_batch([(b"head", b"h", [], 9)], base_offset=8))
+    plog.update_high_watermark(plog.log_end_offset)
+    clean_log(plog)
+    stored = decode(read_all(plog, 0))
+    assert stored == [(1, b"b", b"b-1"), (2, b"a", b"a-committed"), stored[2],
+                      (4, b"a", b"a-aborted"), (5, b"b", b"b-aborted"), stored[5],
+                      (7, b"b", b"b-open"), (8, b"head", b"h")]
+    plog.close()

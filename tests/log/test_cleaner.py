@@ -505,3 +505,23 @@ def test_aborted_and_open_transactions_never_hide_committed_values(tmp_path, app
                       (4, b"a", b"a-aborted"), (5, b"b", b"b-aborted"), stored[5],
                       (7, b"b", b"b-open"), (8, b"head", b"h")]
     plog.close()
+
+
+def test_max_compaction_lag_forces_cleaning_below_the_ratio_and_rolls(tmp_path, appender):
+    now = 50_000_000
+    clock = lambda: now  # noqa: E731
+    config = dict(COMPACT, min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=10_000, segment_bytes=100_000)
+    plog = PartitionLog(tmp_path / str(TP), TP, LogConfig(**config), appender, clock=clock)
+    model = Model()
+    for r in range(5):
+        model.produce(plog, [(b"k", b"v%d" % r)], ts=now)
+    model.produce(plog, [(b"k", b"later")], ts=now + 20_000)  # segment.ms is a week, but the lag rolls
+    assert len(plog.segments) == 2
+    checkpoint, _ = clean_log(plog, now=now + 5_000)
+    assert checkpoint is not None  # dirty ratio of the one cleanable segment is 1.0 anyway
+    model.produce(plog, [(b"k", b"x")], ts=now + 20_001)
+    model.produce(plog, [(b"k", b"y")], ts=now + 40_000)  # rolls again
+    assert clean_log(plog, checkpoint, now=now + 21_000)[0] is None  # not yet past the lag, ratio < 1
+    assert clean_log(plog, checkpoint, now=now + 40_000)[0] is not None  # past max.compaction.lag.ms
+    check(plog, model)
+    plog.close()

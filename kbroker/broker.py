@@ -284,6 +284,8 @@ class Broker:
             await self.coordinator.stop()
         if self.purgatory is not None:
             self.purgatory.close()
+        for partition in self.partitions.values():
+            partition.write_snapshot()  # the next start replays nothing
         if self.log_manager is not None:
             self.log_manager.shutdown()
         if self.store is not None:

@@ -15,6 +15,7 @@ the high watermark follows the log end offset as soon as an append is written.
 """
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from kbroker import errors
 from kbroker._core import records as core_records
 from kbroker.log import FileSlice, PartitionLog, TopicPartition
 from kbroker.log.partition_log import AppendResult
+from kbroker.log import producer_snapshot
 from kbroker.log.producer_state import ProducerStateManager
 from kbroker.txn import markers
 
@@ -70,22 +72,69 @@ class Partition:
         self.isr_change_pending = False   # one ISR write at a time
         self.leader_epoch_start_offset = plog.log_end_offset
         self.producer_state = ProducerStateManager()
-        self._rebuild_producer_state()
+        self._load_producer_state()
         if single_replica:
             plog.update_high_watermark(plog.log_end_offset)
         else:
             self.leader_id = -1  # neither leader nor follower until the partition state says
 
+    def _load_producer_state(self) -> None:
+        """The latest producer snapshot not beyond the log end, the aborted transactions of the
+        .txnindex files before it, and a replay of the batches after it; without a usable
+        snapshot, a replay of the whole log (which rewrites the .txnindex files)."""
+        plog = self.log
+        directory = plog.directory
+        usable = []
+        for offset in producer_snapshot.snapshot_offsets(directory):
+            if offset > plog.log_end_offset:  # written before a truncation: never valid again
+                producer_snapshot.snapshot_path(directory, offset).unlink(missing_ok=True)
+            elif offset >= plog.log_start_offset:
+                usable.append(offset)
+        if usable:
+            start = usable[-1]
+            try:
+                state = producer_snapshot.read_snapshot(producer_snapshot.snapshot_path(directory, start))
+            except (OSError, ValueError) as exc:
+                log.warning("%s: producer snapshot unusable (%s); replaying the whole log", self.tp, exc)
+            else:
+                state.aborted = [a for a in producer_snapshot.read_aborted(directory)
+                                 if plog.log_start_offset <= a.last_offset < start]
+                self.producer_state = state
+                for header in plog.batch_headers(start):
+                    self._track_producer(header, index_aborts=True)
+                return
+        self._rebuild_producer_state()
+
     def _rebuild_producer_state(self) -> None:
         """Replay batch headers so sequence checks and open transactions survive a restart (and
-        a truncation)."""
+        a truncation); the .txnindex files are written again from what the replay found."""
         self.producer_state = ProducerStateManager()
         for header in self.log.batch_headers(self.log.log_start_offset):
             self._track_producer(header)
+        directory = self.log.directory
+        producer_snapshot.remove_stale_txn_indexes(directory, ())
+        for aborted in self.producer_state.aborted:
+            producer_snapshot.append_aborted(directory, self._segment_base(aborted.last_offset), aborted, -1)
 
-    def _track_producer(self, header, batch: memoryview | None = None) -> None:
+    def _segment_base(self, offset: int) -> int:
+        bases = [s.base_offset for s in self.log.segments]
+        return bases[max(bisect.bisect_right(bases, offset) - 1, 0)]
+
+    def write_snapshot(self) -> None:
+        """Producer state at the log end (clean shutdown), so the next open replays nothing."""
+        plog = self.log
+        if plog.offline:
+            return
+        try:
+            producer_snapshot.write_snapshot(plog.directory, plog.log_end_offset, self.producer_state)
+            producer_snapshot.remove_stale_txn_indexes(plog.directory, [s.base_offset for s in plog.segments])
+        except OSError as exc:
+            log.warning("%s: producer snapshot not written: %s", self.tp, exc)
+
+    def _track_producer(self, header, batch: memoryview | None = None, index_aborts: bool = False) -> None:
         """Producer state from one batch header; a control batch's marker type needs its bytes
-        (read from the log when not given)."""
+        (read from the log when not given). With ``index_aborts`` an ABORT is also written to
+        the .txnindex of its segment."""
         if header.producer_id < 0:
             return
         if header.is_control:
@@ -93,8 +142,8 @@ class Partition:
                 batch = memoryview(self.log.read_bytes(header.base_offset, header.size))[:header.size]
             kind = markers.marker_type(batch)
             if kind is not None:
-                self.producer_state.complete(header.producer_id, header.producer_epoch, header.base_offset,
-                                             kind == markers.COMMIT)
+                self._complete(header.producer_id, header.producer_epoch, header.base_offset, kind == markers.COMMIT,
+                               index_aborts)
             return
         self.producer_state.update(header.producer_id, header.producer_epoch, header.base_sequence,
                                    header.last_sequence, header.base_offset, header.last_offset,
@@ -192,9 +241,21 @@ class Partition:
         batch = markers.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, int(time.time() * 1000))
         info = core_records.validate(batch, len(batch), False)
         result = self.log.append_validated(batch, info, self.leader_epoch)
-        self.producer_state.complete(producer_id, producer_epoch, result.first_offset, commit)
+        self._complete(producer_id, producer_epoch, result.first_offset, commit, True)
         self.maybe_advance_high_watermark()
         return result.first_offset
+
+    def _complete(self, producer_id: int, epoch: int, marker_offset: int, commit: bool, index: bool) -> None:
+        before = len(self.producer_state.aborted)
+        self.producer_state.complete(producer_id, epoch, marker_offset, commit)
+        if index and len(self.producer_state.aborted) > before:
+            first = self.producer_state.first_unstable_offset()  # Kafka's LSO once the marker is in
+            try:
+                producer_snapshot.append_aborted(self.log.directory, self._segment_base(marker_offset),
+                                                 self.producer_state.aborted[-1],
+                                                 first if first is not None else marker_offset + 1)
+            except OSError as exc:
+                log.warning("%s: .txnindex not written: %s", self.tp, exc)
 
     @property
     def last_stable_offset(self) -> int:
@@ -280,7 +341,8 @@ class Partition:
                     appended = valid
                     for header in headers:
                         if header.base_offset >= leo:
-                            self._track_producer(header, batches[header.position:header.position + header.size])
+                            self._track_producer(header, batches[header.position:header.position + header.size],
+                                                 index_aborts=True)
         plog.update_high_watermark(min(leader_high_watermark, plog.log_end_offset))
         return appended
 
@@ -290,12 +352,18 @@ class Partition:
         log.info("%s: truncating from %d to %d (leader epoch %d)", self.tp, self.log.log_end_offset, offset,
                  self.leader_epoch)
         self.log.truncate_to(offset)
+        for snapshot in producer_snapshot.snapshot_offsets(self.log.directory):
+            if snapshot > self.log.log_end_offset:
+                producer_snapshot.snapshot_path(self.log.directory, snapshot).unlink(missing_ok=True)
         self._rebuild_producer_state()  # open and aborted transactions included
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         log.info("%s: log restarts at %d (below the leader's log start offset)", self.tp, offset)
         self.log.truncate_fully_and_start_at(offset)
         self.producer_state = ProducerStateManager()
+        for snapshot in producer_snapshot.snapshot_offsets(self.log.directory):
+            producer_snapshot.snapshot_path(self.log.directory, snapshot).unlink(missing_ok=True)
+        producer_snapshot.remove_stale_txn_indexes(self.log.directory, ())
 
     # -- reads --------------------------------------------------------------------------------
 

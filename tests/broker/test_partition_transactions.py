@@ -97,3 +97,46 @@ def test_marker_type_round_trip():
     batch = markers.control_batch(1, 0, True, 4, 0)
     header = records.parse_header(batch)
     assert header.is_control and header.is_transactional and header.producer_id == 1
+
+
+def test_producer_snapshot_and_txnindex_files_in_kafkas_layout(tmp_path, appender):
+    import struct
+
+    from kbroker.log import producer_snapshot
+    p = _open(tmp_path, appender)
+    p.append_as_leader(_txn_batch(7, 0), 1)                   # 0-1
+    p.write_marker(7, 0, commit=False, coordinator_epoch=1)   # 2: abort
+    p.append_as_leader(make_batch(2, producer_id=9, producer_epoch=1, base_sequence=0), 1)  # 3-4
+    p.append_as_leader(_txn_batch(11, 0), 1)                  # 5-6 open
+    directory = p.log.directory
+    # the marker (stamped now) rolled a segment at 2 past the 1970 test records: its index is 2's
+    assert sorted(f.name for f in directory.glob("*.txnindex")) == [f"{2:020d}.txnindex"]
+    index = (directory / f"{2:020d}.txnindex").read_bytes()
+    assert index == struct.pack(">hqqqq", 0, 7, 0, 2, 3)  # version, pid, first, last, last stable offset
+    p.write_snapshot()
+    snapshot = directory / f"{7:020d}.snapshot"
+    data = snapshot.read_bytes()
+    version, crc, count = struct.unpack_from(">hIi", data, 0)
+    assert (version, count) == (1, 3)
+    entries = [struct.unpack_from(">qhiqiqiq", data, 10 + i * 46) for i in range(count)]
+    assert [(e[0], e[1], e[2], e[3], e[4], e[7]) for e in entries] == [
+        (7, 0, 1, 1, 1, -1), (9, 1, 1, 4, 1, -1), (11, 0, 1, 6, 1, 5)]
+    p.log.close()
+    again = _open(tmp_path, appender)  # loads the snapshot and the txnindex, replays nothing
+    assert again.producer_state.ongoing == {11: 5}
+    assert again.producer_state.aborted == p.producer_state.aborted
+    assert again.producer_state.check(9, 1, 2, 3) is None      # the next sequence is accepted
+    assert again.producer_state.check(9, 1, 0, 1) is not None  # the last batch is still a duplicate
+    assert producer_snapshot.read_snapshot(snapshot).ongoing == {11: 5}
+
+
+def test_a_corrupt_snapshot_falls_back_to_replaying_the_log(tmp_path, appender):
+    p = _open(tmp_path, appender)
+    p.append_as_leader(_txn_batch(7, 0), 1)
+    p.write_snapshot()
+    path = p.log.directory / f"{2:020d}.snapshot"
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 0xFF
+    path.write_bytes(raw)
+    p.log.close()
+    assert _open(tmp_path, appender).producer_state.ongoing == {7: 0}

@@ -24,7 +24,9 @@ For logs whose ``cleanup.policy`` includes ``compact``. Kafka's model:
   recompressed with the same codec; a batch that lost all is dropped, unless it is a control batch
   (kept whole) or the last batch of its producer in the cleaned range (kept as an empty batch, so
   the producer state rebuilt from batch headers keeps its last sequence). Consecutive segments are
-  grouped into one cleaned segment while their sizes add up to at most ``segment.bytes``.
+  grouped into one cleaned segment while their sizes add up to at most ``segment.bytes``; a
+  segment with a ``.txnindex`` always starts a group, so that file (named after its base, never
+  touched here) stays right: aborted transactions and their markers are never removed.
 * **Swap** (in ``PartitionLog.replace_segments``, on the log's own thread): ``<base>.log.cleaned``
   and its indexes are renamed ``.swap``, the old segments ``.deleted`` (removed after
   ``file.delete.delay.ms``, a fetch may still send from them), the ``.swap`` files to their final
@@ -55,6 +57,7 @@ from kbroker._core.index import OffsetIndex, TimeIndex
 
 from .compression import GZIP, LZ4, SNAPPY, ZSTD, decompress_records
 from .config import INT64_MAX, LogConfig
+from .producer_snapshot import TXN_INDEX_SUFFIX
 from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TopicPartition, segment_file_stem
 
 if TYPE_CHECKING:
@@ -200,6 +203,7 @@ class Source:
     size: int
     mtime_ns: int
     index_entries: int
+    has_txn_index: bool = False  # a <base>.txnindex (aborted transactions) belongs to this base
 
 
 @dataclass
@@ -317,7 +321,8 @@ def prepare_job(plog: "PartitionLog", found: Cleanable) -> CleanJob:
         for segment in segments:
             fd = os.dup(segment.fd)
             sources.append(Source(segment, fd, segment.base_offset, segment.written_size,
-                                  os.fstat(fd).st_mtime_ns, segment.offset_index.entries))
+                                  os.fstat(fd).st_mtime_ns, segment.offset_index.entries,
+                                  (plog.directory / f"{segment_file_stem(segment.base_offset)}{TXN_INDEX_SUFFIX}").exists()))
     except OSError:
         for source in sources:
             os.close(source.fd)
@@ -344,7 +349,8 @@ def group_sources(sources: list[Source], end_offset: int, config: LogConfig) -> 
         j = i + 1
         while j < len(sources):
             nxt = sources[j + 1].base_offset if j + 1 < len(sources) else end_offset
-            if (size + sources[j].size > config.segment_bytes
+            if (sources[j].has_txn_index  # its .txnindex is named after its base: it starts a group
+                    or size + sources[j].size > config.segment_bytes
                     or entries + sources[j].index_entries + 1 > max_entries
                     or nxt - 1 - sources[i].base_offset > INT32_MAX):
                 break

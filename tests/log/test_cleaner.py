@@ -525,3 +525,21 @@ def test_max_compaction_lag_forces_cleaning_below_the_ratio_and_rolls(tmp_path, 
     assert clean_log(plog, checkpoint, now=now + 40_000)[0] is not None  # past max.compaction.lag.ms
     check(plog, model)
     plog.close()
+
+
+def test_a_segment_with_a_txnindex_keeps_its_base_when_small_segments_are_merged(tmp_path, appender):
+    plog = open_compacted(tmp_path, appender)
+    model = Model()
+    updates(plog, model, keys=4, rounds=40)
+    pinned = plog.segments[3].base_offset
+    txn_index = plog.directory / f"{pinned:020d}.txnindex"
+    txn_index.write_bytes(b"\x00" * 34)
+    checkpoint, _ = clean_log(plog)
+    model.produce(plog, [(b"key-0", b"last")])
+    plog.roll()
+    clean_log(plog, checkpoint, force=True)  # the second pass merges the small cleaned segments
+    bases = [s.base_offset for s in plog.segments]
+    assert pinned in bases and len(bases) <= 4
+    assert txn_index.read_bytes() == b"\x00" * 34
+    check(plog, model)
+    plog.close()

@@ -207,16 +207,24 @@ class Partition:
 
     # -- leader: appends, follower progress, high watermark ---------------------------------
 
-    def append_as_leader(self, batches: memoryview, required_acks: int = 1) -> AppendResult:
+    def append_as_leader(self, batches: memoryview, required_acks: int = 1, from_client: bool = True) -> AppendResult:
         """Validate, check producer sequences, write. A duplicate of one of the producer's last
-        five batches is answered with its original offsets and not written again."""
+        five batches is answered with its original offsets and not written again. Coordinators'
+        own batches (``from_client=False``) may carry a producer without sequences."""
         plog = self.log
         if required_acks == -1 and len(self.isr) < plog.config.min_insync_replicas:
             raise errors.NotEnoughReplicasError(
                 f"{self.tp}: the ISR {self.isr} is smaller than min.insync.replicas="
                 f"{plog.config.min_insync_replicas}")
-        info = plog.validate(batches)
-        if info.producer_id >= 0:
+        if from_client:
+            info = plog.validate(batches)
+        else:
+            try:
+                info = core_records.validate(batches, max(plog.config.max_message_bytes, len(batches)), False)
+            except core_records.RecordBatchError as exc:
+                raise errors.for_code(exc.code)(f"{self.tp}: {exc}") from None
+        sequenced = info.producer_id >= 0 and info.base_sequence >= 0  # coordinators write without sequences
+        if sequenced:
             duplicate = self.producer_state.check(info.producer_id, info.producer_epoch, info.base_sequence,
                                                   info.last_sequence)
             if duplicate is not None:
@@ -225,12 +233,12 @@ class Partition:
                 return AppendResult(duplicate.first_offset, duplicate.last_offset, -1, duplicate.timestamp,
                                     0, 0)
         result = plog.append_validated(batches, info, self.leader_epoch)
-        if info.producer_id >= 0:
+        if sequenced:
             self.producer_state.update(info.producer_id, info.producer_epoch, info.base_sequence,
                                        info.last_sequence, result.first_offset, result.last_offset,
                                        result.max_timestamp)
-            if info.is_transactional:
-                self.producer_state.begin(info.producer_id, result.first_offset)
+        if info.producer_id >= 0 and info.is_transactional:
+            self.producer_state.begin(info.producer_id, result.first_offset)
         self.maybe_advance_high_watermark()
         return result
 

@@ -310,35 +310,48 @@ class GroupCoordinator:
                 results[tp] = error
         return {tp: results[tp] for tp in offsets}
 
-    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                           offsets: Mapping[TopicPartition, OffsetCommitEntry]) -> dict[TopicPartition, int]:
-        """TxnOffsetCommit: hold the offsets until the transaction's COMMIT marker reaches the
-        group's partition (``complete_txn_offsets``); an ABORT drops them. Until then
-        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for them."""
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
+                                 offsets: Mapping[TopicPartition, OffsetCommitEntry]) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: write the offsets as a transactional batch of the producer; they count
+        once the transaction's COMMIT marker reaches the group's partition (``complete_txn_offsets``,
+        or the replay at load); an ABORT drops them. Meanwhile OffsetFetch with require_stable
+        answers UNSTABLE_OFFSET_COMMIT for them."""
         error = self._group_error(group_id, allow_empty=True)
         if error:
             return dict.fromkeys(offsets, error)
-        pending = self._txn_offsets.setdefault((group_id, producer_id), {})
-        pending.update(offsets)
+        now = self.now_ms()
+        values = {tp: OffsetAndMetadata(e[0], e[1] if e[1] is not None and e[1] >= 0 else -1,
+                                        e[2] if e[2] is not None else "", now, None)
+                  for tp, e in offsets.items()}
+        batch = self.offsets_log.offset_commit_batch(group_id, values, now, producer_id, producer_epoch)
+        error = await self._append(self.partition_for(group_id), batch)
+        if error:
+            return dict.fromkeys(offsets, _OFFSET_STORE_ERRORS.get(error, error))
+        self._stage_txn_offsets(group_id, producer_id, values)
+        return dict.fromkeys(offsets, NONE)
+
+    def _stage_txn_offsets(self, group_id: str, producer_id: int,
+                           values: Mapping[TopicPartition, OffsetAndMetadata]) -> None:
+        self._txn_offsets.setdefault((group_id, producer_id), {}).update(values)
         group = self._groups.get(group_id)
         if group is None:
             group = self._groups[group_id] = Group(group_id, self)
-        group.pending_offset_commits.update(offsets.keys())
-        return dict.fromkeys(offsets, NONE)
+        group.pending_offset_commits.update(values.keys())
 
     async def complete_txn_offsets(self, producer_id: int, commit: bool, partition: int) -> None:
-        """The marker of ``producer_id``'s transaction is in ``__consumer_offsets-<partition>``."""
+        """The marker of ``producer_id``'s transaction is in ``__consumer_offsets-<partition>``:
+        its staged offsets become the group's (they are in the log already) or are dropped."""
         for key in [k for k in self._txn_offsets if k[1] == producer_id and self.partition_for(k[0]) == partition]:
-            offsets = self._txn_offsets.pop(key)
+            values = self._txn_offsets.pop(key)
             group = self._groups.get(key[0])
             if group is None:
                 continue
-            group.pending_offset_commits.subtract(offsets.keys())
-            for tp in offsets:
+            group.pending_offset_commits.subtract(values.keys())
+            for tp in values:
                 if group.pending_offset_commits[tp] <= 0:
                     del group.pending_offset_commits[tp]
-            if commit:
-                await self._store_offsets(group, offsets, -1)
+            if commit and group.state is not DEAD:
+                group.offsets.update(values)
 
     def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None = None,
                       require_stable: bool = False) -> dict[TopicPartition, OffsetFetchEntry]:
@@ -491,6 +504,8 @@ class GroupCoordinator:
             group.offsets = offsets
             self._groups[group_id] = group
             count += 1
+        for (group_id, producer_id), values in loaded.pending.items():  # their markers come later
+            self._stage_txn_offsets(group_id, producer_id, values)
         self._loading.discard(partition)
         if not self._all_active:
             self._active.add(partition)

@@ -133,6 +133,8 @@ class LoadedPartition:
     """The state one ``__consumer_offsets`` partition replays to."""
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, GroupMetadataRecord] = field(default_factory=dict)
+    # transactional commits whose marker is not in the log yet: (group, producer id) -> offsets
+    pending: dict[tuple[str, int], dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
 
 
 # --- classic encodings ---------------------------------------------------------------------
@@ -463,9 +465,13 @@ class OffsetsLog:
 
     @staticmethod
     def offset_commit_batch(group_id: str, offsets: Mapping[TopicPartition, OffsetAndMetadata],
-                            now_ms: int) -> bytearray:
+                            now_ms: int, producer_id: int = -1, producer_epoch: int = -1) -> bytearray:
+        """With a producer: TxnOffsetCommit's transactional batch (no sequence), which counts
+        once the transaction's COMMIT marker follows it in the partition."""
         return build_batch([(encode_offset_commit_key(group_id, t, p), encode_offset_commit_value(v))
-                            for (t, p), v in offsets.items()], now_ms)
+                            for (t, p), v in offsets.items()], now_ms,
+                           attributes=_TRANSACTIONAL if producer_id >= 0 else 0,
+                           producer_id=producer_id, producer_epoch=producer_epoch)
 
     @staticmethod
     def group_metadata_batch(group_id: str, value: GroupMetadataRecord, now_ms: int) -> bytearray:
@@ -522,6 +528,9 @@ class OffsetsLog:
         loaded = LoadedPartition(groups=groups)
         for (group_id, topic, part), (_, value) in offsets.items():
             loaded.offsets.setdefault(group_id, {})[(topic, part)] = value
+        for producer_id, staged in pending_txn.items():
+            for (group_id, topic, part), (_, value) in staged.items():
+                loaded.pending.setdefault((group_id, producer_id), {})[(topic, part)] = value
         if pending_txn:
             log.info("__consumer_offsets-%d: %d producers with open transactional commits at load",
                      partition, len(pending_txn))

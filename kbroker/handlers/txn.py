@@ -79,12 +79,13 @@ def txn_offset_commit(broker, header, request, conn):
 
 
 async def _txn_offset_commit(broker, request) -> dict:
-    """The offsets wait, per producer, in the group coordinator until the COMMIT marker reaches
-    the group's __consumer_offsets partition (an ABORT drops them)."""
+    """The offsets are written as the producer's transactional batch and count once the COMMIT
+    marker reaches the group's __consumer_offsets partition (an ABORT drops them)."""
     groups = broker.coordinator.coordinator
     offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                for t in request.topics for p in t.partitions}
-    results = groups.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch, offsets)
+    results = await groups.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
+                                              offsets)
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})

@@ -70,7 +70,7 @@ def append_internal(broker, tp, batch: bytearray, timeout_ms: int):
     partition = broker.partition(tp)
     if partition is None:
         raise errors.NotLeaderOrFollowerError(f"{tp} is not led here")
-    result = partition.append_as_leader(memoryview(batch), -1)
+    result = partition.append_as_leader(memoryview(batch), -1, from_client=False)
     broker.on_append(partition)
     if partition.high_watermark > result.last_offset:
         return result.first_offset

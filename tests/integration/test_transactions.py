@@ -133,3 +133,27 @@ def test_read_process_write_killed_at_random_points_is_exactly_once(module_broke
     assert len(values) == len(set(values)), f"{len(values) - len(set(values))} inputs written twice"
     assert values == list(range(total)), (f"{total - len(set(values))} inputs missing\n"
                                           f"{(tmp_path / 'processor.log').read_text()[-3000:]}")
+
+
+def test_transactional_offsets_survive_a_broker_restart_before_the_commit(broker):
+    """TxnOffsetCommit writes the offsets as the producer's transactional batch: after a restart
+    between send_offsets_to_transaction and commit_transaction, the reloaded coordinators finish
+    the commit and the group's offsets are those of the transaction."""
+    bootstrap = broker.bootstrap
+    create_topic(bootstrap, "txn-offsets-in", 1)
+    create_topic(bootstrap, "txn-offsets-out", 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "txn-offsets", "enable.auto.commit": False})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "txn-offsets",
+                         "transaction.timeout.ms": 60000})
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce("txn-offsets-out", value=b"derived", partition=0)
+    producer.send_offsets_to_transaction([TopicPartition("txn-offsets-in", 0, 42)],
+                                         consumer.consumer_group_metadata(), 30)
+    producer.flush(30)
+    broker.restart()
+    producer.commit_transaction(60)
+    committed = consumer.committed([TopicPartition("txn-offsets-in", 0)], timeout=30)
+    assert committed[0].offset == 42
+    consumer.close()
+    assert [v for _, _, v in _read(bootstrap, "txn-offsets-out", 1, "read_committed", 1)] == [b"derived"]

@@ -86,7 +86,7 @@ class Broker:
         if self.config.zookeeper_connect:
             return await self._start_zookeeper_mode()
         cfg = self.config
-        self.log_manager = LogManager(cfg.log_dirs, cfg.log)
+        self.log_manager = LogManager(cfg.log_dirs, cfg.log, last_stable_offset=self._first_unstable_offset)
         store_dir = self.log_manager.log_dirs[0]
         store_dir.mkdir(parents=True, exist_ok=True)
         self._store_server = EmbeddedServer.in_log_dir(store_dir)
@@ -121,6 +121,7 @@ class Broker:
         await self.coordinator.start()
         self.transactions = TransactionBridge(self)
         await self.transactions.start()
+        await self._start_zk_offset_mirror()
         await self._start_status()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         log.info("kbroker %d started: cluster %s, %d topics, listening on %s:%d", self.broker_id,
@@ -135,7 +136,7 @@ class Broker:
         from kbroker.replication.manager import Replication
         cfg = self.config
         loop = asyncio.get_running_loop()
-        self.log_manager = LogManager(cfg.log_dirs, cfg.log)
+        self.log_manager = LogManager(cfg.log_dirs, cfg.log, last_stable_offset=self._first_unstable_offset)
         self.store = await loop.run_in_executor(None, lambda: kazoo_bridge.connect(
             cfg.zookeeper_connect, cfg.zookeeper_session_timeout_ms, cfg.zookeeper_connection_timeout_ms))
         await loop.run_in_executor(None, self._init_zookeeper_paths)
@@ -170,6 +171,7 @@ class Broker:
         await self.coordinator.start()
         self.transactions = TransactionBridge(self)
         await self.transactions.start()
+        await self._start_zk_offset_mirror()
         await self._start_status()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
         log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
@@ -294,6 +296,17 @@ class Broker:
                 self._store_server.close()
         log.info("kbroker %d stopped cleanly", self.broker_id)
 
+    def _first_unstable_offset(self, tp: TopicPartition) -> int | None:
+        """The cleaner never compacts past an open transaction."""
+        partition = self.partitions.get(tp)
+        return None if partition is None else partition.producer_state.first_unstable_offset()
+
+    async def _start_zk_offset_mirror(self) -> None:
+        if self.config.offsets_zookeeper_mirror_enable:
+            from kbroker.zk_offsets import ZkOffsetMirror
+            self._tasks.append(asyncio.ensure_future(
+                ZkOffsetMirror(self, self.config.offsets_zookeeper_mirror_interval_ms).run()))
+
     async def _start_status(self) -> None:
         found = parse_listener(self.config.status_listener)
         if found is not None:
@@ -344,6 +357,7 @@ class Broker:
             now = time.monotonic()
             assert self.log_manager is not None
             self.log_manager.flush_dirty()
+            self.log_manager.clean()  # compaction: applies a finished job, hands the next to the cleaner thread
             if now - last_retention >= cfg.log_retention_check_interval_ms / 1000:
                 self.log_manager.cleanup()
                 last_retention = now

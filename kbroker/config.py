@@ -109,6 +109,10 @@ DEFS: tuple[_Def, ...] = (
     _d("zookeeper.session.timeout.ms", _int, 18000, lambda v: v >= 1, "an int >= 1"),
     _d("zookeeper.connection.timeout.ms", _int, 18000, lambda v: v >= 1, "an int >= 1"),
     _d("broker.rack", _str, ""),
+    _d("offsets.zookeeper.mirror.enable", _bool, False, rule="true or false",
+       doc="copy offsets committed to __consumer_offsets to /consumers/<group>/offsets/<topic>/<partition>"),
+    _d("offsets.zookeeper.mirror.interval.ms", _int, 10000, lambda v: v >= 100, "an int >= 100",
+       "how often the mirror polls; each group is written at most once per interval"),
     _d("status.listener", _str, "", lambda v: _status_listener_ok(v), "empty or http://HOST:PORT",
        "the HTTP status endpoint (JSON: brokers, partitions, groups, health); empty: off"),
     _d("controlled.shutdown.enable", _bool, True, rule="true or false"),
@@ -121,7 +125,7 @@ DEFS: tuple[_Def, ...] = (
 
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.
 ACCEPTED_UNUSED = frozenset({
-    "num.recovery.threads.per.data.dir", "num.replica.fetchers", "log.cleaner.enable", "log.cleaner.threads",
+    "num.recovery.threads.per.data.dir", "num.replica.fetchers", "log.cleaner.threads",
     "queued.max.requests", "background.threads", "inter.broker.protocol.version",
     "log.message.format.version", "log.preallocate",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "listener.security.protocol.map",

@@ -839,10 +839,14 @@ class Group:
     # --- OffsetCommit checks -------------------------------------------------------------------
 
     def validate_offset_commit(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
-        """Kafka's rules: a commit naming a member or generation must match them; a commit naming
-        neither ("simple" commit, generation -1 and no member id) only works on an Empty group."""
+        """Kafka's rules (doCommitOffsets): generation -1 on an Empty group only stores offsets,
+        whatever member id it names (ZooKeeper-era clients such as pykafka send their own);
+        otherwise the member and generation must match."""
         if self.state is DEAD:
             return COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and self.state is EMPTY and not self.is_static_member_fenced(member_id,
+                                                                                          group_instance_id):
+            return NONE
         if generation_id >= 0 or member_id or group_instance_id is not None:
             if self.is_static_member_fenced(member_id, group_instance_id):
                 return FENCED_INSTANCE_ID

@@ -218,3 +218,14 @@ async def test_without_a_log_state_is_kept_in_memory():
     coordinator = GroupCoordinator(clock=timer.clock, timer=timer)
     assert await coordinator.commit_offsets("s", "", -1, None, {("t", 0): (1, -1, "")}) == {("t", 0): 0}
     assert coordinator.fetch_offsets("s", None) == {("t", 0): (1, -1, "", 0)}
+
+
+async def test_generation_minus_one_commits_naming_a_member_are_stored_on_an_empty_group(env):
+    """ZooKeeper-era clients (pykafka's SimpleConsumer) send their own consumer id with
+    generation -1; Kafka stores those on an Empty group (doCommitOffsets), as a simple commit."""
+    result = await env.coordinator.commit_offsets("zk-era", "vm:1234", -1, None, {("t", 0): (9, -1, "")})
+    assert result == {("t", 0): 0}
+    assert env.coordinator.fetch_offsets("zk-era", [("t", 0)]) == {("t", 0): (9, -1, "", 0)}
+    await stable_group(env, 1, "busy")  # a group with members still refuses a stranger
+    refused = await env.coordinator.commit_offsets("busy", "vm:1234", -1, None, {("t", 0): (1, -1, "")})
+    assert refused == {("t", 0): 25}  # UNKNOWN_MEMBER_ID

@@ -13,7 +13,8 @@ from kbroker.coordinator.bridge import stored_batches
 from kbroker.log import TopicPartition
 from kbroker.replication.client import BrokerConnection
 from kbroker.replication.delayed_produce import append_internal
-from kbroker.txn.coordinator import TransactionCoordinator
+from kbroker.timers import WheelTimer
+from kbroker.txn.coordinator import TransactionCoordinator, wall_ms
 
 log = logging.getLogger(__name__)
 
@@ -39,9 +40,10 @@ class TransactionBridge:
         info = broker.topics.get(TRANSACTION_TOPIC)
         partitions = len(info.assignment) if info is not None else cfg.transaction_state_log_num_partitions
         groups = broker.coordinator.coordinator
+        self.timer = WheelTimer(wall_ms)  # transaction deadlines on a Cython timing wheel
         self.coordinator = TransactionCoordinator(
             partitions, self._append, broker.next_producer_id, self._send_markers, groups.partition_for,
-            cfg.transaction_max_timeout_ms)
+            cfg.transaction_max_timeout_ms, timer=self.timer)
         for p in range(partitions):
             partition = broker.partition(TopicPartition(TRANSACTION_TOPIC, p))
             if partition is not None:
@@ -50,6 +52,7 @@ class TransactionBridge:
     async def stop(self) -> None:
         if self.coordinator is not None:
             self.coordinator.shutdown()
+            self.timer.wheel.close()
         for conn in self._connections.values():
             conn.close()
 

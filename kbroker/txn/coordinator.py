@@ -7,7 +7,9 @@ transactional id, kept in ``__transaction_state`` (the partition is the id's has
     AddPartitions / AddOffsets   Empty/Ongoing/Complete* -> Ongoing with the partitions added
     EndTxn          Ongoing -> PrepareCommit/PrepareAbort (durable, then answered) -> markers to
                     every partition -> CompleteCommit/CompleteAbort
-    timeout         an Ongoing transaction older than its timeout is aborted with epoch + 1
+    timeout         an Ongoing transaction older than its timeout is aborted with epoch + 1: a
+                    deadline on the timing wheel when it starts, and Kafka's periodic sweep
+                    (``abort_timed_out``) for the ones a load brought in
 
 Every transition is written to the log first; ``pending`` blocks a second one meanwhile
 (CONCURRENT_TRANSACTIONS). A request with another producer id is INVALID_PRODUCER_ID_MAPPING, an
@@ -42,7 +44,7 @@ def wall_ms() -> int:
 class TransactionCoordinator:
     def __init__(self, num_partitions: int, append: AppendFn, next_producer_id: Callable[[], int],
                  send_markers: MarkersFn, offsets_partition_for: Callable[[str], int],
-                 max_timeout_ms: int = 900000, clock: Callable[[], int] = wall_ms) -> None:
+                 max_timeout_ms: int = 900000, clock: Callable[[], int] = wall_ms, timer=None) -> None:
         self.num_partitions = num_partitions
         self._append = append
         self._next_producer_id = next_producer_id
@@ -55,6 +57,8 @@ class TransactionCoordinator:
         self.epochs: dict[int, int] = {}  # state partition -> coordinator epoch (its leader epoch)
         self.loading: set[int] = set()
         self._tasks: set[asyncio.Task] = set()
+        self.timer = timer  # add(expire_ms, callback) / cancel(handle), e.g. kbroker.timers.WheelTimer
+        self._deadlines: dict[str, object] = {}
 
     # -- ownership --------------------------------------------------------------------------
 
@@ -82,6 +86,8 @@ class TransactionCoordinator:
         for meta in list(self.txns.values()):  # Kafka completes what was prepared before the move
             if self.partition_for(meta.transactional_id) != partition:
                 continue
+            if meta.state is TxnState.ONGOING:
+                self._schedule_timeout(meta)
             if meta.state in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
                 self._spawn(self._complete(meta, meta.state is TxnState.PREPARE_COMMIT))
         log.info("__transaction_state-%d loaded: %d transactional ids", partition,
@@ -93,6 +99,7 @@ class TransactionCoordinator:
         for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
             del self.txns[txn_id]
             self.pending.discard(txn_id)
+            self._cancel_timeout(txn_id)
 
     def _owner_error(self, transactional_id: str | None) -> int:
         if not transactional_id:
@@ -243,8 +250,33 @@ class TransactionCoordinator:
             self.pending.discard(txn_id)
         if self.epochs.get(partition) != epoch:
             return errors.NotCoordinatorError.code
+        previous = self.txns.get(txn_id)
         self.txns[txn_id] = meta
+        if meta.state is TxnState.ONGOING and (previous is None or previous.state is not TxnState.ONGOING):
+            self._schedule_timeout(meta)
+        elif meta.state is not TxnState.ONGOING:
+            self._cancel_timeout(txn_id)
         return NONE
+
+    def _schedule_timeout(self, meta: TxnMetadata) -> None:
+        if self.timer is None:
+            return
+        self._cancel_timeout(meta.transactional_id)
+        txn_id, start = meta.transactional_id, meta.start_ms
+        self._deadlines[txn_id] = self.timer.add(start + meta.timeout_ms + 1, lambda: self._expire(txn_id, start))
+
+    def _cancel_timeout(self, txn_id: str) -> None:
+        handle = self._deadlines.pop(txn_id, None)
+        if handle is not None and self.timer is not None:
+            self.timer.cancel(handle)
+
+    def _expire(self, txn_id: str, start_ms: int) -> None:
+        self._deadlines.pop(txn_id, None)
+        meta = self.txns.get(txn_id)
+        if (meta is not None and meta.state is TxnState.ONGOING and meta.start_ms == start_ms
+                and txn_id not in self.pending):
+            log.info("transaction %s timed out after %d ms: aborting", txn_id, meta.timeout_ms)
+            self._spawn(self._abort(meta, bump_epoch=True))
 
     def abort_timed_out(self) -> int:
         """Abort (with epoch + 1) every Ongoing transaction older than its timeout."""

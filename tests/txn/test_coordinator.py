@@ -144,3 +144,47 @@ def test_requests_for_ids_this_broker_does_not_own():
         assert (await h.coordinator.init_producer_id("tx", 0))[0] == errors.InvalidTransactionTimeoutError.code
         assert (await h.coordinator.init_producer_id("tx", 10**9))[0] == errors.InvalidTransactionTimeoutError.code
     asyncio.run(run())
+
+
+class FakeTimer:
+    def __init__(self) -> None:
+        self.due: dict[int, tuple[int, object]] = {}
+        self.next = 0
+
+    def add(self, expire_ms, callback):
+        self.next += 1
+        self.due[self.next] = (expire_ms, callback)
+        return self.next
+
+    def cancel(self, handle) -> None:
+        self.due.pop(handle, None)
+
+    def fire_until(self, now: int) -> None:
+        for handle, (expire, callback) in sorted(self.due.items()):
+            if expire <= now:
+                del self.due[handle]
+                callback()
+
+
+def test_a_transaction_deadline_on_the_timer_aborts_it_on_time():
+    async def run():
+        h = Harness()
+        timer = h.coordinator.timer = FakeTimer()
+        c = h.coordinator
+        _, pid, epoch = await c.init_producer_id("tx", 1000)
+        await c.add_partitions("tx", pid, epoch, {("t", 0)})
+        await c.add_partitions("tx", pid, epoch, {("t", 1)})  # still the same transaction: one deadline
+        assert [expire for expire, _ in timer.due.values()] == [h.now + 1001]
+        timer.fire_until(h.now + 1000)
+        assert c.txns["tx"].state is TxnState.ONGOING
+        h.now += 1001
+        timer.fire_until(h.now)
+        await settle()
+        assert c.txns["tx"].state is TxnState.COMPLETE_ABORT and c.txns["tx"].producer_epoch == epoch + 1
+        # a transaction that ends in time leaves no deadline behind
+        _, pid, epoch = await c.init_producer_id("tx", 1000)
+        await c.add_partitions("tx", pid, epoch, {("t", 0)})
+        assert await c.end_txn("tx", pid, epoch, True) == 0
+        await settle()
+        assert timer.due == {}
+    asyncio.run(run())

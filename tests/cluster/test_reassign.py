@@ -17,13 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from zk_compat import layout
 from zk_compat.znodes import BrokerIdZNode, ReassignPartitionsZNode
 
 from .conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
+from .helpers import (consume_all as _consume_all, partition_state as _state, segment_bytes as _segment_bytes,
+                      wait_until_served)
 
 LAG_MS = 2000
 REPO = Path(__file__).resolve().parents[2]
@@ -70,18 +72,13 @@ def _create(cluster: Cluster, topic: str, partitions: int = 1, replication_facto
     wait_until(lambda: all((s := layout.get_partition_state(cluster.store, topic, p))
                            and len(s[0].isr) == len(_assignment(cluster, topic).partitions[p])
                            for p in range(count)), message=f"{topic}: every partition fully in sync")
+    wait_until_served(cluster, topic, count, len(_assignment(cluster, topic).partitions[0]))
 
 
 def _assignment(cluster: Cluster, topic: str):
     found = layout.get_topic_assignment(cluster.store, topic)
     assert found is not None
     return found
-
-
-def _state(cluster: Cluster, topic: str, partition: int):
-    found = layout.get_partition_state(cluster.store, topic, partition)
-    assert found is not None
-    return found[0]
 
 
 def _produce(cluster: Cluster, topic: str, count: int, partitions: int) -> None:
@@ -94,34 +91,6 @@ def _produce(cluster: Cluster, topic: str, count: int, partitions: int) -> None:
             producer.poll(0)
     assert producer.flush(30) == 0
     assert failures == []
-
-
-def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> dict:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{time.time_ns()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "topic.metadata.refresh.interval.ms": 1000})
-    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline = time.monotonic() + timeout
-        while sum(map(len, got.values())) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            got[msg.partition()].append((msg.offset(), msg.value()))
-        quiet = time.monotonic() + 2  # anything beyond what we expect would be a duplicate
-        while time.monotonic() < quiet:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                got[msg.partition()].append((msg.offset(), msg.value()))
-    finally:
-        consumer.close()
-    return got
-
-
-def _segment_bytes(broker, topic: str, partition: int) -> bytes:
-    directory = broker.dirs / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
 
 
 def _wait_verified(cluster: Cluster, path: str, timeout: float = 60) -> str:

@@ -22,6 +22,8 @@ from zk_compat import layout
 from zk_compat.znodes import BrokerIdZNode, TopicZNode
 
 from .conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
+from .helpers import (consume_all as _consume_all, partition_state as _state, segment_bytes as _segment_bytes,
+                      wait_until_served)
 
 LAG_MS = 2000
 
@@ -44,39 +46,7 @@ def _create(cluster: Cluster, topic: str, partitions: int, min_isr: int = 2) -> 
                                   config={"min.insync.replicas": str(min_isr)})])[topic].result(15)
     wait_until(lambda: all((s := layout.get_partition_state(cluster.store, topic, p)) and len(s[0].isr) == 3
                            for p in range(partitions)), message=f"{topic}: every partition with an ISR of 3")
-
-
-def _state(cluster: Cluster, topic: str, partition: int):
-    found = layout.get_partition_state(cluster.store, topic, partition)
-    assert found is not None
-    return found[0]
-
-
-def _consume_all(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60) -> dict:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{topic}-{time.time_ns()}",
-                         "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    got: dict[int, list[tuple[int, bytes]]] = {p: [] for p in range(partitions)}
-    try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        deadline = time.monotonic() + timeout
-        while sum(map(len, got.values())) < expected and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            got[msg.partition()].append((msg.offset(), msg.value()))
-        quiet = time.monotonic() + 2  # anything beyond what we expect would be a duplicate
-        while time.monotonic() < quiet:
-            msg = consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                got[msg.partition()].append((msg.offset(), msg.value()))
-    finally:
-        consumer.close()
-    return got
-
-
-def _segment_bytes(broker, topic: str, partition: int) -> bytes:
-    directory = broker.dirs / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(directory.glob("*.log")))
+    wait_until_served(cluster, topic, partitions, 3)
 
 
 def test_acks_all_replicates_byte_for_byte_to_every_isr_member(cluster):
@@ -303,7 +273,6 @@ def test_committed_offsets_survive_the_coordinators_death(cluster):
     cluster.brokers[old].start()
 
 
-
 def test_controlled_shutdown_hands_leadership_over_without_losing_writes(cluster):
     topic = "handover"
     _create(cluster, topic, 2)
@@ -419,6 +388,9 @@ def test_requests_of_an_older_controller_are_refused(cluster):
     from kbroker.replication.client import BrokerConnection
     topic = "fenced"
     _create(cluster, topic, 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    producer.produce(topic, value=b"led", partition=0)  # the brokers have their roles by now
+    assert producer.flush(30) == 0
     epoch = layout.get_controller_epoch(cluster.store)[0]
     state = _state(cluster, topic, 0)
     target = cluster.brokers[state.leader]
@@ -439,7 +411,6 @@ def test_requests_of_an_older_controller_are_refused(cluster):
             conn.close()
     assert asyncio.run(ask()) == (11, 11, 11)  # STALE_CONTROLLER_EPOCH
     assert (target.dirs / f"{topic}-0").is_dir()
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     producer.produce(topic, value=b"still led", partition=0)
     assert producer.flush(30) == 0
     assert _state(cluster, topic, 0).leader == state.leader

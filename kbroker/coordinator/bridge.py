@@ -64,18 +64,8 @@ class CoordinatorBridge:
     def ensure_offsets_topic(self) -> None:
         """ZooKeeper mode creates ``__consumer_offsets`` on the first FindCoordinator, as Kafka
         does, and only once enough brokers are alive for offsets.topic.replication.factor."""
-        broker = self.broker
-        if OFFSETS_TOPIC in broker.topics:
-            return
-        factor = broker.config.offsets_topic_replication_factor
-        live = len(broker.live_brokers())
-        if live < factor:
-            raise errors.CoordinatorNotAvailableError(
-                f"{live} live broker(s) do not meet offsets.topic.replication.factor={factor} for {OFFSETS_TOPIC}")
-        try:
-            self._create_offsets_topic(factor)
-        except errors.TopicAlreadyExistsError:
-            pass
+        ensure_internal_topic(self.broker, OFFSETS_TOPIC, self.broker.config.offsets_topic_replication_factor,
+                              "offsets.topic.replication.factor", self._create_offsets_topic)
 
     def leadership_changed(self, partition: int, leader: bool) -> None:
         """This broker became (or stopped being) the leader of ``__consumer_offsets-<partition>``."""
@@ -101,6 +91,21 @@ class CoordinatorBridge:
 
     def _stored_batches(self, partition: int) -> Iterator[memoryview]:
         return stored_batches(self.broker, TopicPartition(OFFSETS_TOPIC, partition))
+
+
+def ensure_internal_topic(broker, name: str, factor: int, factor_key: str, create) -> None:
+    """Create an internal topic with ``create(factor)`` unless it exists; refuse with
+    COORDINATOR_NOT_AVAILABLE while fewer brokers live than its replication factor."""
+    if name in broker.topics:
+        return
+    live = len(broker.live_brokers())
+    if live < factor:
+        raise errors.CoordinatorNotAvailableError(
+            f"{live} live broker(s) do not meet {factor_key}={factor} for {name}")
+    try:
+        create(factor)
+    except errors.TopicAlreadyExistsError:
+        pass  # another broker created it meanwhile
 
 
 def stored_batches(broker, tp: TopicPartition) -> Iterator[memoryview]:

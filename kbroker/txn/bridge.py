@@ -9,7 +9,7 @@ import asyncio
 import logging
 
 from kbroker import errors
-from kbroker.coordinator.bridge import stored_batches
+from kbroker.coordinator.bridge import ensure_internal_topic, stored_batches
 from kbroker.log import TopicPartition
 from kbroker.replication.client import BrokerConnection
 from kbroker.replication.delayed_produce import append_internal
@@ -65,18 +65,9 @@ class TransactionBridge:
 
     def ensure_topic(self) -> None:
         """ZooKeeper mode: create the topic once enough brokers live for its replication factor."""
-        broker = self.broker
-        if TRANSACTION_TOPIC in broker.topics:
-            return
-        factor = broker.config.transaction_state_log_replication_factor
-        live = len(broker.live_brokers())
-        if live < factor:
-            raise errors.CoordinatorNotAvailableError(
-                f"{live} live broker(s) do not meet transaction.state.log.replication.factor={factor}")
-        try:
-            self._create_topic(factor)
-        except errors.TopicAlreadyExistsError:
-            pass
+        ensure_internal_topic(self.broker, TRANSACTION_TOPIC,
+                              self.broker.config.transaction_state_log_replication_factor,
+                              "transaction.state.log.replication.factor", self._create_topic)
 
     def leadership_changed(self, partition: int, leader: bool, leader_epoch: int) -> None:
         if self.coordinator is None:

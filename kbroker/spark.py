@@ -1,0 +1,537 @@
+"""A PySpark data source for kbroker (and any Kafka broker), on Spark 4's Python Data Source API.
+
+    import kbroker.spark
+    kbroker.spark.register(spark)
+    df = (spark.read.format("kbroker").option("kafka.bootstrap.servers", "127.0.0.1:9092")
+          .option("subscribe", "t").load())
+    df.selectExpr("key", "value").write.format("kbroker")
+        .option("kafka.bootstrap.servers", "127.0.0.1:9092").option("topic", "out").save()
+
+Options follow Spark's Kafka source: ``kafka.bootstrap.servers``, ``subscribe`` (comma-separated topics) or
+``subscribePattern`` (a regex), ``startingOffsets`` / ``endingOffsets`` ("earliest", "latest" or JSON such as
+``{"t": {"0": 23, "1": -2}}`` with -2 = earliest, -1 = latest), ``maxOffsetsPerTrigger``. Any other
+``kafka.*`` option is passed to librdkafka. Rows: key, value (binary), topic, partition, offset, timestamp,
+headers (array of struct<key string, value binary>).
+
+Reading: one Spark input partition per topic partition and offset range; an executor assigns the partition,
+seeks to the start and reads (read_committed) until its position reaches the end offset.
+
+Writing: rows carry ``value`` and optionally ``key``, ``topic`` (else the ``topic`` option), ``partition``
+and ``headers``. Without a partition, a keyed row goes to ``toPositive(murmur2(key)) % partitions``, Kafka's
+Java default partitioner and librdkafka's ``murmur2_random``, so Spark, Java and librdkafka producers put a
+key in the same partition; a row without a key goes to a random partition.
+
+Streaming writes are exactly once. Each Spark task of micro-batch B writes its rows in one Kafka transaction
+whose transactional.id is ``kbroker-spark-<sink id>-<task partition>``; the same transaction writes a marker
+``<sink id>/<task partition> -> B`` to a compacted commit topic (``<topic>.kbroker-spark-commits`` unless
+``kbroker.sink.commitTopic`` says otherwise). Before writing, the task calls init_transactions (which fences
+any earlier attempt of the same task and completes or aborts its transaction) and then reads the last marker
+of its key with read_committed: if it is already >= B, the batch was written by an earlier attempt (a task
+retry, or a replay after a restart of a batch that was written but not recorded in Spark's commit log) and
+the task writes nothing. Replays see the same rows per task because Spark replays a batch with the offsets
+recorded in its offset log and this source plans the same input partitions for the same offsets. The sink
+id is the ``kbroker.sink.id`` option, else the streaming query id (kept in the checkpoint).
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+import uuid
+from datetime import datetime, timezone
+from typing import Iterator
+
+from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
+                                    DataSourceStreamWriter, DataSourceWriter, InputPartition,
+                                    WriterCommitMessage)
+from pyspark.sql.types import StructType
+
+try:  # Spark >= 4.2: admission control for latestOffset(start, limit)
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+except ImportError:  # pragma: no cover
+    ReadAllAvailable = ReadMaxRows = None
+
+SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+          "headers array<struct<key: string, value: binary>>")
+EARLIEST, LATEST = -2, -1
+DEFAULT_TIMEOUT = 60.0
+
+
+# ---------------------------------------------------------------------------------------------- partitioner
+
+def murmur2(data: bytes) -> int:
+    """Kafka's murmur2 (org.apache.kafka.common.utils.Utils.murmur2) as an unsigned 32-bit value."""
+    m = 0x5BD1E995
+    length = len(data)
+    h = (0x9747B28C ^ length) & 0xFFFFFFFF
+    end4 = length & ~3
+    for i in range(0, end4, 4):
+        k = data[i] | (data[i + 1] << 8) | (data[i + 2] << 16) | (data[i + 3] << 24)
+        k = (k * m) & 0xFFFFFFFF
+        k ^= k >> 24
+        k = (k * m) & 0xFFFFFFFF
+        h = (h * m) & 0xFFFFFFFF
+        h ^= k
+    extra = length & 3
+    if extra == 3:
+        h ^= data[end4 + 2] << 16
+    if extra >= 2:
+        h ^= data[end4 + 1] << 8
+    if extra >= 1:
+        h ^= data[end4]
+        h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * m) & 0xFFFFFFFF
+    h ^= h >> 15
+    return h
+
+
+def partition_for(key: bytes | None, partitions: int) -> int:
+    """librdkafka's murmur2_random (= Java's default partitioner for keyed records)."""
+    if key is None:
+        return random.randrange(partitions)
+    return (murmur2(key) & 0x7FFFFFFF) % partitions
+
+
+# ---------------------------------------------------------------------------------------------- options
+
+def _client_config(options: dict) -> dict:
+    servers = options.get("kafka.bootstrap.servers")
+    if not servers:
+        raise ValueError("the kbroker data source needs the kafka.bootstrap.servers option")
+    conf = {"bootstrap.servers": servers}
+    for k, v in options.items():
+        if k.startswith("kafka.") and k != "kafka.bootstrap.servers":
+            conf[k[len("kafka."):]] = v
+    return conf
+
+
+def _timeout(options: dict) -> float:
+    return float(options.get("kbroker.timeout.ms", DEFAULT_TIMEOUT * 1000)) / 1000
+
+
+def _consumer(options: dict, **extra):
+    from confluent_kafka import Consumer
+
+    conf = {"group.id": "kbroker-spark", "enable.auto.commit": False, "enable.partition.eof": True,
+            "isolation.level": "read_committed", **_client_config(options), **extra}
+    return Consumer(conf)
+
+
+def _topics(options: dict, consumer) -> dict[str, int]:
+    """topic -> partition count for subscribe / subscribePattern."""
+    md = consumer.list_topics(timeout=_timeout(options))
+    if options.get("subscribe"):
+        names = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
+        missing = [t for t in names if t not in md.topics or md.topics[t].error is not None]
+        if missing:
+            raise ValueError(f"unknown topics: {missing}")
+    elif options.get("subscribepattern"):
+        rx = re.compile(options["subscribepattern"])
+        names = sorted(t for t in md.topics if rx.fullmatch(t) and not t.startswith("__"))
+    else:
+        raise ValueError("the kbroker source needs subscribe or subscribePattern")
+    return {t: len(md.topics[t].partitions) for t in names}
+
+
+def _watermarks(options: dict, consumer, topics: dict[str, int]) -> dict[str, dict[str, tuple[int, int]]]:
+    from confluent_kafka import TopicPartition
+
+    out: dict[str, dict[str, tuple[int, int]]] = {}
+    for t, n in topics.items():
+        out[t] = {}
+        for p in range(n):
+            lo, hi = consumer.get_watermark_offsets(TopicPartition(t, p), timeout=_timeout(options), cached=False)
+            out[t][str(p)] = (lo, hi)
+    return out
+
+
+def _resolve(spec: str | None, default: str, marks: dict) -> dict[str, dict[str, int]]:
+    """startingOffsets / endingOffsets -> {topic: {"p": offset}}."""
+    spec = (spec or default).strip()
+    if spec.startswith("{"):
+        explicit, fallback = json.loads(spec), default
+    else:
+        explicit, fallback = {}, spec
+    if fallback not in ("earliest", "latest"):
+        raise ValueError(f"offsets must be earliest, latest or JSON, not {spec!r}")
+    out: dict[str, dict[str, int]] = {}
+    for t, parts in marks.items():
+        out[t] = {}
+        for p, (lo, hi) in parts.items():
+            v = int(explicit.get(t, {}).get(p, EARLIEST if fallback == "earliest" else LATEST))
+            out[t][p] = lo if v == EARLIEST else hi if v == LATEST else v
+    return out
+
+
+# ---------------------------------------------------------------------------------------------- reading
+
+class KafkaPartition(InputPartition):
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+    def __repr__(self) -> str:
+        return f"KafkaPartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
+
+
+def _plan(start: dict, end: dict) -> list[KafkaPartition]:
+    parts = []
+    for t in sorted(end):
+        for p in sorted(end[t], key=int):
+            lo = int(start.get(t, {}).get(p, 0))
+            hi = int(end[t][p])
+            if hi > lo:
+                parts.append(KafkaPartition(t, int(p), lo, hi))
+    return parts
+
+
+def _read(options: dict, part: KafkaPartition) -> Iterator[tuple]:
+    """Rows of [start, end) of one partition (transaction markers and aborted records are skipped)."""
+    import time
+
+    from confluent_kafka import KafkaError, TopicPartition
+
+    if part.end <= part.start:
+        return
+    consumer = _consumer(options)
+    tp = TopicPartition(part.topic, part.partition, part.start)
+    try:
+        consumer.assign([tp])
+        deadline = time.monotonic() + float(options.get("kbroker.read.timeout.ms", 120_000)) / 1000
+        while True:
+            msgs = consumer.consume(num_messages=2000, timeout=0.5)
+            done = False
+            for m in msgs:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(f"reading {part}: {err}")
+                off = m.offset()
+                if off >= part.end:
+                    done = True
+                    break
+                ts_type, ts = m.timestamp()
+                headers = m.headers()
+                yield (m.key(), m.value(), part.topic, part.partition, off,
+                       datetime.fromtimestamp(ts / 1000, tz=timezone.utc) if ts >= 0 else None,
+                       [(k, v) for k, v in headers] if headers else [])
+                if off + 1 >= part.end:
+                    done = True
+                    break
+            if done:
+                return
+            pos = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
+            if pos >= part.end:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {part}: stuck at offset {pos}")
+    finally:
+        consumer.close()
+
+
+class _BatchReader(DataSourceReader):
+    def __init__(self, options: dict) -> None:
+        self.options = options
+
+    def partitions(self):
+        c = _consumer(self.options)
+        try:
+            marks = _watermarks(self.options, c, _topics(self.options, c))
+        finally:
+            c.close()
+        start = _resolve(self.options.get("startingoffsets"), "earliest", marks)
+        end = _resolve(self.options.get("endingoffsets"), "latest", marks)
+        return _plan(start, end)
+
+    def read(self, partition):
+        return _read(self.options, partition)
+
+
+class _StreamReader(DataSourceStreamReader):
+    def __init__(self, options: dict) -> None:
+        self.options = options
+        self.max_per_trigger = int(options["maxoffsetspertrigger"]) if options.get("maxoffsetspertrigger") else None
+
+    def _marks(self) -> dict:
+        c = _consumer(self.options)
+        try:
+            return _watermarks(self.options, c, _topics(self.options, c))
+        finally:
+            c.close()
+
+    def initialOffset(self) -> dict:
+        return _resolve(self.options.get("startingoffsets"), "latest", self._marks())
+
+    def getDefaultReadLimit(self):
+        if self.max_per_trigger and ReadMaxRows is not None:
+            return ReadMaxRows(self.max_per_trigger)
+        return ReadAllAvailable() if ReadAllAvailable is not None else None
+
+    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+        marks = self._marks()
+        latest = {t: {p: hi for p, (lo, hi) in parts.items()} for t, parts in marks.items()}
+        cap = None
+        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            cap = limit.max_rows if hasattr(limit, "max_rows") else limit.maxRows
+        elif limit is None and self.max_per_trigger:
+            cap = self.max_per_trigger
+        if cap is None or start is None:
+            return latest
+        # as Spark's Kafka source: share the cap between partitions in proportion to their backlog
+        lows = {t: {p: int(start.get(t, {}).get(p, marks[t][p][0])) for p in parts} for t, parts in latest.items()}
+        lag = {(t, p): max(0, latest[t][p] - lows[t][p]) for t in latest for p in latest[t]}
+        total = sum(lag.values())
+        if total <= cap:
+            return latest
+        out = {t: dict(parts) for t, parts in lows.items()}
+        given = 0
+        for (t, p), n in sorted(lag.items()):
+            take = min(n, cap * n // total)
+            out[t][p] += take
+            given += take
+        for (t, p), n in sorted(lag.items()):  # hand out the rounding remainder
+            if given >= cap:
+                break
+            extra = min(cap - given, latest[t][p] - out[t][p])
+            out[t][p] += extra
+            given += extra
+        return out
+
+    def partitions(self, start: dict, end: dict):
+        return _plan(start, end)
+
+    def read(self, partition):
+        return _read(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+class KafkaCommitMessage(WriterCommitMessage):
+    def __init__(self, partition: int, count: int, skipped: bool = False) -> None:
+        self.partition, self.count, self.skipped = partition, count, skipped
+
+
+def _as_bytes(v) -> bytes | None:
+    if v is None:
+        return None
+    if isinstance(v, str):
+        return v.encode()
+    return bytes(v)
+
+
+class _RowProducer:
+    """Turns rows into produce calls with murmur2 placement; counts deliveries and keeps the first error."""
+
+    def __init__(self, options: dict, producer) -> None:
+        self.options = options
+        self.producer = producer
+        self.default_topic = options.get("topic")
+        self.counts: dict[str, int] = {}
+        self.error = None
+        self.sent = 0
+
+    def _partitions(self, topic: str) -> int:
+        n = self.counts.get(topic)
+        if n is None:
+            md = self.producer.list_topics(topic, timeout=_timeout(self.options))
+            t = md.topics.get(topic)
+            if t is None or t.error is not None or not t.partitions:
+                raise ValueError(f"cannot write to topic {topic!r}: {t.error if t else 'unknown'}")
+            n = self.counts[topic] = len(t.partitions)
+        return n
+
+    def _on_delivery(self, err, msg) -> None:
+        if err is not None and self.error is None:
+            self.error = err
+
+    def send(self, row) -> None:
+        d = row.asDict() if hasattr(row, "asDict") else dict(row)
+        topic = d.get("topic") or self.default_topic
+        if not topic:
+            raise ValueError("a row has no topic and the topic option is not set")
+        key = _as_bytes(d.get("key"))
+        part = d.get("partition")
+        if part is None or part < 0:
+            part = partition_for(key, self._partitions(topic))
+        headers = [(h["key"], _as_bytes(h["value"])) for h in d.get("headers") or []] or None
+        kwargs = {"key": key, "value": _as_bytes(d.get("value")), "partition": int(part),
+                  "on_delivery": self._on_delivery}
+        if headers:
+            kwargs["headers"] = headers
+        while True:
+            try:
+                self.producer.produce(topic, **kwargs)
+                break
+            except BufferError:
+                self.producer.poll(0.05)
+        self.sent += 1
+        if self.sent % 1000 == 0:
+            self.producer.poll(0)
+
+    def check(self) -> None:
+        if self.error is not None:
+            raise RuntimeError(f"kbroker write failed: {self.error}")
+
+
+def _task_partition() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.partitionId() if ctx is not None else 0
+
+
+class _BatchWriter(DataSourceWriter):
+    def __init__(self, options: dict) -> None:
+        self.options = options
+
+    def write(self, iterator):
+        from confluent_kafka import Producer
+
+        producer = Producer({"enable.idempotence": True, "linger.ms": 5, **_client_config(self.options)})
+        rp = _RowProducer(self.options, producer)
+        for row in iterator:
+            rp.send(row)
+        left = producer.flush(_timeout(self.options))
+        rp.check()
+        if left:
+            raise RuntimeError(f"kbroker write: {left} records not delivered")
+        return KafkaCommitMessage(_task_partition(), rp.sent)
+
+
+def _last_committed_batch(options: dict, commit_topic: str, marker_partition: int, marker_key: bytes) -> int | None:
+    """The highest batch id committed under marker_key (read_committed, up to the end of the partition)."""
+    import time
+
+    from confluent_kafka import KafkaError, TopicPartition
+
+    c = _consumer(options, **{"group.id": f"kbroker-spark-marker-{uuid.uuid4().hex}"})
+    try:
+        tp = TopicPartition(commit_topic, marker_partition)
+        lo, hi = c.get_watermark_offsets(tp, timeout=_timeout(options), cached=False)
+        last = None
+        if hi <= lo:
+            return None
+        c.assign([TopicPartition(commit_topic, marker_partition, lo)])
+        deadline = time.monotonic() + _timeout(options)
+        while True:
+            for m in c.consume(num_messages=1000, timeout=0.2):
+                if m.error() is not None:
+                    if m.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise RuntimeError(f"reading commit markers: {m.error()}")
+                if m.key() == marker_key and m.value():
+                    last = max(last if last is not None else -1, int(json.loads(m.value())["batch"]))
+            if c.position([tp])[0].offset >= hi:
+                return last
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading commit markers of {commit_topic}-{marker_partition}")
+    finally:
+        c.close()
+
+
+def _ensure_topic(options: dict, name: str, partitions: int) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(_client_config(options))
+    md = admin.list_topics(timeout=_timeout(options))
+    if name in md.topics and md.topics[name].error is None:
+        return
+    fut = admin.create_topics([NewTopic(name, partitions, 1, config={"cleanup.policy": "compact"})])[name]
+    try:
+        fut.result(_timeout(options))
+    except KafkaException as e:
+        if "TOPIC_ALREADY_EXISTS" not in str(e) and "already exists" not in str(e):
+            raise
+
+
+class _StreamWriter(DataSourceStreamWriter):
+    def __init__(self, options: dict) -> None:
+        self.options = options
+        topic = options.get("topic") or "kbroker"
+        self.commit_topic = options.get("kbroker.sink.committopic", f"{topic}.kbroker-spark-commits")
+        self.commit_partitions = int(options.get("kbroker.sink.committopicpartitions", 4))
+        _ensure_topic(options, self.commit_topic, self.commit_partitions)
+
+    def write(self, iterator):
+        from confluent_kafka import Producer, TopicPartition  # noqa: F401
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        part = ctx.partitionId()
+        batch = ctx.getLocalProperty("streaming.sql.batchId")
+        sink = self.options.get("kbroker.sink.id") or ctx.getLocalProperty("sql.streaming.queryId")
+        if batch is None or sink is None:
+            raise RuntimeError("kbroker stream writer: no micro-batch id / query id in the task context")
+        batch = int(batch)
+        marker_key = f"{sink}/{part}".encode()
+        marker_partition = (murmur2(marker_key) & 0x7FFFFFFF) % self.commit_partitions
+        timeout = _timeout(self.options)
+        producer = Producer({"transactional.id": f"kbroker-spark-{sink}-{part}", "enable.idempotence": True,
+                             "linger.ms": 5, **_client_config(self.options)})
+        producer.init_transactions(timeout)  # fences earlier attempts of this task, settles their transaction
+        last = _last_committed_batch(self.options, self.commit_topic, marker_partition, marker_key)
+        if last is not None and last >= batch:
+            return KafkaCommitMessage(part, 0, skipped=True)
+        producer.begin_transaction()
+        rp = _RowProducer(self.options, producer)
+        try:
+            for row in iterator:
+                rp.send(row)
+            producer.produce(self.commit_topic, key=marker_key, partition=marker_partition,
+                             value=json.dumps({"batch": batch, "rows": rp.sent}).encode(),
+                             on_delivery=rp._on_delivery)
+            producer.flush(timeout)
+            rp.check()
+            producer.commit_transaction(timeout)
+        except BaseException:
+            try:
+                producer.abort_transaction(timeout)
+            except Exception:
+                pass
+            raise
+        return KafkaCommitMessage(part, rp.sent)
+
+    def commit(self, messages, batchId) -> None:
+        pass  # the tasks committed their transactions; their markers make a replay of batchId a no-op
+
+    def abort(self, messages, batchId) -> None:
+        pass  # transactions that committed stay; a replay of batchId skips their task partitions
+
+
+# ---------------------------------------------------------------------------------------------- source
+
+class KBrokerDataSource(DataSource):
+    """``format("kbroker")``: batch and streaming reads and writes of Kafka topics."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kbroker"
+
+    def schema(self):
+        return SCHEMA
+
+    def _options(self) -> dict:
+        # Spark hands options over case-insensitively: keep them lower-cased
+        return {str(k).lower(): v for k, v in self.options.items()}
+
+    def reader(self, schema: StructType):
+        return _BatchReader(self._options())
+
+    def streamReader(self, schema: StructType):
+        return _StreamReader(self._options())
+
+    def writer(self, schema: StructType, overwrite: bool):
+        return _BatchWriter(self._options())
+
+    def streamWriter(self, schema: StructType, overwrite: bool):
+        return _StreamWriter(self._options())
+
+
+def register(spark) -> None:
+    """Make ``format("kbroker")`` available in a SparkSession."""
+    spark.dataSource.register(KBrokerDataSource)

@@ -36,7 +36,8 @@ $(VENV)/.stamp-deps: pyproject.toml
 	$(PIP) install -q --upgrade pip wheel "setuptools>=68"
 	$(PIP) install -q "cython>=3.0,<3.3" "numpy>=1.26" "pytest>=8" "crc32c>=2.4" \
 		"lz4>=4" "zstandard>=0.22" "cramjam>=2.8" \
-		"confluent-kafka>=2.3" "kafka-python>=2.0.2" "aiokafka>=0.10" "python-snappy>=0.7" "kazoo>=2.9" "six>=1.16"
+		"confluent-kafka>=2.3" "kafka-python>=2.0.2" "aiokafka>=0.10" "python-snappy>=0.7" "kazoo>=2.9" "six>=1.16" \
+		"pyspark>=4.0" "pyarrow>=15" "locust>=2.20" "matplotlib>=3.8"
 	$(PIP) install -q --no-deps "pykafka==2.8.0"  # legacy-client tests; its kazoo==2.5.0 pin would downgrade kazoo
 	$(PY) -c "import liburing" 2>/dev/null || $(PIP) install -q --no-binary liburing liburing==2024.5.3
 	touch $@

@@ -1,0 +1,1 @@
+from tests.integration.conftest import module_broker  # noqa: F401  (a broker process per module)

@@ -191,7 +191,10 @@ def end_to_end(broker, topic: str, acks: str, size: int, rate: float, seconds: f
 
     def run() -> None:
         while not stop.is_set():
-            for m in consumer.consume(1000, timeout=0.05):
+            # poll() returns at the first record (consume(n, timeout) would wait for n records or the timeout)
+            m = consumer.poll(0.05)
+            batch = [m] if m is not None else []
+            for m in batch:
                 now = time.perf_counter()
                 if m.error() is not None:
                     if m.error().code() != KafkaError._PARTITION_EOF:
@@ -364,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown scenarios {unknown}; see --list")
     brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
-    command = "python -m bench " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])])
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -537,17 +537,8 @@ class Broker:
         if validate_only:
             return info
         if self.cluster is not None:
-            # As AdminZkClient: write /config/topics/<t> and /brokers/topics/<t>; the controller,
-            # watching /brokers/topics, creates the partition states, and every broker's view
-            # picks the topic up from its watches.
             info.topic_id = _topic_uuid(layout.create_topic(self.store, name, info.assignment, configs))
-            if name not in self.topics:
-                self.topics[name] = info
-                self._pending_topics.add(name)
-            assert self.log_manager is not None
-            self.log_manager.topic_overrides[name] = configs
-            log.info("created topic %s with %d partitions", name, len(info.assignment))
-            return info
+            return self._topic_registered(info)
         info.topic_id = _topic_uuid(layout.create_topic(self.store, name, info.assignment, configs))
         self.topics[name] = info
         assert self.log_manager is not None
@@ -558,7 +549,39 @@ class Broker:
         log.info("created topic %s with %d partitions", name, len(info.assignment))
         return info
 
-    def delete_topic(self, name: str) -> None:
+    def _topic_registered(self, info: TopicInfo) -> TopicInfo:
+        """ZooKeeper mode, as AdminZkClient: /config/topics/<t> and /brokers/topics/<t> are
+        written; the controller creates the partition states and tells the replicas."""
+        if info.name not in self.topics:
+            self.topics[info.name] = info
+            self._pending_topics.add(info.name)
+        assert self.log_manager is not None
+        self.log_manager.topic_overrides[info.name] = info.configs
+        log.info("created topic %s with %d partitions", info.name, len(info.assignment))
+        return info
+
+    async def create_topic_async(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                                 assignment: dict[int, list[int]] | None = None,
+                                 configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo:
+        """CreateTopics: in ZooKeeper mode the znodes are written off the event loop (a slow
+        ensemble must not stall every connection); validation and state stay on the loop."""
+        if self.cluster is None or validate_only:
+            return self.create_topic(name, num_partitions, replication_factor, assignment, configs, validate_only)
+        info = self.create_topic(name, num_partitions, replication_factor, assignment, configs, validate_only=True)
+        topic_id = await self.cluster.run_blocking(
+            lambda: layout.create_topic(self.store, name, info.assignment, info.configs))
+        if name in self.topics and name not in self._pending_topics:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        info.topic_id = _topic_uuid(topic_id)
+        return self._topic_registered(info)
+
+    async def delete_topic_async(self, name: str) -> None:
+        if self.cluster is None:
+            return self.delete_topic(name)
+        self._check_deletable(name)
+        await self.cluster.run_blocking(lambda: layout.mark_topic_for_deletion(self.store, name))
+
+    def _check_deletable(self, name: str) -> TopicInfo:
         info = self.topics.get(name)
         if info is None:
             raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
@@ -566,6 +589,10 @@ class Broker:
             raise errors.TopicDeletionDisabledError("delete.topic.enable is false")
         if info.internal:
             raise errors.InvalidTopicError(f"{name} is internal and cannot be deleted")
+        return info
+
+    def delete_topic(self, name: str) -> None:
+        info = self._check_deletable(name)
         layout.mark_topic_for_deletion(self.store, name)
         if self.cluster is not None:
             return  # the controller deletes it; the logs go when the topic leaves the view

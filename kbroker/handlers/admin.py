@@ -33,14 +33,18 @@ def _error(exc: Exception) -> tuple[int, str]:
 
 @handles(19)
 def create_topics(broker, header, request, conn):
+    return _create_topics(broker, header, request)
+
+
+async def _create_topics(broker, header, request):
     results = []
     for topic in request.topics:
         out = {"name": topic.name, "error_code": 0, "error_message": None}
         try:
             assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
             configs = {c.name: c.value for c in topic.configs if c.value is not None}
-            info = broker.create_topic(topic.name, topic.num_partitions, topic.replication_factor, assignment,
-                                       configs, validate_only=request.validate_only)
+            info = await broker.create_topic_async(topic.name, topic.num_partitions, topic.replication_factor,
+                                                   assignment, configs, validate_only=request.validate_only)
             out["topic_id"] = info.topic_id
             out["num_partitions"] = len(info.assignment)
             out["replication_factor"] = len(next(iter(info.assignment.values())))
@@ -56,6 +60,10 @@ def create_topics(broker, header, request, conn):
 
 @handles(20)
 def delete_topics(broker, header, request, conn):
+    return _delete_topics(broker, header, request)
+
+
+async def _delete_topics(broker, header, request):
     names = [t.name for t in request.topics] if header.api_version >= 6 else list(request.topic_names)
     results = []
     for name in names:
@@ -63,7 +71,7 @@ def delete_topics(broker, header, request, conn):
         try:
             if name is None:
                 raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
-            broker.delete_topic(name)
+            await broker.delete_topic_async(name)
         except Exception as exc:
             out["error_code"], out["error_message"] = _error(exc)
         results.append(out)

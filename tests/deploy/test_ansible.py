@@ -9,6 +9,8 @@ The test: site.yml brings the cluster up; a replication-factor-3 topic gets 3 IS
 partition; rolling-restart.yml runs while an idempotent acks=all producer writes (min.insync.replicas=2)
 and every acknowledged message is read back; site.yml again reports changed=0 for every host; the
 processes are stopped at the end. ansible-lint (production profile) and --syntax-check run separately.
+With KBROKER_DEPLOY_CONFIG_CHANGE=1 it then also changes server.properties through site.yml with
+kbroker_serial=1 and kbroker_restart_wait_in_sync=true and checks each broker restarted and waited in turn.
 """
 from __future__ import annotations
 
@@ -166,9 +168,9 @@ def _recap(output: str) -> dict[str, dict[str, int]]:
     return recap
 
 
-def _playbook(inventory: Path, playbook: str, timeout: float = 240) -> str:
+def _playbook(inventory: Path, playbook: str, *extra: str, timeout: float = 240) -> str:
     started = time.monotonic()
-    result = _run([str(PLAYBOOK), "-i", str(inventory), playbook], timeout=timeout)
+    result = _run([str(PLAYBOOK), "-i", str(inventory), playbook, *extra], timeout=timeout)
     output = result.stdout + result.stderr
     print(f"{playbook}: {time.monotonic() - started:.1f} s\n{output[-3000:]}")
     assert result.returncode == 0, f"{playbook} failed:\n{output[-8000:]}"
@@ -313,6 +315,7 @@ def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
         producer.stopping.set()
         producer.join(150)
         assert not producer.is_alive()
+        producer.producer = None   # its connections go now, not at teardown
         print(f"produced {producer.sent}, acknowledged {len(producer.acked)}, errors {producer.errors[:5]}")
         assert len(producer.acked) > 100
         seen = _read_back(bootstrap, topic, producer.acked)
@@ -325,6 +328,24 @@ def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
         recap = _recap(second)
         assert set(recap) == {"zk1", "kb1", "kb2", "kb3"}
         assert all(r["changed"] == 0 and r["failed"] == 0 for r in recap.values()), recap
+
+        # 5. a configuration change on the running cluster, one broker at a time, each back in sync first
+        # (about 60 s more: only with KBROKER_DEPLOY_CONFIG_CHANGE=1, to keep `make test` short)
+        if os.environ.get("KBROKER_DEPLOY_CONFIG_CHANGE") != "1":
+            print(f"whole test {time.monotonic() - started:.1f} s")
+            return
+        properties = dict(inventory_data["all"]["vars"]["kbroker_extra_properties"],
+                          **{"log.retention.check.interval.ms": 60000})
+        third = _playbook(inventory, "site.yml", "-e", "kbroker_serial=1", "-e", "kbroker_restart_wait_in_sync=true",
+                          "-e", json.dumps({"kbroker_extra_properties": properties}))
+        recap = _recap(third)
+        assert all(recap[f"kb{i}"]["changed"] >= 1 for i in (1, 2, 3)) and recap["zk1"]["changed"] == 0, recap
+        # handlers' included tasks print as RUNNING HANDLER [...]
+        assert len(re.findall(r"\[kbroker : Wait until every partition is back in sync\]", third)) == 3, third[-6000:]
+        for host in brokers.values():
+            assert "log.retention.check.interval.ms=60000\n" in \
+                (Path(host["kbroker_conf_dir"]) / "server.properties").read_text()
+        _wait_full_isr(bootstrap, topic, 6)
         print(f"whole test {time.monotonic() - started:.1f} s")
     finally:
         _stop_all(inventory_data)

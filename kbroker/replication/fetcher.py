@@ -71,6 +71,10 @@ class LeaderFetcher:
         self.targets.pop(tp, None)
 
     def stop(self) -> None:
+        # Forget the targets first: on Python 3.11 a cancellation can be lost when the awaited
+        # response arrives at the same moment (asyncio.wait_for), and an answer handled after the
+        # broker closed its logs must find nothing to append to.
+        self.targets.clear()
         self._task.cancel()
         self.connection.close()
 

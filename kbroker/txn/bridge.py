@@ -31,6 +31,7 @@ class TransactionBridge:
         self.broker = broker
         self.coordinator: TransactionCoordinator | None = None
         self._connections: dict[int, BrokerConnection] = {}
+        self._stopped = False
 
     async def start(self) -> None:
         broker = self.broker
@@ -50,6 +51,7 @@ class TransactionBridge:
                 self.coordinator.load_partition(p, partition.leader_epoch, self._batches(p))
 
     async def stop(self) -> None:
+        self._stopped = True
         if self.coordinator is not None:
             self.coordinator.shutdown()
             self.timer.wheel.close()
@@ -102,7 +104,7 @@ class TransactionBridge:
                             partitions: set[tuple[str, int]]) -> None:
         from kbroker.handlers.txn import write_markers_here
         left = set(partitions)
-        while left:
+        while left and not self._stopped:
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for topic, index in sorted(left):
                 by_leader.setdefault(self._leader_of(topic, index), []).append((topic, index))

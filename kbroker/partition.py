@@ -400,6 +400,8 @@ class Partition:
         bound = self.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
         if timestamp == -1:
             return bound, -1
+        if timestamp == -2:  # earliest: the log start offset, also while the log is empty
+            return self.log.log_start_offset, -1
         found = self.log.offset_for_timestamp(timestamp)
         if found is not None and found[0] >= bound:
             return None

@@ -140,3 +140,13 @@ def test_a_corrupt_snapshot_falls_back_to_replaying_the_log(tmp_path, appender):
     path.write_bytes(raw)
     p.log.close()
     assert _open(tmp_path, appender).producer_state.ongoing == {7: 0}
+
+
+def test_list_offsets_earliest_of_an_empty_log_is_its_start(tmp_path, appender):
+    """ListOffsets(-2) answers the log start offset even before anything is written; answering
+    "no offset" made a consumer starting at OFFSET_BEGINNING skip what came next."""
+    p = _open(tmp_path, appender)
+    assert p.offset_for_timestamp(-2, READ_UNCOMMITTED) == (0, -1)
+    assert p.offset_for_timestamp(-2, READ_COMMITTED) == (0, -1)
+    assert p.offset_for_timestamp(-1, READ_UNCOMMITTED) == (0, -1)
+    assert p.offset_for_timestamp(1_000, READ_UNCOMMITTED) is None

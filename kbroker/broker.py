@@ -102,28 +102,12 @@ class Broker:
                 self._host_partition(TopicPartition(name, index))
         self.purgatory = Purgatory()
         self._producer_ids = iter(())
-        listener = cfg.listeners[0]
-        self.server = NetworkServer(listener.host, listener.port, self.dispatch,
-                                    max_request_bytes=cfg.socket_request_max_bytes,
-                                    send_buffer_bytes=cfg.socket_send_buffer_bytes,
-                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
-                                    idle_ms=cfg.connections_max_idle_ms)
-        await self.server.start()
-        advertised = cfg.advertised_listeners[0]
-        host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
-        port = self.server.port if advertised.port == 0 else advertised.port
-        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
+        host, port = await self._start_server()
         layout.register_broker(self.store, BrokerInfo.from_endpoints(
             self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
             timestamp_ms=int(time.time() * 1000), rack=cfg.broker_rack or None))
         # Nothing below yields to the loop, so no request is served before the coordinator is ready.
-        self.coordinator = CoordinatorBridge(self)
-        await self.coordinator.start()
-        self.transactions = TransactionBridge(self)
-        await self.transactions.start()
-        await self._start_zk_offset_mirror()
-        await self._start_status()
-        self._tasks.append(asyncio.ensure_future(self._housekeeping()))
+        await self._start_services()
         log.info("kbroker %d started: cluster %s, %d topics, listening on %s:%d", self.broker_id,
                  self.cluster_id, len(self.topics), host, port)
 
@@ -143,17 +127,7 @@ class Broker:
         self.log_manager.startup()
         self.purgatory = Purgatory()
         self._producer_ids = iter(())
-        listener = cfg.listeners[0]
-        self.server = NetworkServer(listener.host, listener.port, self.dispatch,
-                                    max_request_bytes=cfg.socket_request_max_bytes,
-                                    send_buffer_bytes=cfg.socket_send_buffer_bytes,
-                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
-                                    idle_ms=cfg.connections_max_idle_ms)
-        await self.server.start()
-        advertised = cfg.advertised_listeners[0]
-        host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
-        port = self.server.port if advertised.port == 0 else advertised.port
-        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
+        host, port = await self._start_server()
         self.controller = Controller(self.store, self.broker_id, cfg.log.unclean_leader_election_enable)
         self.replication = Replication(self)
         self.controller_channel = ControllerChannel(self)
@@ -167,6 +141,29 @@ class Broker:
         await self.session.start_async()
         await self.cluster.start()
         self.replication.start()
+        await self._start_services()
+        log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
+                 "listening on %s:%d", self.broker_id, self.cluster_id, self.controller_id(),
+                 len(self.live_brokers()), len(self.topics), host, port)
+
+    async def _start_server(self) -> tuple[str, int]:
+        """Listen, and work out the advertised endpoint (the bound port when 0 was asked)."""
+        cfg = self.config
+        listener = cfg.listeners[0]
+        self.server = NetworkServer(listener.host, listener.port, self.dispatch,
+                                    max_request_bytes=cfg.socket_request_max_bytes,
+                                    send_buffer_bytes=cfg.socket_send_buffer_bytes,
+                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+                                    idle_ms=cfg.connections_max_idle_ms)
+        await self.server.start()
+        advertised = cfg.advertised_listeners[0]
+        host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
+        port = self.server.port if advertised.port == 0 else advertised.port
+        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
+        return host, port
+
+    async def _start_services(self) -> None:
+        """The coordinators, the optional ZooKeeper offsets mirror and status endpoint, housekeeping."""
         self.coordinator = CoordinatorBridge(self)
         await self.coordinator.start()
         self.transactions = TransactionBridge(self)
@@ -174,9 +171,6 @@ class Broker:
         await self._start_zk_offset_mirror()
         await self._start_status()
         self._tasks.append(asyncio.ensure_future(self._housekeeping()))
-        log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
-                 "listening on %s:%d", self.broker_id, self.cluster_id, self.controller_id(),
-                 len(self.live_brokers()), len(self.topics), host, port)
 
     def _init_zookeeper_paths(self) -> None:
         layout.ensure_persistent_paths(self.store)

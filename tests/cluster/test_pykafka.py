@@ -11,20 +11,18 @@ from collections.abc import Iterator
 
 import pytest
 
-from kbroker import config as broker_config
 from tests.integration.helpers import create_topic
 from tests.integration.test_legacy_clients import import_pykafka
 
 from .conftest import Cluster, wait_until
 
 MIRROR_KEY = "offsets.zookeeper.mirror.enable"
-MIRROR_WIRED = any(d.key == MIRROR_KEY for d in broker_config.DEFS)
 N = 400
 
 
 @pytest.fixture(scope="module")
 def pk_cluster(cluster_zookeeper, tmp_path_factory) -> Iterator[Cluster]:
-    overrides = {MIRROR_KEY: "true", "offsets.zookeeper.mirror.interval.ms": "500"} if MIRROR_WIRED else {}
+    overrides = {MIRROR_KEY: "true", "offsets.zookeeper.mirror.interval.ms": "500"}
     c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("pykafka-cluster"), overrides=overrides)
     try:
         c.start()
@@ -109,8 +107,6 @@ def test_balanced_consumers_share_a_topic(pk_cluster):
                      for slug in owners}
         assert owner_ids == set(ids)
 
-        if not MIRROR_WIRED:
-            pytest.skip(f"{MIRROR_KEY} is not a broker config key yet: offsets stay in __consumer_offsets")
 
         def mirrored():
             out = {}

@@ -13,7 +13,7 @@ import pytest
 
 # not imported here: importing locust monkey-patches the whole process with gevent (subprocess included)
 if importlib.util.find_spec("locust") is None:
-    pytest.skip("locust is not installed", allow_module_level=True)
+    pytest.fail("locust is not installed (make deps installs it)", pytrace=False)
 
 REPO = Path(__file__).resolve().parents[2]
 

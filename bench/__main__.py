@@ -1,43 +1,50 @@
 """kbroker's benchmark suite: one entry point, the machine's limits first, kbroker and Tansu side by side.
 
-    python -m bench                       # default scenarios, kbroker and Tansu, under 10 minutes
+    python -m bench                       # every sweep, single broker and 3-broker cluster, under 10 minutes
     python -m bench --quick --brokers kbroker
-    python -m bench --list                # the scenarios
+    python -m bench --sweeps base --topologies single --sizes 1024 --acks 1,all
+    python -m bench --list                # the scenarios and sweeps
 
-Each run first measures the machine's limits: sequential disk write (bench.storage.raw_write, page cache,
-no fsync), loopback TCP throughput (one connection, 1 MiB sends, the reader discards) and loopback TCP round
-trip (64-byte ping-pong). Then, for every broker (a fresh single broker each: bench.throughput.start_broker),
-message size and acks, it runs the selected scenarios on fresh topics:
+Each run first measures the machine's limits (bench.limits: sequential disk write, loopback TCP throughput and
+round trip). Then for every target (kbroker and Tansu as single brokers, kbroker as a 3-broker ZooKeeper-mode
+cluster with replication factor 3 and min.insync.replicas 2; each started fresh: bench.targets) it runs the
+sweeps, each on fresh topics:
 
-  produce     --messages values (capped at --max-bytes per scenario) as fast as confluent-kafka sends them;
-              MB/s and msgs/s, as a fraction of the disk and the TCP limit
-  consume     the produce scenario's topic read back from offset 0 (assign, no group); fraction of TCP
-  latency     produce at a fixed --rate for --seconds: send-to-acknowledgement p50/p99/p999 (ms);
-              the round trip limit divided by p50 as the fraction
-  e2e         produce at --rate for --seconds with a consumer in the same process: send-to-receive
-              p50/p99/p999 (ms)
+  base         --sizes x --acks, every scenario, --partitions partitions
+  compression  --codecs at 1 KiB, acks=1: produce and consume
+  partitions   --partition-counts at 1 KiB, acks=1: produce and consume
+  clients      --client-counts producer processes, then as many consumer processes, at 1 KiB, acks=1, over
+               max(--client-counts) partitions (bench.clients)
 
-Output: JSON lines on stdout and in <out>/bench-<time>.jsonl, a chart <out>/bench-<time>.png, and the
-table in --results-md (bench/RESULTS.md). Figures are comparable within one run only.
+The scenarios:
+
+  produce     --messages values (capped at --max-bytes) as fast as confluent-kafka sends them (linger.ms 5,
+              batch.size 1 MiB); MB/s and msgs/s, as a fraction of the disk and the TCP limit. With acks=0 the
+              clock stops when the broker serves every partition's last message.
+  consume     the produce scenario's topic read back from offset 0 (assign, no group), each partition's offsets
+              checked to run 0, 1, 2, ...; fraction of the TCP limit
+  latency     produce at a fixed --rate for --seconds: send-to-acknowledgement p50/p99/p999 (ms)
+  e2e         the same with a consumer in the same process: send-to-receive p50/p99/p999 (ms)
+
+Output: JSON lines on stdout and in <out>/bench-<time>.jsonl (every result carries its sweep, target, scenario,
+size, acks, codec, partitions, clients and the brokers' CPU seconds), a chart <out>/bench-<time>.png, and the
+tables in --results-md (bench/RESULTS.md). Figures are comparable within one run only.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import socket
-import statistics
-import struct
 import sys
 import tempfile
-import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
-from bench import storage, throughput
+from bench import clients, latency, limits, report, targets, throughput
+from bench.values import text_values
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -47,7 +54,20 @@ SCENARIOS = {
     "latency": "produce latency at a fixed rate: send to acknowledgement, p50/p99/p999",
     "e2e": "end-to-end latency at a fixed rate: send to receive, p50/p99/p999",
 }
+THROUGHPUT = ("produce", "consume")
 RECORDS: list[dict] = []
+
+
+@dataclass(frozen=True)
+class Group:
+    """Scenarios that share one set of parameters (and one produce topic: consume reads what produce wrote)."""
+    sweep: str
+    size: int
+    acks: str
+    compression: str
+    partitions: int
+    clients: int
+    scenarios: tuple[str, ...]
 
 
 def emit(record: dict) -> None:
@@ -58,292 +78,154 @@ def emit(record: dict) -> None:
 def progress(i: int, n: int, what: str) -> None:
     width = 30
     done = int(width * i / max(n, 1))
-    print(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {what:<60}", end="" if i < n else "\n",
+    print(f"\r[{'#' * done}{'.' * (width - done)}] {i}/{n} {what:<70}", end="" if i < n else "\n",
           file=sys.stderr, flush=True)
 
 
-# ------------------------------------------------------------------------------------------------ limits
-
-def tcp_throughput(total: int) -> float:
-    """MB/s through one loopback TCP connection."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-    got = [0]
-
-    def drain() -> None:
-        conn, _ = srv.accept()
-        with conn:
-            while True:
-                n = len(conn.recv(4 * MIB))
-                if not n:
-                    return
-                got[0] += n
-
-    t = threading.Thread(target=drain)
-    t.start()
-    buf = os.urandom(MIB)
-    with socket.create_connection(srv.getsockname()) as c:
-        start = time.perf_counter()
-        sent = 0
-        while sent < total:
-            c.sendall(buf)
-            sent += len(buf)
-        c.shutdown(socket.SHUT_WR)
-        t.join()
-        elapsed = time.perf_counter() - start
-    srv.close()
-    return got[0] / elapsed / 1e6
+def plan(args: argparse.Namespace) -> list[Group]:
+    picked = tuple(s for s in SCENARIOS if s in args.scenarios)
+    tp = tuple(s for s in picked if s in THROUGHPUT)
+    groups: list[Group] = []
+    if "base" in args.sweeps:
+        groups += [Group("base", size, acks, "none", args.partitions, 1, picked)
+                   for size in args.sizes for acks in args.acks]
+    if "compression" in args.sweeps:
+        groups += [Group("compression", 1024, "1", codec, args.partitions, 1, tp) for codec in args.codecs]
+    if "partitions" in args.sweeps:
+        groups += [Group("partitions", 1024, "1", "none", n, 1, tp) for n in args.partition_counts]
+    if "clients" in args.sweeps:
+        groups += [Group("clients", 1024, "1", "none", max(args.client_counts), n, tp) for n in args.client_counts]
+    return [g for g in groups if g.scenarios]
 
 
-def tcp_round_trip(n: int) -> float:
-    """Median µs of a 64-byte loopback ping-pong."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen(1)
-
-    def echo() -> None:
-        conn, _ = srv.accept()
-        with conn:
-            while True:
-                data = conn.recv(64)
-                if not data:
-                    return
-                conn.sendall(data)
-
-    t = threading.Thread(target=echo)
-    t.start()
-    times = []
-    with socket.create_connection(srv.getsockname()) as c:
-        c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        msg = b"x" * 64
-        for _ in range(n):
-            start = time.perf_counter()
-            c.sendall(msg)
-            got = 0
-            while got < 64:
-                got += len(c.recv(64 - got))
-            times.append(time.perf_counter() - start)
-    t.join()
-    srv.close()
-    return statistics.median(times) * 1e6
+def tp_args(args: argparse.Namespace, g: Group, messages: int) -> argparse.Namespace:
+    return argparse.Namespace(messages=messages, size=g.size, partitions=g.partitions, linger_ms=5,
+                              batch_bytes=MIB, fetch_partition_bytes=MIB, phase_timeout=args.phase_timeout,
+                              compression=g.compression, values=text_values(g.size))
 
 
-def limits(args: argparse.Namespace, workdir: Path) -> dict:
-    rec = {"kind": "limits",
-           "disk_write_mb_s": round(storage.raw_write(workdir, args.limit_bytes, MIB), 1),
-           "tcp_mb_s": round(tcp_throughput(args.limit_bytes * 2), 1),
-           "tcp_rtt_us": round(tcp_round_trip(2000 if not args.quick else 200), 1)}
-    emit(rec)
-    return rec
-
-
-# ------------------------------------------------------------------------------------------------ scenarios
-
-def percentiles(values: list[float]) -> dict:
-    if not values:
-        return {"p50_ms": None, "p99_ms": None, "p999_ms": None}
-    v = sorted(values)
-
-    def q(f: float) -> float:
-        return round(v[min(len(v) - 1, int(f * len(v)))] * 1000, 3)
-
-    return {"p50_ms": q(0.50), "p99_ms": q(0.99), "p999_ms": q(0.999)}
-
-
-def paced_produce(broker, topic: str, acks: str, size: int, rate: float, seconds: float, on_send=None) -> tuple:
-    """Send at a fixed rate; returns (acknowledgement latencies in s, failures)."""
-    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": acks, "linger.ms": 0,
-                         "enable.idempotence": False})
-    lat: list[float] = []
-    failed = [0]
-    pad = b"\0" * max(0, size - 8)
-    n = int(rate * seconds)
-    start = time.perf_counter()
-    for i in range(n):
-        due = start + i / rate
-        while True:
-            now = time.perf_counter()
-            if now >= due:
-                break
-            producer.poll(min(due - now, 0.01))
-        sent = time.perf_counter()
-
-        def on_delivery(err, msg, sent=sent) -> None:
-            if err is not None:
-                failed[0] += 1
-            else:
-                lat.append(time.perf_counter() - sent)
-
-        producer.produce(topic, struct.pack(">d", sent) + pad, on_delivery=on_delivery)
-        producer.poll(0)
-    left = producer.flush(30)
-    return lat, failed[0] + left
-
-
-def end_to_end(broker, topic: str, acks: str, size: int, rate: float, seconds: float) -> dict:
-    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": f"bench-e2e-{time.monotonic_ns()}",
-                         "enable.auto.commit": False, "fetch.wait.max.ms": 5, "enable.partition.eof": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    received: list[float] = []
-    stop = threading.Event()
-    errors: list[str] = []
-
-    def run() -> None:
-        while not stop.is_set():
-            # poll() returns at the first record (consume(n, timeout) would wait for n records or the timeout)
-            m = consumer.poll(0.05)
-            batch = [m] if m is not None else []
-            for m in batch:
-                now = time.perf_counter()
-                if m.error() is not None:
-                    if m.error().code() != KafkaError._PARTITION_EOF:
-                        errors.append(str(m.error()))
-                    continue
-                received.append(now - struct.unpack(">d", m.value()[:8])[0])
-
-    t = threading.Thread(target=run)
-    t.start()
+def wait_until_held(target, topic: str, partitions: int, messages: int, timeout: float) -> None:
+    """acks=0 gets no acknowledgement: the produce is done when the broker serves each partition's last message.
+    Read by fetching at that offset (Tansu 0.6's ListOffsets answered a high watermark of 1 for 2,000 messages)."""
+    last = {p: c - 1 for p, c in enumerate(clients.split(messages, partitions)) if c}
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "bench-acks0",
+                         "enable.auto.commit": False, "auto.offset.reset": "error", "fetch.wait.max.ms": 1,
+                         "fetch.error.backoff.ms": 1})
     try:
-        _, failed = paced_produce(broker, topic, acks, size, rate, seconds)
-        expected = int(rate * seconds) - failed
-        deadline = time.monotonic() + 30
-        while len(received) < expected and time.monotonic() < deadline:
-            time.sleep(0.05)
+        consumer.assign([TopicPartition(topic, p, o) for p, o in last.items()])
+        deadline = time.monotonic() + timeout
+        while last:
+            m = consumer.poll(0.01)
+            if m is not None and m.error() is None and m.offset() >= last.get(m.partition(), 1 << 62):
+                del last[m.partition()]
+                consumer.incremental_unassign([TopicPartition(topic, m.partition())])
+            elif m is not None and m.error() is not None:  # not there yet (out of range): ask again
+                time.sleep(0.001)
+                consumer.assign([TopicPartition(topic, p, o) for p, o in last.items()])
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"acks=0: partitions {sorted(last)} lack their last message after {timeout}s")
     finally:
-        stop.set()
-        t.join()
         consumer.close()
-    return {"messages": len(received), "failed": failed, "errors": errors[:3], **percentiles(received)}
 
 
-def tp_args(args: argparse.Namespace, size: int, messages: int):
-    return argparse.Namespace(messages=messages, size=size, partitions=args.partitions, linger_ms=5,
-                              batch_bytes=MIB, fetch_partition_bytes=MIB, phase_timeout=args.phase_timeout)
+def throughput_figures(r: dict, lim: dict, replication: int, scenario: str) -> dict:
+    mb = r["bytes"] / r["elapsed_s"] / 1e6
+    out = {"messages": r["messages"], "msgs_s": round(r["messages"] / r["elapsed_s"]), "mb_s": round(mb, 2),
+           "elapsed_s": round(r["elapsed_s"], 3)}
+    if scenario == "produce":
+        out["frac_disk"] = round(mb * replication / lim["disk_write_mb_s"], 4)
+    out["frac_tcp"] = round(mb / lim["tcp_mb_s"], 4)
+    return out
 
 
-def run_scenarios(args: argparse.Namespace, broker, lim: dict, step: list, total: int) -> None:
-    for size in args.sizes:
-        for acks in args.acks:
-            base = {"kind": "result", "broker": broker.name, "size": size, "acks": acks,
-                    "partitions": args.partitions}
-            tag = f"s{size}-a{acks}-{time.monotonic_ns() % 10**9}"
-            topics = {s: f"bench-{s}-{tag}" for s in ("produce", "latency", "e2e")}
-            try:
-                throughput.create_topics(broker, list(topics.values()), args.partitions)
-            except Exception as exc:
-                emit({**base, "scenario": "setup", "error": f"{type(exc).__name__}: {exc}"})
-                step[0] += len(args.scenarios)
-                continue
-            messages = max(1, min(args.messages, args.max_bytes // size))
-            for scenario in args.scenarios:
+def run_scenario(args, target, g: Group, scenario: str, topics: dict, lim: dict) -> dict:
+    messages = max(1, min(args.messages, args.max_bytes // g.size))
+    a = tp_args(args, g, messages)
+    if scenario == "produce":
+        started = time.perf_counter()
+        if g.sweep == "clients":
+            r = clients.run("produce", a, target, topics["produce"], g.acks, g.clients)
+        else:
+            r = throughput.produce(a, target, topics["produce"], g.acks)
+        if g.acks == "0":
+            wait_until_held(target, topics["produce"], g.partitions, messages, args.phase_timeout)
+            r["elapsed_s"] = time.perf_counter() - started
+        return throughput_figures(r, lim, target.replication, scenario)
+    if scenario == "consume":
+        if "produce" not in g.scenarios:
+            throughput.produce(a, target, topics["produce"], g.acks if g.acks != "0" else "1")
+        if g.sweep == "clients":
+            r = clients.run("consume", a, target, topics["produce"], g.acks, g.clients)
+        else:
+            r = throughput.consume(a, target, topics["produce"])
+        return throughput_figures(r, lim, target.replication, scenario)
+    if scenario == "latency":
+        lat, failed = latency.paced_produce(target, topics["latency"], g.acks, g.size, args.rate, args.seconds)
+        return {"rate": args.rate, "messages": len(lat), "failed": failed, **latency.percentiles(lat)}
+    return {"rate": args.rate, **latency.end_to_end(target, topics["e2e"], g.acks, g.size, args.rate, args.seconds,
+                                                    g.partitions)}
+
+
+def run_target(args: argparse.Namespace, target, groups: list[Group], lim: dict, step: list, total: int) -> None:
+    for g in groups:
+        base = {"kind": "result", "sweep": g.sweep, "target": target.label, "broker": target.name,
+                "topology": target.topology, "size": g.size, "acks": g.acks, "compression": g.compression,
+                "partitions": g.partitions, "clients": g.clients}
+        tag = f"{g.sweep}-s{g.size}-a{g.acks}-{g.compression}-p{g.partitions}-c{g.clients}-{time.monotonic_ns() % 10**9}"
+        topics = {s: f"bench-{s}-{tag}" for s in ("produce", "latency", "e2e")
+                  if s in g.scenarios or (s == "produce" and "consume" in g.scenarios)}
+        try:
+            throughput.create_topics(target, list(topics.values()), g.partitions, timeout=args.phase_timeout,
+                                     replication=target.replication, config=target.topic_config)
+        except Exception as exc:
+            for scenario in g.scenarios:
                 step[0] += 1
-                progress(step[0], total, f"{broker.name} {scenario} size={size} acks={acks}")
-                rec = {**base, "scenario": scenario}
-                try:
-                    if scenario == "produce":
-                        r = throughput.produce(tp_args(args, size, messages), broker, topics["produce"], acks)
-                        mb = r["bytes"] / r["elapsed_s"] / 1e6
-                        rec.update(messages=r["messages"], msgs_s=round(r["messages"] / r["elapsed_s"]),
-                                   mb_s=round(mb, 2), frac_disk=round(mb / lim["disk_write_mb_s"], 4),
-                                   frac_tcp=round(mb / lim["tcp_mb_s"], 4))
-                    elif scenario == "consume":
-                        if "produce" not in args.scenarios:
-                            throughput.produce(tp_args(args, size, messages), broker, topics["produce"], acks)
-                        r = throughput.consume(tp_args(args, size, messages), broker, topics["produce"])
-                        mb = r["bytes"] / r["elapsed_s"] / 1e6
-                        rec.update(messages=r["messages"], msgs_s=round(r["messages"] / r["elapsed_s"]),
-                                   mb_s=round(mb, 2), frac_tcp=round(mb / lim["tcp_mb_s"], 4))
-                    elif scenario == "latency":
-                        lat, failed = paced_produce(broker, topics["latency"], acks, size, args.rate, args.seconds)
-                        rec.update(rate=args.rate, messages=len(lat), failed=failed, **percentiles(lat))
-                    elif scenario == "e2e":
-                        if acks == "0":
-                            continue
-                        rec.update(rate=args.rate, **end_to_end(broker, topics["e2e"], acks, size, args.rate,
-                                                                args.seconds))
-                    if rec.get("p50_ms"):
-                        rec["frac_rtt"] = round(lim["tcp_rtt_us"] / 1000 / rec["p50_ms"], 4)
-                except Exception as exc:
-                    rec["error"] = f"{type(exc).__name__}: {exc}"
-                emit(rec)
+                emit({**base, "scenario": scenario, "error": f"topic creation: {type(exc).__name__}: {exc}"})
+            continue
+        for scenario in g.scenarios:
+            step[0] += 1
+            progress(step[0], total, f"{target.label} {g.sweep} {scenario} size={g.size} acks={g.acks} "
+                                     f"{g.compression} p={g.partitions} c={g.clients}")
+            rec = {**base, "scenario": scenario}
+            cpu0 = target.cpu_s()
             try:
-                throughput.delete_topics(broker, list(topics.values()))
-            except Exception:
-                pass
+                rec.update(run_scenario(args, target, g, scenario, topics, lim))
+                if rec.get("p50_ms"):
+                    rec["frac_rtt"] = round(lim["tcp_rtt_us"] / 1000 / rec["p50_ms"], 4)
+            except Exception as exc:  # a broker failing the load is a result, not a crash of the bench
+                rec["error"] = f"{type(exc).__name__}: {exc}"
+            rec["broker_cpu_s"] = round(target.cpu_s() - cpu0, 2)
+            if not target.alive():
+                rec.setdefault("error", "a broker process died")
+            emit(rec)
+        try:
+            throughput.delete_topics(target, list(topics.values()))
+        except Exception:
+            pass
 
 
-# ------------------------------------------------------------------------------------------------ outputs
+def csv(value: str, kind=str) -> list:
+    return [kind(v.strip()) for v in value.split(",") if v.strip()]
 
-def figure(r: dict) -> str:
-    if "error" in r:
-        return "error"
-    if r["scenario"] in ("produce", "consume"):
-        frac = r.get("frac_disk", r.get("frac_tcp"))
-        return f"{r['mb_s']} MB/s ({r['msgs_s']}/s, {frac:.1%} of {'disk' if 'frac_disk' in r else 'TCP'})"
-    if r.get("p50_ms") is None:
-        return "-"
-    return f"{r['p50_ms']} / {r['p99_ms']} / {r['p999_ms']} ms"
-
-
-def write_markdown(path: Path, lim: dict, results: list[dict], brokers: list[str], command: str) -> None:
-    keys = sorted({(r["scenario"], r["size"], r["acks"]) for r in results},
-                  key=lambda k: (list(SCENARIOS).index(k[0]) if k[0] in SCENARIOS else 9, k[1], k[2]))
-    by = {(r["broker"], r["scenario"], r["size"], r["acks"]): r for r in results}
-    lines = ["# Benchmark results", "",
-             f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; the latest run only. "
-             "Throughput: MB/s of values (msgs/s, fraction of the disk write limit for produce and of the "
-             "loopback TCP limit for consume). Latency: p50 / p99 / p999 at a fixed rate.", "",
-             f"Machine limits: sequential disk write {lim['disk_write_mb_s']} MB/s, loopback TCP "
-             f"{lim['tcp_mb_s']} MB/s, loopback round trip {lim['tcp_rtt_us']} µs.", "",
-             "| scenario | size (B) | acks | " + " | ".join(brokers) + " |",
-             "|---|---|---|" + "---|" * len(brokers)]
-    for s, size, acks in keys:
-        cells = [figure(by[(b, s, size, acks)]) if (b, s, size, acks) in by else "-" for b in brokers]
-        lines.append(f"| {s} | {size} | {acks} | " + " | ".join(cells) + " |")
-    path.write_text("\n".join(lines) + "\n")
-
-
-def write_chart(path: Path, results: list[dict], brokers: list[str]) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5))
-    for ax, scenarios, field, ylabel in ((ax1, ("produce", "consume"), "mb_s", "MB/s"),
-                                         (ax2, ("latency", "e2e"), "p99_ms", "p99 latency (ms)")):
-        labels = sorted({(r["scenario"], r["size"], r["acks"]) for r in results if r["scenario"] in scenarios})
-        width = 0.8 / max(len(brokers), 1)
-        for i, b in enumerate(brokers):
-            vals = []
-            for lab in labels:
-                r = next((r for r in results if (r["scenario"], r["size"], r["acks"]) == lab and r["broker"] == b),
-                         {})
-                vals.append(r.get(field) or 0)
-            ax.bar([x + i * width for x in range(len(labels))], vals, width, label=b)
-        ax.set_xticks([x + width * (len(brokers) - 1) / 2 for x in range(len(labels))])
-        ax.set_xticklabels([f"{s}\n{size}B a={a}" for s, size, a in labels], fontsize=7)
-        ax.set_ylabel(ylabel)
-        ax.legend()
-    fig.suptitle("kbroker benchmark (single broker)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
-# ------------------------------------------------------------------------------------------------ main
 
 def main(argv: list[str] | None = None) -> int:
-    epilog = "scenarios:\n" + "\n".join(f"  {k:<9} {v}" for k, v in SCENARIOS.items())
+    epilog = ("scenarios:\n" + "\n".join(f"  {k:<12} {v}" for k, v in SCENARIOS.items())
+              + "\nsweeps:\n" + "\n".join(f"  {k:<12} {v[0]}" for k, v in report.SWEEPS.items())
+              + "\ntopologies:\n  single       one broker per --brokers entry\n"
+                "  cluster      3 kbroker brokers on a local ZooKeeper, replication factor 3, min.insync.replicas 2")
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0], epilog=epilog,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--list", action="store_true", help="list the scenarios and exit")
+    p.add_argument("--list", action="store_true", help="list the scenarios, sweeps and topologies and exit")
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all)")
+    p.add_argument("--sweeps", default=",".join(report.SWEEPS), help="comma-separated (default: all)")
+    p.add_argument("--topologies", default=None, help="single, cluster (default: both)")
     p.add_argument("--brokers", default="kbroker,tansu", help="kbroker, tansu (comma-separated)")
-    p.add_argument("--sizes", default="100,1024,10240", help="message sizes in bytes")
-    p.add_argument("--acks", default="1,all", help="acks values (0, 1, all)")
-    p.add_argument("--partitions", type=int, default=1)
+    p.add_argument("--sizes", default="100,1024,10240", help="message sizes in bytes (base sweep)")
+    p.add_argument("--acks", default="0,1,all", help="acks values (base sweep)")
+    p.add_argument("--partitions", type=int, default=1, help="partitions of the base and compression sweeps")
+    p.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd", help="compression sweep")
+    p.add_argument("--partition-counts", default="1,10,100,1000", help="partitions sweep")
+    p.add_argument("--client-counts", default="1,2,4", help="clients sweep")
     p.add_argument("--messages", type=int, default=200_000, help="messages per throughput scenario")
     p.add_argument("--max-bytes", type=int, default=64 * MIB, help="cap of value bytes per throughput scenario")
     p.add_argument("--rate", type=float, default=1000.0, help="messages/s of the latency scenarios")
@@ -351,22 +233,39 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit-bytes", type=int, default=512 * MIB, help="bytes written by the limit measurements")
     p.add_argument("--phase-timeout", type=float, default=120.0)
     p.add_argument("--out", default=str(REPO / "bench" / "results"), help="directory for the JSON lines and PNG")
-    p.add_argument("--results-md", default=str(REPO / "bench" / "RESULTS.md"), help="the table of the latest run")
+    p.add_argument("--results-md", default=str(REPO / "bench" / "RESULTS.md"), help="the tables of the latest run")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds, not minutes)")
     args = p.parse_args(argv)
     if args.list:
         print(epilog)
         return 0
     if args.quick:
-        args.sizes, args.acks, args.messages, args.rate, args.seconds = "100", "1", 2000, 200.0, 1.0
+        args.sizes, args.acks, args.messages, args.rate, args.seconds = "100", "0,1", 2000, 200.0, 1.0
+        args.codecs, args.partition_counts, args.client_counts = "none,lz4", "1,4", "1,2"
         args.limit_bytes = 16 * MIB
-    args.sizes = [int(s) for s in args.sizes.split(",")]
-    args.acks = [a.strip() for a in args.acks.split(",")]
-    args.scenarios = [s.strip() for s in args.scenarios.split(",") if s.strip()]
-    unknown = [s for s in args.scenarios if s not in SCENARIOS]
-    if unknown:
-        p.error(f"unknown scenarios {unknown}; see --list")
-    brokers = [b.strip() for b in args.brokers.split(",") if b.strip()]
+    try:
+        args.sizes = csv(args.sizes, int)
+        args.partition_counts = csv(args.partition_counts, int)
+        args.client_counts = csv(args.client_counts, int)
+    except ValueError as exc:
+        p.error(f"sizes and counts are comma-separated integers: {exc}")
+    args.acks, args.codecs = csv(args.acks), csv(args.codecs)
+    args.scenarios, args.sweeps = csv(args.scenarios), csv(args.sweeps)
+    topologies = csv(args.topologies or ",".join(targets.TOPOLOGIES))
+    brokers = csv(args.brokers)
+    for what, given, known in (("scenarios", args.scenarios, SCENARIOS), ("sweeps", args.sweeps, report.SWEEPS),
+                               ("topologies", topologies, targets.TOPOLOGIES), ("brokers", brokers, ("kbroker", "tansu")),
+                               ("acks", args.acks, ("0", "1", "all", "-1")),
+                               ("codecs", args.codecs, ("none", "gzip", "snappy", "lz4", "zstd"))):
+        unknown = [v for v in given if v not in known]
+        if unknown:
+            p.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    if any(n < 1 for n in args.sizes + args.partition_counts + args.client_counts):
+        p.error("sizes, partition counts and client counts are at least 1")
+    groups = plan(args)
+    runs = [(b, t) for t in topologies for b in brokers if t == "single" or b == "kbroker"]
+    if not groups or not runs:
+        p.error("nothing to run: the scenarios, sweeps, topologies and brokers leave no benchmark")
     command = " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])])
 
     out = Path(args.out)
@@ -374,30 +273,36 @@ def main(argv: list[str] | None = None) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-bench-", dir=REPO))
     started = time.monotonic()
+    columns: list[str] = []
     try:
-        lim = limits(args, workdir)
-        total = len(brokers) * len(args.sizes) * len(args.acks) * len(args.scenarios)
+        lim = limits.measure(workdir, args.limit_bytes, 200 if args.quick else 2000)
+        emit(lim)
+        per_run = sum(len(g.scenarios) for g in groups)
+        total = per_run * len(runs)
         step = [0]
-        for name in brokers:
+        for name, topology in runs:
             try:
-                broker = throughput.start_broker(name, None, workdir)
+                target = targets.start(name, topology, workdir)
             except Exception as exc:
-                emit({"kind": "result", "broker": name, "scenario": "start", "error": f"{type(exc).__name__}: {exc}"})
-                step[0] += len(args.sizes) * len(args.acks) * len(args.scenarios)
+                emit({"kind": "result", "broker": name, "topology": topology, "scenario": "start",
+                      "error": f"{type(exc).__name__}: {exc}"})
+                step[0] += per_run
                 continue
+            columns.append(target.label)
             try:
-                run_scenarios(args, broker, lim, step, total)
+                run_target(args, target, groups, lim, step, total)
             finally:
-                broker.stop()
+                target.stop()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    results = [r for r in RECORDS if r.get("kind") == "result" and "size" in r]
-    emit({"kind": "summary", "elapsed_s": round(time.monotonic() - started, 1), "results": len(results),
+    elapsed = time.monotonic() - started
+    results = [r for r in RECORDS if r.get("kind") == "result" and "sweep" in r]
+    emit({"kind": "summary", "elapsed_s": round(elapsed, 1), "results": len(results),
           "errors": sum(1 for r in RECORDS if "error" in r)})
     jsonl = out / f"bench-{stamp}.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
-    write_chart(out / f"bench-{stamp}.png", results, brokers)
-    write_markdown(Path(args.results_md), lim, results, brokers, command)
+    report.write_chart(out / f"bench-{stamp}.png", results, columns)
+    report.write_markdown(Path(args.results_md), lim, results, columns, command, elapsed)
     print(f"# wrote {jsonl}, {out / f'bench-{stamp}.png'}, {args.results_md}", file=sys.stderr)
     return 0
 

@@ -12,87 +12,38 @@ Figures are JSON lines; the summary line carries ``acks_all_over_acks_1`` for th
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
 from bench import storage, throughput
-from bench.throughput import BrokerProcess, consume, emit, free_port, log, produce
-from kazoo_bridge.local_server import ZooKeeperServer
+from bench.targets import Target, start_cluster, start_single
+from bench.throughput import consume, emit, log, produce
 
 MIB = 1 << 20
 
 
-class ClusterHandle:
-    """What throughput.produce/consume need of a broker, for several: bootstrap and alive()."""
-
-    def __init__(self, name: str, brokers: list[BrokerProcess]) -> None:
-        self.name = name
-        self.brokers = brokers
-        self.bootstrap = ",".join(b.bootstrap for b in brokers)
-
-    def alive(self) -> bool:
-        return all(b.alive() for b in self.brokers)
-
-    def cpu_s(self) -> float:
-        return sum(sum(b.cpu()) for b in self.brokers)
+KEYS = {("kbroker", "cluster"): "kbroker_3x_rf3", ("kbroker", "single"): "kbroker_1x", ("tansu", "single"): "tansu"}
 
 
-def kbroker_argv(port: int, logs: Path, extra: dict[str, str]) -> list[str]:
-    argv = [str(Path(sys.executable).parent / "kbroker"), "serve",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={logs}",
-            "--override", "group.initial.rebalance.delay.ms=0"]
-    for key, value in extra.items():
-        argv += ["--override", f"{key}={value}"]
-    return argv
+def key(target: Target) -> str:
+    return KEYS[(target.name, target.topology)]
 
 
-def start_cluster(workdir: Path, zookeeper: ZooKeeperServer) -> ClusterHandle:
-    env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"))
-    brokers = []
-    for broker_id in (1, 2, 3):
-        port = free_port()
-        argv = kbroker_argv(port, workdir / f"cluster-{broker_id}", {
-            "broker.id": str(broker_id), "zookeeper.connect": f"{zookeeper.hosts}/kbench",
-            "offsets.topic.replication.factor": "3"})
-        broker = BrokerProcess(f"kbroker-{broker_id}", argv, port, workdir, env)
-        broker.start()
-        brokers.append(broker)
-    return ClusterHandle("kbroker_3x_rf3", brokers)
+def create_topic(target: Target, topic: str, partitions: int) -> None:
+    throughput.create_topics(target, [topic], partitions, replication=target.replication,
+                             config={"min.insync.replicas": str(min(2, target.replication))})
 
 
-def start_single(name: str, workdir: Path) -> ClusterHandle:
-    return ClusterHandle(name if name != "kbroker" else "kbroker_1x", [throughput.start_broker(name, None, workdir)])
-
-
-def create_topic(handle: ClusterHandle, topic: str, partitions: int, replication: int) -> None:
-    admin = AdminClient({"bootstrap.servers": handle.bootstrap})
-    future = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication,
-                                           config={"min.insync.replicas": str(min(2, replication))})])[topic]
-    future.result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:  # every partition led and, with replicas, its ISR complete
-        md = admin.list_topics(topic, timeout=10).topics[topic]
-        if len(md.partitions) == partitions and all(p.leader >= 0 and len(p.isrs) == replication
-                                                    for p in md.partitions.values()):
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"{topic}: partitions not led with a full ISR within 30 s")
-
-
-def measure(args: argparse.Namespace, handle: ClusterHandle, replication: int, round_no: int) -> list[dict]:
+def measure(args: argparse.Namespace, handle: Target, round_no: int) -> list[dict]:
     out = []
     for acks in ("1", "all"):
         topic = f"bench-r{round_no}-acks{acks}"
-        create_topic(handle, topic, args.partitions, replication)
+        create_topic(handle, topic, args.partitions)
         cpu0 = handle.cpu_s()
-        record = {"broker": handle.name, "phase": "produce", "acks": acks, "round": round_no,
-                  "replication_factor": replication, "messages": args.messages, "size": args.size}
+        record = {"broker": key(handle), "phase": "produce", "acks": acks, "round": round_no,
+                  "replication_factor": handle.replication, "messages": args.messages, "size": args.size}
         try:
             measured = produce(args, handle, topic, acks)
             record.update(msgs_s=round(measured["messages"] / measured["elapsed_s"], 1),
@@ -104,8 +55,8 @@ def measure(args: argparse.Namespace, handle: ClusterHandle, replication: int, r
         out.append(record)
         if acks == "all" and "error" not in record:
             cpu0 = handle.cpu_s()
-            consumed = {"broker": handle.name, "phase": "consume", "round": round_no,
-                        "replication_factor": replication}
+            consumed = {"broker": key(handle), "phase": "consume", "round": round_no,
+                        "replication_factor": handle.replication}
             try:
                 measured = consume(args, handle, topic)
                 consumed.update(msgs_s=round(measured["messages"] / measured["elapsed_s"], 1),
@@ -138,14 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-bench-cluster-"))
     records: list[dict] = []
-    handles: list[ClusterHandle] = []
-    zookeeper = None
+    handles: list[Target] = []
     try:
         raw = storage.raw_write(workdir, 256 * MIB, MIB)
         emit({"measure": "disk_seq_write_mb_s", "value": round(raw, 1)})
-        zookeeper = ZooKeeperServer(workdir / "zookeeper")
-        zookeeper.start()
-        cluster = start_cluster(workdir, zookeeper)
+        cluster = start_cluster(workdir)
         handles.append(cluster)
         single = start_single("kbroker", workdir)
         handles.append(single)
@@ -155,16 +103,16 @@ def main(argv: list[str] | None = None) -> int:
             handles.append(tansu)
         for round_no in range(args.rounds):
             log(f"round {round_no + 1}/{args.rounds}")
-            records += measure(args, cluster, 3, round_no)
-            records += measure(args, single, 1, round_no)
+            records += measure(args, cluster, round_no)
+            records += measure(args, single, round_no)
             if tansu is not None:
-                records += measure(args, tansu, 1, round_no)
+                records += measure(args, tansu, round_no)
         summary: dict = {"summary": True, "messages": args.messages, "size": args.size,
                          "partitions": args.partitions, "disk_seq_write_mb_s": round(raw, 1)}
         for handle in handles:
             for acks in ("1", "all"):
-                summary[f"{handle.name}_acks_{acks}_msgs_s"] = best(records, handle.name, "produce", acks)
-            summary[f"{handle.name}_consume_msgs_s"] = best(records, handle.name, "consume")
+                summary[f"{key(handle)}_acks_{acks}_msgs_s"] = best(records, key(handle), "produce", acks)
+            summary[f"{key(handle)}_consume_msgs_s"] = best(records, key(handle), "consume")
         a1, aall = summary.get("kbroker_3x_rf3_acks_1_msgs_s"), summary.get("kbroker_3x_rf3_acks_all_msgs_s")
         if a1 and aall:
             summary["acks_all_over_acks_1"] = round(aall / a1, 3)
@@ -173,10 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         emit(summary)
     finally:
         for handle in handles:
-            for broker in handle.brokers:
-                broker.stop()
-        if zookeeper is not None:
-            zookeeper.stop()
+            handle.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     return 0
 

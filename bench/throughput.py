@@ -174,20 +174,24 @@ class BrokerProcess:
         return self.proc.returncode
 
 
-def create_topics(broker: BrokerProcess, names: list[str], partitions: int, timeout: float = 30.0) -> None:
+def create_topics(broker, names: list[str], partitions: int, timeout: float = 60.0, replication: int = 1,
+                  config: dict[str, str] | None = None) -> None:
+    """Create the topics and wait until metadata shows every partition led (and, with replicas, its ISR full)."""
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=1) for t in names],
+    futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=replication,
+                                            config=dict(config or {})) for t in names],
                                   operation_timeout=timeout, request_timeout=timeout)
     for future in futures.values():
         future.result(timeout)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:  # metadata must show every partition with a leader
+    while time.monotonic() < deadline:
         md = admin.list_topics(timeout=timeout)
         if all(t in md.topics and md.topics[t].error is None and len(md.topics[t].partitions) == partitions
-               and all(p.leader >= 0 for p in md.topics[t].partitions.values()) for t in names):
+               and all(p.leader >= 0 and len(p.isrs) >= replication for p in md.topics[t].partitions.values())
+               for t in names):
             return
         time.sleep(0.2)
-    raise RuntimeError(f"topics {names} not visible with {partitions} partitions")
+    raise RuntimeError(f"topics {names} not visible with {partitions} led partitions")
 
 
 def delete_topics(broker: BrokerProcess, names: list[str], timeout: float = 30.0) -> None:
@@ -207,7 +211,7 @@ def producer_config(args: argparse.Namespace, bootstrap: str, acks: str) -> dict
         "linger.ms": args.linger_ms,
         "batch.size": args.batch_bytes,
         "batch.num.messages": max(10_000, args.batch_bytes // max(args.size, 1) + 1),
-        "compression.type": "none",
+        "compression.type": getattr(args, "compression", "none"),
         "queue.buffering.max.messages": 1_000_000,
         "queue.buffering.max.kbytes": 1 << 20,  # 1 GiB
         "message.timeout.ms": int(args.phase_timeout * 1000),
@@ -219,7 +223,10 @@ def produce(args: argparse.Namespace, broker: BrokerProcess, topic: str, acks: s
     """Send --messages values round-robin over the partitions; the clock stops when every
     delivery report is in. Counts failed deliveries."""
     producer = Producer(producer_config(args, broker.bootstrap, acks))
-    value = (b"0123456789abcdef" * (args.size // 16 + 1))[:args.size]
+    # a pool of values (all --size bytes) cycled through, or one value repeated
+    values = getattr(args, "values", None) or [(b"0123456789abcdef" * (args.size // 16 + 1))[:args.size]]
+    mask = len(values) - 1
+    assert len(values) & mask == 0, "the value pool's length is a power of two"
     partitions = args.partitions
     n = args.messages
     failed = [0]
@@ -238,7 +245,7 @@ def produce(args: argparse.Namespace, broker: BrokerProcess, topic: str, acks: s
     for i in range(n):
         while True:
             try:
-                produce_one(topic, value, partition=i % partitions, on_delivery=on_delivery)
+                produce_one(topic, values[i & mask], partition=i % partitions, on_delivery=on_delivery)
                 break
             except BufferError:
                 poll(0.005)
@@ -259,9 +266,10 @@ def produce(args: argparse.Namespace, broker: BrokerProcess, topic: str, acks: s
     return {"elapsed_s": elapsed, "messages": n, "bytes": n * args.size}
 
 
-def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str) -> dict:
-    """Read the whole topic from offset 0 with assign() and check count, value bytes, and that
-    every partition's offsets run 0, 1, 2, ... without gap or repeat."""
+def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str, partitions: list[int] | None = None,
+            expected: int | None = None) -> dict:
+    """Read the topic (or the given partitions and ``expected`` messages of it) from offset 0 with assign() and
+    check count, value bytes, and that every partition's offsets run 0, 1, 2, ... without gap or repeat."""
     consumer = Consumer({
         "bootstrap.servers": broker.bootstrap,
         "group.id": f"bench-{os.getpid()}-{time.monotonic_ns()}",
@@ -276,30 +284,36 @@ def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str) -> dict
         # measures those pauses (3 of 5 s at 1M messages), not the broker
         "fetch.queue.backoff.ms": 5,
     })
-    expected = args.messages
+    expected = args.messages if expected is None else expected
+    partitions = list(range(args.partitions)) if partitions is None else partitions
     count = 0
     total = 0
-    next_offset = [0] * args.partitions
+    next_offset = dict.fromkeys(partitions, 0)
     value_of, offset_of, partition_of, error_of = Message.value, Message.offset, Message.partition, Message.error
     try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(args.partitions)])
+        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         deadline = time.monotonic() + args.phase_timeout
         start = time.perf_counter()
         while count < expected:
-            msgs = consumer.consume(num_messages=10_000, timeout=0.5)
+            # never ask for more than is left: consume() waits for num_messages or the timeout
+            msgs = consumer.consume(num_messages=min(10_000, expected - count), timeout=0.5)
             if msgs:
                 if any(map(error_of, msgs)):
                     raise KafkaException(next(m.error() for m in msgs if m.error() is not None))
                 total += sum(map(len, map(value_of, msgs)))
                 count += len(msgs)
                 offsets = list(map(offset_of, msgs))
-                partitions = list(map(partition_of, msgs))
-                for p in set(partitions):  # each partition's offsets must continue without gap or repeat
-                    mine = offsets if len(partitions) == partitions.count(p) else \
-                        [o for o, q in zip(offsets, partitions) if q == p]
-                    if mine != list(range(next_offset[p], next_offset[p] + len(mine))):
+                of_msgs = list(map(partition_of, msgs))
+                if of_msgs[0] == of_msgs[-1] and of_msgs.count(of_msgs[0]) == len(of_msgs):
+                    by_partition = {of_msgs[0]: offsets}
+                else:
+                    by_partition = collections.defaultdict(list)
+                    for o, q in zip(offsets, of_msgs):
+                        by_partition[q].append(o)
+                for p, mine in by_partition.items():  # each partition's offsets continue without gap or repeat
+                    if p not in next_offset or mine != list(range(next_offset[p], next_offset[p] + len(mine))):
                         raise RuntimeError(f"partition {p}: offsets {mine[0]}..{mine[-1]} ({len(mine)} messages) "
-                                           f"do not continue at {next_offset[p]}")
+                                           f"do not continue at {next_offset.get(p)}")
                     next_offset[p] += len(mine)
             if time.monotonic() > deadline:
                 raise RuntimeError(f"received {count} of {expected} messages in {args.phase_timeout}s")
@@ -311,7 +325,7 @@ def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str) -> dict
     want_bytes = expected * args.size
     if count != expected or total != want_bytes:
         raise RuntimeError(f"consumed {count} messages / {total} bytes, expected {expected} / {want_bytes}")
-    return {"elapsed_s": elapsed, "messages": count, "bytes": total, "per_partition": next_offset}
+    return {"elapsed_s": elapsed, "messages": count, "bytes": total, "per_partition": list(next_offset.values())}
 
 
 class PySpy:

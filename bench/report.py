@@ -1,0 +1,105 @@
+"""The outputs of a `python -m bench` run: the RESULTS.md tables (one per sweep, one column per target) and the
+PNG chart (one panel per sweep)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+SCENARIO_ORDER = ("produce", "consume", "latency", "e2e")
+SWEEPS = {
+    "base": ("Message size and acks", ("size", "acks")),
+    "compression": ("Compression codec (1 KiB text values, acks=1)", ("compression",)),
+    "partitions": ("Partition count (1 KiB, acks=1)", ("partitions",)),
+    "clients": ("Client processes at once (1 KiB, acks=1)", ("clients",)),
+}
+HEADERS = {"size": "size (B)", "acks": "acks", "compression": "codec", "partitions": "partitions",
+           "clients": "clients"}
+
+
+def figure(r: dict) -> str:
+    if "error" in r:
+        return "error: " + r["error"][:80].replace("|", "/")
+    if r["scenario"] in ("produce", "consume"):
+        frac = r.get("frac_disk", r.get("frac_tcp"))
+        return f"{r['mb_s']} MB/s ({r['msgs_s']}/s, {frac:.1%} of {'disk' if 'frac_disk' in r else 'TCP'})"
+    if r.get("p50_ms") is None:
+        return "-"
+    return f"{r['p50_ms']} / {r['p99_ms']} / {r['p999_ms']} ms"
+
+
+def row_key(r: dict, fields: tuple[str, ...]) -> tuple:
+    order = SCENARIO_ORDER.index(r["scenario"]) if r["scenario"] in SCENARIO_ORDER else 9
+    return (order, *(str(r[f]).zfill(8) if isinstance(r[f], int) else str(r[f]) for f in fields), r["scenario"])
+
+
+def table(results: list[dict], sweep: str, columns: list[str]) -> list[str]:
+    title, fields = SWEEPS[sweep]
+    mine = [r for r in results if r.get("sweep") == sweep]
+    if not mine:
+        return []
+    rows: dict[tuple, dict[str, dict]] = {}
+    for r in mine:
+        rows.setdefault(row_key(r, fields), {})[r["target"]] = r
+    lines = [f"## {title}", "",
+             "| scenario | " + " | ".join(HEADERS[f] for f in fields) + " | " + " | ".join(columns) + " |",
+             "|---|" + "---|" * len(fields) + "---|" * len(columns)]
+    for key in sorted(rows):
+        cells = rows[key]
+        any_r = next(iter(cells.values()))
+        lines.append(f"| {any_r['scenario']} | " + " | ".join(str(any_r[f]) for f in fields) + " | "
+                     + " | ".join(figure(cells[c]) if c in cells else "-" for c in columns) + " |")
+    return lines + [""]
+
+
+def write_markdown(path: Path, lim: dict, results: list[dict], columns: list[str], command: str,
+                   elapsed_s: float) -> None:
+    lines = ["# Benchmark results", "",
+             f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M:%S %Z')} in {elapsed_s:.0f} s; the latest "
+             "run only, figures comparable within it.", "",
+             f"Machine limits measured first: sequential disk write {lim['disk_write_mb_s']} MB/s, loopback TCP "
+             f"{lim['tcp_mb_s']} MB/s, loopback round trip {lim['tcp_rtt_us']} µs.", "",
+             "Throughput: MB/s of values (messages/s, fraction of a limit). Produce is a fraction of the disk "
+             "write limit (for the 3-broker cluster, the three replicas' writes: 3 x MB/s, all on this one disk); "
+             "consume of the loopback TCP limit. Latency: p50 / p99 / p999 at a fixed rate, send to "
+             "acknowledgement (`latency`; with acks=0 the client's own completion) and send to receive "
+             "(`e2e`). With acks=0 a produce run's clock stops when the broker serves every partition's last "
+             "message. Tansu 0.6 has no ZooKeeper-mode cluster: the cluster column is kbroker's alone. Values "
+             "are text (bench/values.py) that lz4 halves and zstd cuts to a third.", ""]
+    for sweep in SWEEPS:
+        lines += table(results, sweep, columns)
+    path.write_text("\n".join(lines))
+
+
+def write_chart(path: Path, results: list[dict], columns: list[str]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = []
+    for sweep, (title, fields) in SWEEPS.items():
+        if any(r.get("sweep") == sweep for r in results):
+            panels.append((sweep, title, fields, ("produce", "consume"), "mb_s", "MB/s"))
+            if sweep == "base":
+                panels.append((sweep, title + ": latency", fields, ("latency", "e2e"), "p99_ms", "p99 (ms)"))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(14, 4.2 * max(len(panels), 1)), squeeze=False)
+    for ax, (sweep, title, fields, scenarios, value, ylabel) in zip(axes[:, 0], panels):
+        mine = [r for r in results if r.get("sweep") == sweep and r["scenario"] in scenarios]
+        labels = sorted({row_key(r, fields) for r in mine})
+        width = 0.8 / max(len(columns), 1)
+        for i, column in enumerate(columns):
+            vals = []
+            for lab in labels:
+                r = next((r for r in mine if row_key(r, fields) == lab and r["target"] == column), {})
+                vals.append(r.get(value) or 0)
+            ax.bar([x + i * width for x in range(len(labels))], vals, width, label=column)
+        ax.set_xticks([x + width * (len(columns) - 1) / 2 for x in range(len(labels))])
+        ax.set_xticklabels(["\n".join([lab[-1]] + [f"{f}={v.lstrip('0') or '0'}" for f, v in zip(fields, lab[1:-1])])
+                            for lab in labels], fontsize=7)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    fig.suptitle("kbroker benchmark (python -m bench)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)

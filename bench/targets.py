@@ -1,0 +1,96 @@
+"""What a benchmark runs against: one broker (kbroker or Tansu) or a 3-broker kbroker cluster on ZooKeeper.
+
+A Target is what the scenarios need of either: a name, a bootstrap list, whether every process is alive, the
+CPU seconds all its broker processes have used, the replication factor its topics get, and stop().
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from bench import throughput
+from bench.throughput import BrokerProcess, free_port
+from kazoo_bridge.local_server import ZooKeeperServer
+
+TOPOLOGIES = ("single", "cluster")
+
+
+class Target:
+    def __init__(self, name: str, topology: str, brokers: list[BrokerProcess], replication: int,
+                 zookeeper: ZooKeeperServer | None = None) -> None:
+        self.name = name
+        self.topology = topology
+        self.brokers = brokers
+        self.replication = replication
+        self.zookeeper = zookeeper
+        self.bootstrap = ",".join(b.bootstrap for b in brokers)
+
+    @property
+    def label(self) -> str:
+        """The column of the results table: the broker, and for a cluster its shape."""
+        return self.name if self.topology == "single" else f"{self.name} 3 brokers RF 3"
+
+    @property
+    def topic_config(self) -> dict[str, str]:
+        return {"min.insync.replicas": "2"} if self.replication > 1 else {}
+
+    def alive(self) -> bool:
+        return all(b.alive() for b in self.brokers)
+
+    def pids(self) -> list[int]:
+        return [b.pid for b in self.brokers]
+
+    def cpu_s(self) -> float:
+        return sum(sum(b.cpu()) for b in self.brokers if b.alive())
+
+    def stop(self) -> None:
+        for broker in self.brokers:
+            broker.stop()
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+
+
+def kbroker_argv(port: int, logs: Path, extra: dict[str, str]) -> list[str]:
+    argv = [str(Path(sys.executable).parent / "kbroker"), "serve",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={logs}",
+            "--override", "group.initial.rebalance.delay.ms=0"]
+    for key, value in extra.items():
+        argv += ["--override", f"{key}={value}"]
+    return argv
+
+
+def start_single(name: str, workdir: Path) -> Target:
+    return Target(name, "single", [throughput.start_broker(name, None, workdir)], 1)
+
+
+def start_cluster(workdir: Path, size: int = 3) -> Target:
+    """A local ZooKeeper and ``size`` kbroker processes in ZooKeeper mode; topics get replication factor 3
+    and min.insync.replicas 2, the offsets topic too."""
+    zookeeper = ZooKeeperServer(workdir / "zookeeper")
+    zookeeper.start()
+    env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"))
+    brokers: list[BrokerProcess] = []
+    try:
+        for broker_id in range(1, size + 1):
+            port = free_port()
+            argv = kbroker_argv(port, workdir / f"cluster-{broker_id}", {
+                "broker.id": str(broker_id), "zookeeper.connect": f"{zookeeper.hosts}/kbench",
+                "offsets.topic.replication.factor": str(min(3, size))})
+            broker = BrokerProcess(f"kbroker-{broker_id}", argv, port, workdir, env)
+            brokers.append(broker)
+            broker.start()
+    except Exception:
+        for broker in brokers:
+            broker.stop()
+        zookeeper.stop()
+        raise
+    return Target("kbroker", "cluster", brokers, min(3, size), zookeeper)
+
+
+def start(name: str, topology: str, workdir: Path) -> Target:
+    if topology == "single":
+        return start_single(name, workdir)
+    if name != "kbroker":
+        raise ValueError(f"{name} has no {topology} mode here (Tansu 0.6 runs no ZooKeeper-mode cluster)")
+    return start_cluster(workdir)

@@ -101,7 +101,8 @@ def plan(args: argparse.Namespace) -> list[Group]:
 def tp_args(args: argparse.Namespace, g: Group, messages: int) -> argparse.Namespace:
     return argparse.Namespace(messages=messages, size=g.size, partitions=g.partitions, linger_ms=5,
                               batch_bytes=MIB, fetch_partition_bytes=MIB, phase_timeout=args.phase_timeout,
-                              compression=g.compression, values=text_values(g.size))
+                              compression=g.compression, values=text_values(g.size),
+                              stall_timeout=args.stall_timeout)
 
 
 def wait_until_held(target, topic: str, partitions: int, messages: int, timeout: float) -> None:
@@ -148,7 +149,7 @@ def run_scenario(args, target, g: Group, scenario: str, topics: dict, lim: dict)
         else:
             r = throughput.produce(a, target, topics["produce"], g.acks)
         if g.acks == "0":
-            wait_until_held(target, topics["produce"], g.partitions, messages, args.phase_timeout)
+            wait_until_held(target, topics["produce"], g.partitions, messages, args.stall_timeout)
             r["elapsed_s"] = time.perf_counter() - started
         return throughput_figures(r, lim, target.replication, scenario)
     if scenario == "consume":
@@ -226,12 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--codecs", default="none,gzip,snappy,lz4,zstd", help="compression sweep")
     p.add_argument("--partition-counts", default="1,10,100,1000", help="partitions sweep")
     p.add_argument("--client-counts", default="1,2,4", help="clients sweep")
-    p.add_argument("--messages", type=int, default=200_000, help="messages per throughput scenario")
-    p.add_argument("--max-bytes", type=int, default=64 * MIB, help="cap of value bytes per throughput scenario")
+    p.add_argument("--messages", type=int, default=600_000, help="messages per throughput scenario")
+    p.add_argument("--max-bytes", type=int, default=192 * MIB, help="cap of value bytes per throughput scenario")
     p.add_argument("--rate", type=float, default=1000.0, help="messages/s of the latency scenarios")
     p.add_argument("--seconds", type=float, default=3.0, help="duration of each latency scenario")
     p.add_argument("--limit-bytes", type=int, default=512 * MIB, help="bytes written by the limit measurements")
-    p.add_argument("--phase-timeout", type=float, default=120.0)
+    p.add_argument("--phase-timeout", type=float, default=120.0, help="seconds a throughput scenario may take")
+    p.add_argument("--stall-timeout", type=float, default=10.0,
+                   help="seconds without progress after which a consume (or an acks=0 produce's last message) "
+                        "is given up as lost")
     p.add_argument("--out", default=str(REPO / "bench" / "results"), help="directory for the JSON lines and PNG")
     p.add_argument("--results-md", default=str(REPO / "bench" / "RESULTS.md"), help="the tables of the latest run")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds, not minutes)")

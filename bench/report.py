@@ -24,7 +24,8 @@ def figure(r: dict) -> str:
         return f"{r['mb_s']} MB/s ({r['msgs_s']}/s, {frac:.1%} of {'disk' if 'frac_disk' in r else 'TCP'})"
     if r.get("p50_ms") is None:
         return "-"
-    return f"{r['p50_ms']} / {r['p99_ms']} / {r['p999_ms']} ms"
+    lost = f" ({r['lost']} of {r['lost'] + r['messages']} lost)" if r.get("lost") else ""
+    return f"{r['p50_ms']} / {r['p99_ms']} / {r['p999_ms']} ms{lost}"
 
 
 def row_key(r: dict, fields: tuple[str, ...]) -> tuple:

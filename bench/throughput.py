@@ -293,6 +293,9 @@ def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str, partiti
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
         deadline = time.monotonic() + args.phase_timeout
+        # nothing new for this long: the rest is not coming (a broker that lost acks=0 data)
+        stall_s = getattr(args, "stall_timeout", args.phase_timeout)
+        last_progress = time.monotonic()
         start = time.perf_counter()
         while count < expected:
             # never ask for more than is left: consume() waits for num_messages or the timeout
@@ -315,7 +318,12 @@ def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str, partiti
                         raise RuntimeError(f"partition {p}: offsets {mine[0]}..{mine[-1]} ({len(mine)} messages) "
                                            f"do not continue at {next_offset.get(p)}")
                     next_offset[p] += len(mine)
-            if time.monotonic() > deadline:
+            now = time.monotonic()
+            if msgs:
+                last_progress = now
+            elif now - last_progress > stall_s:
+                raise RuntimeError(f"received {count} of {expected} messages, then nothing for {stall_s:g}s")
+            if now > deadline:
                 raise RuntimeError(f"received {count} of {expected} messages in {args.phase_timeout}s")
             if not msgs and not broker.alive():
                 raise RuntimeError(f"broker died after {count} of {expected} messages")

@@ -1,4 +1,5 @@
-"""`python -m bench --quick` against kbroker alone: JSON lines, a PNG and a RESULTS.md table come out and parse."""
+"""`python -m bench --quick` against kbroker alone, single and as a 3-broker cluster (real ZooKeeper): every sweep
+produces results without errors, and JSON lines, a PNG and the RESULTS.md tables come out and parse."""
 from __future__ import annotations
 
 import json
@@ -7,38 +8,76 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+CLUSTER = "kbroker 3 brokers RF 3"
 
 
-def test_help_lists_scenarios():
-    out = subprocess.run([sys.executable, "-m", "bench", "--help"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60)
+def run_bench(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench", *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_help_lists_scenarios_sweeps_and_topologies():
+    out = run_bench("--help", timeout=60)
     assert out.returncode == 0, out.stderr
-    for scenario in ("produce", "consume", "latency", "e2e"):
-        assert scenario in out.stdout
+    for word in ("produce", "consume", "latency", "e2e", "compression", "partitions", "clients", "cluster"):
+        assert word in out.stdout
 
 
-def test_quick_run_writes_json_png_and_table(tmp_path):
+def test_bad_arguments_fail_with_a_message():
+    for argv, words in ((["--sweeps", "nope"], "unknown sweeps"), (["--acks", "2"], "unknown acks"),
+                        (["--codecs", "brotli"], "unknown codecs"), (["--client-counts", "0"], "at least 1"),
+                        (["--sizes", "1k"], "integers"),
+                        (["--brokers", "tansu", "--topologies", "cluster"], "nothing to run")):
+        out = run_bench(*argv, timeout=60)
+        assert out.returncode == 2 and words in out.stderr, (argv, out.stderr)
+
+
+def test_quick_run_covers_every_sweep_on_both_topologies(tmp_path):
     md = tmp_path / "RESULTS.md"
-    proc = subprocess.run([sys.executable, "-m", "bench", "--quick", "--brokers", "kbroker", "--out", str(tmp_path),
-                           "--results-md", str(md)], cwd=REPO, capture_output=True, text=True, timeout=180)
+    proc = run_bench("--quick", "--brokers", "kbroker", "--out", str(tmp_path), "--results-md", str(md))
     assert proc.returncode == 0, proc.stderr[-5000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     limits = next(r for r in lines if r["kind"] == "limits")
     assert limits["disk_write_mb_s"] > 0 and limits["tcp_mb_s"] > 0 and limits["tcp_rtt_us"] > 0
-    results = {r["scenario"]: r for r in lines if r["kind"] == "result"}
-    assert set(results) == {"produce", "consume", "latency", "e2e"}
-    assert not [r for r in results.values() if "error" in r]
-    assert results["produce"]["msgs_s"] > 0 and 0 < results["produce"]["frac_disk"]
-    assert results["consume"]["messages"] == results["produce"]["messages"]
-    assert results["latency"]["p50_ms"] <= results["latency"]["p99_ms"] <= results["latency"]["p999_ms"]
-    assert results["e2e"]["messages"] > 0
-    assert lines[-1]["kind"] == "summary" and lines[-1]["errors"] == 0
+    results = [r for r in lines if r["kind"] == "result"]
+    assert not [r for r in results if "error" in r]
+    assert lines[-1]["kind"] == "summary" and lines[-1]["errors"] == 0 and lines[-1]["results"] == len(results)
+
+    def one(target, sweep, scenario, **params):
+        found = [r for r in results if r["target"] == target and r["sweep"] == sweep and r["scenario"] == scenario
+                 and all(r[k] == v for k, v in params.items())]
+        assert len(found) == 1, (target, sweep, scenario, params, found)
+        return found[0]
+
+    for target, replication in (("kbroker", 1), (CLUSTER, 3)):
+        # base: --quick is 100 B values with acks 0 and 1, every scenario
+        for acks in ("0", "1"):
+            produced = one(target, "base", "produce", acks=acks, size=100)
+            assert produced["messages"] == 2000 and produced["msgs_s"] > 0
+            assert abs(produced["frac_disk"] - produced["mb_s"] * replication / limits["disk_write_mb_s"]) < 1e-3
+            assert one(target, "base", "consume", acks=acks)["messages"] == 2000
+            lat = one(target, "base", "latency", acks=acks)
+            assert lat["failed"] == 0 and lat["p50_ms"] <= lat["p99_ms"] <= lat["p999_ms"]
+            assert one(target, "base", "e2e", acks=acks)["messages"] == 200
+        for codec in ("none", "lz4"):
+            assert one(target, "compression", "produce", compression=codec)["messages"] == 2000
+            assert one(target, "compression", "consume", compression=codec)["messages"] == 2000
+        for partitions in (1, 4):
+            assert one(target, "partitions", "consume", partitions=partitions)["messages"] == 2000
+        for clients in (1, 2):
+            assert one(target, "clients", "produce", clients=clients)["messages"] == 2000
+            assert one(target, "clients", "consume", clients=clients)["messages"] == 2000
+        assert all(r["broker_cpu_s"] >= 0 for r in results if r["target"] == target)
+
     jsonl = list(tmp_path.glob("bench-*.jsonl"))
     png = list(tmp_path.glob("bench-*.png"))
     assert len(jsonl) == 1 and len(png) == 1
     assert [json.loads(line) for line in jsonl[0].read_text().splitlines()] == lines
     assert png[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = md.read_text()
-    assert "| scenario | size (B) | acks | kbroker |" in table
-    assert sum(1 for line in table.splitlines() if line.startswith("| produce") or line.startswith("| consume")
-               or line.startswith("| latency") or line.startswith("| e2e")) == 4
+    for header in ("## Message size and acks", "## Compression codec", "## Partition count", "## Client processes"):
+        assert header in table
+    assert f"| scenario | size (B) | acks | kbroker | {CLUSTER} |" in table
+    rows = [line for line in table.splitlines() if line.startswith(("| produce", "| consume", "| latency", "| e2e"))]
+    # base 2 acks x 4 scenarios, and 2 rows x 2 scenarios in each of the other three sweeps
+    assert len(rows) == 8 + 3 * 4 and not [row for row in rows if "error" in row or "| - |" in row]

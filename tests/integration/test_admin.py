@@ -188,3 +188,20 @@ def test_kafka_python_admin(broker):
         assert log_dirs_of(broker, topic) == []
     finally:
         admin.close()
+
+
+def test_created_partitions_start_their_leader_epoch_at_creation(broker):
+    """As Kafka's makeLeader: a new partition's leader-epoch-checkpoint holds epoch 0 at offset 0 once it is
+    created, so the first Produce to each partition writes no checkpoint (two fsyncs each, on the event loop)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic("epoch-at-create", num_partitions=3)])["epoch-at-create"].result(DEADLINE)
+    dirs = log_dirs_of(broker, "epoch-at-create")
+    assert dirs == ["epoch-at-create-0", "epoch-at-create-1", "epoch-at-create-2"]
+    checkpoints = [broker.dirs / d / "leader-epoch-checkpoint" for d in dirs]
+    assert [c.read_text() for c in checkpoints] == ["0\n1\n0 0\n"] * 3
+    written = [c.stat().st_mtime_ns for c in checkpoints]
+    assert produce_plain(broker.bootstrap, "epoch-at-create", 1, 5)
+    assert [c.stat().st_mtime_ns for c in checkpoints] == written
+    assert checkpoints[1].read_text() == "0\n1\n0 0\n"

@@ -179,11 +179,13 @@ class LeaderEpochCache:
 
     def rebuild(self, pairs: Iterable[tuple[int, int]]) -> None:
         """Reset from (partition_leader_epoch, base_offset) of every batch in offset order;
-        batches without an epoch (< 0) are skipped. Writes the file once."""
+        batches without an epoch (< 0) are skipped. Writes the file once (nothing for a new log)."""
         self.entries = []
         for epoch, base_offset in pairs:
             self._assign(epoch, base_offset)
-        self._write()
+        if self.entries or self.path.exists():
+            # a new log has nothing to write (no file reads as empty): its first epoch writes the file
+            self._write()
         self.loaded = True
 
     # -- queries -----------------------------------------------------------------------------

@@ -92,6 +92,7 @@ class PartitionLog:
                  on_io_error: Callable[["PartitionLog", OSError], None] | None = None,
                  tracker: WriteTracker | None = None) -> None:
         self.directory = directory
+        self.directory_name = str(directory)
         self._tracker = tracker if tracker is not None else WriteTracker(appender)
         # Asynchronous writes in flight, oldest first: [tag, segment, end position, next offset, done]
         self._pending: collections.deque[list] = collections.deque()

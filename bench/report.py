@@ -98,9 +98,11 @@ def write_chart(path: Path, results: list[dict], columns: list[str]) -> None:
         ax.set_xticklabels(["\n".join([lab[-1]] + [f"{f}={v.lstrip('0') or '0'}" for f, v in zip(fields, lab[1:-1])])
                             for lab in labels], fontsize=7)
         ax.set_ylabel(ylabel)
+        if value == "p99_ms" and any(r.get(value) for r in mine):
+            ax.set_yscale("log")  # sub-millisecond next to hundreds of milliseconds
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7)
     fig.suptitle("kbroker benchmark (python -m bench)")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.98))
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -26,35 +26,36 @@ class MalformedCheckpointError(ValueError):
     pass
 
 
-def write_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> None:
-    lines = [str(VERSION), str(len(offsets))]
-    lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
+def write_durably(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so that a crash leaves the old or the new file: write ``<name>.tmp``,
+    fsync it, rename it over ``path``, fsync the directory (the new name must be durable before anything
+    that trusts the file)."""
     tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
-        os.write(fd, ("\n".join(lines) + "\n").encode())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
+    dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
 
 
-def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    """Entries of a checkpoint file; {} when it does not exist.
-    Raises MalformedCheckpointError naming the file and line."""
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        return {}
-    lines = text.splitlines()
+def entry_lines(text: str, path: Path | str, fields: str, error: type[ValueError]) -> list[tuple[int, list[str]]]:
+    """The entries of a Kafka checkpoint file's text (version 0 line, count line, one entry per line):
+    (line number, the line's ``len(fields.split())`` words) each. Raises ``error`` naming the file and line."""
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
 
-    def bad(lineno: int, why: str) -> MalformedCheckpointError:
-        return MalformedCheckpointError(f"{path}:{lineno}: {why}")
+    def bad(lineno: int, why: str) -> ValueError:
+        return error(f"{path}:{lineno}: {why}")
 
     if len(lines) < 2:
         raise bad(len(lines) + 1, "missing version or count line")
@@ -64,15 +65,41 @@ def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
         expected = int(lines[1])
     except ValueError:
         raise bad(2, f"bad entry count {lines[1]!r}") from None
-    entries: dict[TopicPartition, int] = {}
+    if len(lines) - 2 != expected:
+        raise bad(2, f"count says {expected} entries, file has {len(lines) - 2} lines")
+    width = len(fields.split())
+    out = []
     for lineno, line in enumerate(lines[2:], start=3):
         parts = line.split()
-        if len(parts) != 3:
-            raise bad(lineno, f"expected 'topic partition offset', got {line!r}")
+        if len(parts) != width:
+            raise bad(lineno, f"expected '{fields}', got {line!r}")
+        out.append((lineno, parts))
+    return out
+
+
+def write_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> None:
+    lines = [str(VERSION), str(len(offsets))]
+    lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
+    write_durably(path, ("\n".join(lines) + "\n").encode())
+
+
+def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """Entries of a checkpoint file; {} when it does not exist.
+    Raises MalformedCheckpointError naming the file and line."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        return {}
+    entries: dict[TopicPartition, int] = {}
+    for lineno, (topic, partition, offset) in entry_lines(text, path, "topic partition offset",
+                                                           MalformedCheckpointError):
         try:
-            entries[TopicPartition(parts[0], int(parts[1]))] = int(parts[2])
+            tp = TopicPartition(topic, int(partition))
+            value = int(offset)
         except ValueError:
-            raise bad(lineno, f"expected integers in {line!r}") from None
-    if len(entries) != expected:
-        raise bad(2, f"count says {expected} entries, file has {len(entries)}")
+            raise MalformedCheckpointError(f"{path}:{lineno}: expected integers in {topic} {partition} {offset!r}") \
+                from None
+        if tp in entries:
+            raise MalformedCheckpointError(f"{path}:{lineno}: {tp} appears twice")
+        entries[tp] = value
     return entries

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 from pathlib import Path
 from typing import Iterable
+
+from .checkpoint import VERSION, entry_lines, write_durably
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "leader-epoch-checkpoint"
-VERSION = 0
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
 
@@ -38,36 +38,18 @@ def parse_checkpoint(text: str, path: Path | str = CHECKPOINT_NAME) -> list[tupl
     An empty file holds no entries (Kafka creates the file empty before its first write)."""
     if text == "":
         return []
-    lines = text.split("\n")
-    if lines[-1] == "":
-        lines.pop()
-
-    def bad(lineno: int, why: str) -> MalformedEpochCheckpointError:
-        return MalformedEpochCheckpointError(f"{path}:{lineno}: {why}")
-
-    if len(lines) < 2:
-        raise bad(len(lines) + 1, "missing version or count line")
-    if lines[0].strip() != str(VERSION):
-        raise bad(1, f"unsupported version {lines[0].strip()!r}")
-    try:
-        expected = int(lines[1])
-    except ValueError:
-        raise bad(2, f"bad entry count {lines[1]!r}") from None
-    if len(lines) - 2 != expected:
-        raise bad(2, f"count says {expected} entries, file has {len(lines) - 2} lines")
     entries: list[tuple[int, int]] = []
-    for lineno, line in enumerate(lines[2:], start=3):
-        parts = line.split()
-        if len(parts) != 2:
-            raise bad(lineno, f"expected 'epoch start_offset', got {line!r}")
+    for lineno, (first, second) in entry_lines(text, path, "epoch start_offset", MalformedEpochCheckpointError):
+        line = f"{first} {second}"
         try:
-            epoch, start = int(parts[0]), int(parts[1])
+            epoch, start = int(first), int(second)
         except ValueError:
-            raise bad(lineno, f"expected integers in {line!r}") from None
+            raise MalformedEpochCheckpointError(f"{path}:{lineno}: expected integers in {line!r}") from None
         if epoch < 0 or start < 0:
-            raise bad(lineno, f"negative epoch or offset in {line!r}")
+            raise MalformedEpochCheckpointError(f"{path}:{lineno}: negative epoch or offset in {line!r}")
         if entries and (epoch <= entries[-1][0] or start < entries[-1][1]):
-            raise bad(lineno, f"entry {line!r} does not follow {entries[-1]} in order")
+            raise MalformedEpochCheckpointError(f"{path}:{lineno}: entry {line!r} does not follow {entries[-1]} "
+                                                "in order")
         entries.append((epoch, start))
     return entries
 
@@ -218,21 +200,4 @@ class LeaderEpochCache:
     # -- file --------------------------------------------------------------------------------
 
     def _write(self) -> None:
-        data = format_checkpoint(self.entries)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, self.path)
-        # The directory too: the new name must be durable before the data it describes is
-        # flushed past the recovery point, or recovery would trust a stale file.
-        dir_fd = os.open(self.path.parent, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        write_durably(self.path, format_checkpoint(self.entries))

@@ -48,6 +48,25 @@ def test_checkpoint_file_format(tmp_path):
     assert read_checkpoint(path) == {TopicPartition("a", 0): 42, TopicPartition("b", 1): 7}
 
 
+@pytest.mark.parametrize("text, where, why", [
+    ("", 1, "missing version or count line"),
+    ("1\n0\n", 1, "unsupported version"),
+    ("0\nx\n", 2, "bad entry count"),
+    ("0\n2\na 0 42\n", 2, "count says 2 entries, file has 1"),
+    ("0\n1\na 0\n", 3, "expected 'topic partition offset'"),
+    ("0\n1\na zero 42\n", 3, "expected integers"),
+    ("0\n2\na 0 42\na 0 43\n", 4, "a-0 appears twice"),
+])
+def test_malformed_checkpoint_is_refused_with_file_and_line(tmp_path, text, where, why):
+    from kbroker.log.checkpoint import MalformedCheckpointError
+
+    path = tmp_path / "log-start-offset-checkpoint"
+    path.write_text(text)
+    with pytest.raises(MalformedCheckpointError) as caught:
+        read_checkpoint(path)
+    assert str(caught.value).startswith(f"{path}:{where}: ") and why in str(caught.value)
+
+
 def test_clean_shutdown_writes_checkpoints_and_marker_then_restarts_without_recovery(tmp_path, appender, caplog):
     d = tmp_path / "data"
     mgr = _manager([d], appender)

@@ -1,8 +1,11 @@
 """Shared fixtures. The compiled core is required: an ImportError here fails the whole run."""
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
+from kazoo_bridge.local_server import ZooKeeperServer, ZooKeeperUnavailable
 from kbroker._core import appender as _appender
 
 BACKENDS = ["io_uring", "pwritev"]
@@ -16,3 +19,15 @@ def appender(request: pytest.FixtureRequest):
     with _appender.open_appender(request.param) as app:
         assert app.backend == request.param
         yield app
+
+
+@pytest.fixture(scope="session")
+def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
+    """One real ZooKeeper (Debian's, on a free loopback port) for the session; tests take a chroot each."""
+    try:
+        server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    except ZooKeeperUnavailable as exc:
+        pytest.fail(f"these tests need a real ZooKeeper: {exc}", pytrace=False)
+    server.start()
+    yield server
+    server.stop()

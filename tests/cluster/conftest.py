@@ -13,20 +13,9 @@ import pytest
 
 from kazoo_bridge.store import connect
 from tests.integration.conftest import BrokerProcess
-from kazoo_bridge.local_server import ZooKeeperServer, ZooKeeperUnavailable
+from kazoo_bridge.local_server import ZooKeeperServer
 
 SESSION_TIMEOUT_MS = 6000
-
-
-@pytest.fixture(scope="session")
-def cluster_zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    try:
-        server = ZooKeeperServer(tmp_path_factory.mktemp("cluster-zookeeper"))
-    except ZooKeeperUnavailable as exc:
-        pytest.fail(f"the cluster tests need a real ZooKeeper: {exc}", pytrace=False)
-    server.start()
-    yield server
-    server.stop()
 
 
 class Cluster:
@@ -66,8 +55,8 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(cluster_zookeeper: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("cluster"))
+def cluster(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(zookeeper_server, tmp_path_factory.mktemp("cluster"))
     try:
         c.start()
         yield c

@@ -21,9 +21,9 @@ N = 400
 
 
 @pytest.fixture(scope="module")
-def pk_cluster(cluster_zookeeper, tmp_path_factory) -> Iterator[Cluster]:
+def pk_cluster(zookeeper_server, tmp_path_factory) -> Iterator[Cluster]:
     overrides = {MIRROR_KEY: "true", "offsets.zookeeper.mirror.interval.ms": "500"}
-    c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("pykafka-cluster"), overrides=overrides)
+    c = Cluster(zookeeper_server, tmp_path_factory.mktemp("pykafka-cluster"), overrides=overrides)
     try:
         c.start()
         yield c

@@ -15,8 +15,8 @@ RACKS = {1: "rack-a", 2: "rack-b", 3: "rack-b"}
 
 
 @pytest.fixture(scope="module")
-def cluster(cluster_zookeeper, tmp_path_factory) -> Iterator[Cluster]:
-    c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("racks"))
+def cluster(zookeeper_server, tmp_path_factory) -> Iterator[Cluster]:
+    c = Cluster(zookeeper_server, tmp_path_factory.mktemp("racks"))
     for broker_id, rack in RACKS.items():
         c.brokers[broker_id].overrides["broker.rack"] = rack
     try:

@@ -33,8 +33,8 @@ BROKERS = {1, 2, 3}
 
 
 @pytest.fixture(scope="module")
-def cluster(cluster_zookeeper, tmp_path_factory) -> Iterator[Cluster]:
-    c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("reassign"),
+def cluster(zookeeper_server, tmp_path_factory) -> Iterator[Cluster]:
+    c = Cluster(zookeeper_server, tmp_path_factory.mktemp("reassign"),
                 overrides={"replica.lag.time.max.ms": str(LAG_MS), "replica.fetch.backoff.ms": "200"})
     try:
         c.start()

@@ -29,8 +29,8 @@ LAG_MS = 2000
 
 
 @pytest.fixture(scope="module")
-def cluster(cluster_zookeeper, tmp_path_factory) -> Iterator[Cluster]:
-    c = Cluster(cluster_zookeeper, tmp_path_factory.mktemp("replication"),
+def cluster(zookeeper_server, tmp_path_factory) -> Iterator[Cluster]:
+    c = Cluster(zookeeper_server, tmp_path_factory.mktemp("replication"),
                 overrides={"replica.lag.time.max.ms": str(LAG_MS), "replica.fetch.backoff.ms": "200",
                            "offsets.topic.replication.factor": "3", "offsets.topic.num.partitions": "3"})
     try:

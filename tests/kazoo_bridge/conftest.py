@@ -21,17 +21,6 @@ SESSION_TIMEOUT_MS = 6000
 CONNECTION_TIMEOUT_MS = 5000
 
 
-@pytest.fixture(scope="session")
-def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    try:
-        server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    except ZooKeeperUnavailable as exc:
-        pytest.fail(f"the kazoo_bridge tests need a real ZooKeeper: {exc}", pytrace=False)
-    server.start()
-    yield server
-    server.stop()
-
-
 class EmbeddedBackend:
     name = "embedded"
 

@@ -291,6 +291,8 @@ class Partition:
         """The high watermark is the lowest log end offset in the ISR; it never moves back."""
         plog = self.log
         hw = plog.log_end_offset
+        if plog.high_watermark >= hw:
+            return False  # at the log end already (every follower fetch of an idle partition asks)
         for r in self.isr:
             if r != self.broker_id:
                 state = self.followers.get(r)

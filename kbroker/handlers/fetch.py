@@ -137,16 +137,61 @@ def _down_converted(result, version: int, offset: int, budget: int, first: bool)
 
 
 class DelayedFetch(DelayedOperation):
+    """A fetch waiting for ``min_bytes`` (Kafka's DelayedFetch).
+
+    ``ready`` runs in every purgatory check of its partitions: after each append and each high
+    watermark move, so several times per produced batch on a replicated partition. As Kafka's
+    tryComplete compares offsets before reading anything, it first compares what the evaluation
+    depends on (``_inputs``: the partition hosted as leader, its epoch, whether its log is
+    online, its log start offset and the end a read stops at: the log end offset for a follower,
+    the high watermark or last stable offset for a consumer) with the last evaluation's, and
+    evaluates the fetch again only when one of them moved: a follower's fetch is not read again
+    for a high watermark move, a consumer's not for an append below the high watermark.
+
+    ``fetch`` is the handler's evaluation, just made: ``_inputs`` are taken at construction, so
+    the purgatory's first ``ready`` (in ``watch``) does not read the logs a second time."""
+
     def __init__(self, fetch: _Fetch, min_bytes: int) -> None:
         super().__init__()
         self.fetch = fetch
         self.min_bytes = min_bytes
+        self._tps = [TopicPartition(topic, index) for topic, index, *_ in fetch.wanted]
+        self._last_inputs = self._inputs()
+        self._satisfied = False  # the last ``ready`` evaluated the fetch and found enough
+
+    def _inputs(self) -> tuple:
+        fetch = self.fetch
+        broker = fetch.broker
+        replica_id = fetch.request.replica_id
+        read_committed = fetch.request.isolation_level == 1
+        out = []
+        for tp in self._tps:
+            p = broker.partition(tp)
+            if p is None:
+                out.append(None)
+                continue
+            plog = p.log
+            if fetch.from_follower:
+                end = (plog.log_end_offset, replica_id in p.followers)
+            else:
+                end = p.last_stable_offset if read_committed else plog.high_watermark
+            out.append((p, p.leader_epoch, plog.offline, plog.log_start_offset, end))
+        return tuple(out)
 
     def ready(self) -> bool:
+        inputs = self._inputs()
+        if inputs == self._last_inputs:
+            return False  # the handler (or the last check) found too little, and nothing it read moved
+        self._last_inputs = inputs
         self.fetch.run()
-        return self.fetch.bytes >= self.min_bytes or self.fetch.errors
+        self._satisfied = self.fetch.bytes >= self.min_bytes or self.fetch.errors
+        return self._satisfied
 
     def result(self) -> dict:
+        if not self._satisfied:
+            # Timed out: evaluate once more so the answer carries the current offsets (a follower's
+            # high watermark may have moved since the handler's evaluation without a new read).
+            self.fetch.run()
         return self.fetch.response()
 
 

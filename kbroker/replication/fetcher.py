@@ -61,11 +61,21 @@ class LeaderFetcher:
                                            cfg.replica_socket_timeout_ms / 1000 + cfg.replica_fetch_wait_max_ms / 1000)
         self.backoff_s = cfg.replica_fetch_backoff_ms / 1000
         self._wake = asyncio.Event()
+        self._polling = False      # a Fetch is waiting at the leader (up to replica.fetch.wait.max.ms)
+        self._interrupted = False  # ... and add() cut it short to fetch the new partition too
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, partition: Partition) -> None:
         self.targets[partition.tp] = _Target(partition, partition.leader_epoch)
         self._wake.set()
+        if self._polling and not self._interrupted:
+            # The Fetch in flight names only the partitions followed when it was sent, and an
+            # idle leader holds it for replica.fetch.wait.max.ms: the new partition (and acks=all
+            # writes waiting for this replica) would wait that long for its first fetch. Drop the
+            # connection (the answer changes nothing here: nothing was appended from it) and
+            # fetch again at once, with the new partition.
+            self._interrupted = True
+            self.connection.close()
 
     def remove(self, tp: TopicPartition) -> None:
         self.targets.pop(tp, None)
@@ -92,6 +102,9 @@ class LeaderFetcher:
             except asyncio.CancelledError:
                 raise
             except OSError as exc:
+                if self._interrupted:
+                    self._interrupted = False
+                    continue
                 log.info("fetcher %d -> %d: %s; retrying in %.1fs", self.broker.broker_id, self.leader.id, exc,
                          self.backoff_s)
                 self.connection.close()
@@ -184,12 +197,17 @@ class LeaderFetcher:
             by_topic.setdefault(p.tp.topic, []).append({
                 "partition": p.tp.partition, "current_leader_epoch": target.leader_epoch, "fetch_offset": offset,
                 "log_start_offset": p.log.log_start_offset, "partition_max_bytes": cfg.replica_fetch_max_bytes})
-        response = await self.connection.request(1, FETCH_VERSION, {
-            "replica_id": self.broker.broker_id, "max_wait_ms": cfg.replica_fetch_wait_max_ms,
-            "min_bytes": cfg.replica_fetch_min_bytes, "max_bytes": cfg.replica_fetch_response_max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-            "forgotten_topics_data": [], "rack_id": self.broker.config.broker_rack})
+        self._polling = True
+        try:
+            response = await self.connection.request(1, FETCH_VERSION, {
+                "replica_id": self.broker.broker_id, "max_wait_ms": cfg.replica_fetch_wait_max_ms,
+                "min_bytes": cfg.replica_fetch_min_bytes, "max_bytes": cfg.replica_fetch_response_max_bytes,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+                "forgotten_topics_data": [], "rack_id": self.broker.config.broker_rack})
+        finally:
+            self._polling = False
+        self._interrupted = False  # the answer came before the cut: the next fetch has the new partition
         if response.error_code:
             raise OSError(f"fetch refused: {errors.for_code(response.error_code).__name__}")
         for topic in response.responses:

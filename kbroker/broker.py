@@ -79,6 +79,7 @@ class Broker:
         self.metadata = MetadataCache()  # what the controller last told us (UpdateMetadata)
         self.session: Any = None
         self._pending_topics: set[str] = set()  # created here, not yet seen in a snapshot
+        self._stopping = False
 
     # -- start and stop ----------------------------------------------------------------------
 
@@ -258,6 +259,7 @@ class Broker:
     async def stop(self) -> None:
         """Graceful shutdown: hand leaderships over (ZooKeeper mode), stop serving, flush,
         checkpoint, leave the clean-shutdown marker."""
+        self._stopping = True
         if self.cluster is not None and self.config.controlled_shutdown_enable:
             await self._controlled_shutdown()
         for task in self._tasks:
@@ -497,7 +499,9 @@ class Broker:
 
     def create_topic(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      assignment: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None,
-                     validate_only: bool = False) -> TopicInfo:
+                     validate_only: bool = False, host: bool = True) -> TopicInfo:
+        """Validate, register and (single broker, ``host``) host the partitions; ``create_topic_async`` hosts
+        them without holding the event loop."""
         try:
             validate_topic_name(name)
         except ValueError as exc:
@@ -540,11 +544,25 @@ class Broker:
         self.topics[name] = info
         assert self.log_manager is not None
         self.log_manager.topic_overrides[name] = configs
-        for index, replicas in info.assignment.items():
-            if self.broker_id in replicas:
-                self._host_partition(TopicPartition(name, index))
-        log.info("created topic %s with %d partitions", name, len(info.assignment))
+        if host:
+            for index, replicas in info.assignment.items():
+                if self.broker_id in replicas:
+                    self._host_partition(TopicPartition(name, index))
+            log.info("created topic %s with %d partitions", name, len(info.assignment))
         return info
+
+    async def _host_topic_async(self, info: TopicInfo, every: int = 16) -> None:
+        """Host a new topic's partitions, giving the loop back every ``every`` of them: each costs a directory,
+        three files and a checkpoint (a 1,000-partition topic took seconds, every connection waiting). The
+        topic's other partitions answer LEADER_NOT_AVAILABLE (retriable) meanwhile; a deletion stops it."""
+        for n, (index, replicas) in enumerate(info.assignment.items(), start=1):
+            if self.topics.get(info.name) is not info or self._stopping:
+                return
+            if self.broker_id in replicas:
+                self._host_partition(TopicPartition(info.name, index))
+            if n % every == 0:
+                await asyncio.sleep(0)
+        log.info("created topic %s with %d partitions", info.name, len(info.assignment))
 
     def _topic_registered(self, info: TopicInfo) -> TopicInfo:
         """ZooKeeper mode, as AdminZkClient: /config/topics/<t> and /brokers/topics/<t> are
@@ -562,8 +580,12 @@ class Broker:
                                  configs: dict[str, str] | None = None, validate_only: bool = False) -> TopicInfo:
         """CreateTopics: in ZooKeeper mode the znodes are written off the event loop (a slow
         ensemble must not stall every connection); validation and state stay on the loop."""
-        if self.cluster is None or validate_only:
-            return self.create_topic(name, num_partitions, replication_factor, assignment, configs, validate_only)
+        if validate_only:
+            return self.create_topic(name, num_partitions, replication_factor, assignment, configs, True)
+        if self.cluster is None:
+            info = self.create_topic(name, num_partitions, replication_factor, assignment, configs, host=False)
+            await self._host_topic_async(info)
+            return info
         info = self.create_topic(name, num_partitions, replication_factor, assignment, configs, validate_only=True)
         topic_id = await self.cluster.run_blocking(
             lambda: layout.create_topic(self.store, name, info.assignment, info.configs))

@@ -205,3 +205,75 @@ def test_created_partitions_start_their_leader_epoch_at_creation(broker):
     assert produce_plain(broker.bootstrap, "epoch-at-create", 1, 5)
     assert [c.stat().st_mtime_ns for c in checkpoints] == written
     assert checkpoints[1].read_text() == "0\n1\n0 0\n"
+
+
+def test_a_large_topic_is_created_without_stalling_other_clients(broker):
+    """Creating 1,000 partitions costs a directory, files and a checkpoint each (seconds here); the broker
+    keeps answering other connections meanwhile, and every partition is there when CreateTopics answers."""
+    import threading
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    creator = AdminClient({"bootstrap.servers": broker.bootstrap})
+    other = AdminClient({"bootstrap.servers": broker.bootstrap})
+    other.list_topics(timeout=DEADLINE)  # connected before the creation starts
+    latencies: list[tuple[float, float]] = []
+    stop = threading.Event()
+
+    def ask_metadata() -> None:
+        while not stop.is_set():
+            sent = time.monotonic()
+            other.list_topics(topic="epoch-at-create-missing-not", timeout=DEADLINE)
+            latencies.append((sent, time.monotonic() - sent))
+
+    t = threading.Thread(target=ask_metadata)
+    t.start()
+    try:
+        started = time.monotonic()
+        creator.create_topics([NewTopic("wide", num_partitions=1000)],
+                              operation_timeout=120, request_timeout=120)["wide"].result(120)
+        took = time.monotonic() - started
+    finally:
+        stop.set()
+        t.join()
+    during = [lat for sent, lat in latencies if started <= sent <= started + took]
+    assert len(during) >= 3, (took, latencies[-5:])
+    assert max(during) < max(0.5 * took, 0.2), (took, sorted(during)[-5:])
+    assert len(log_dirs_of(broker, "wide")) == 1000
+    md = creator.list_topics(topic="wide", timeout=DEADLINE).topics["wide"]
+    assert len(md.partitions) == 1000 and all(p.leader == md.partitions[0].leader >= 0
+                                              for p in md.partitions.values())
+    assert produce_plain(broker.bootstrap, "wide", 999, 3)
+
+
+def test_a_topic_deleted_while_its_partitions_are_created_is_gone(broker):
+    import threading
+    import time
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    outcome: list = []
+
+    def create() -> None:
+        future = admin.create_topics([NewTopic("short-lived", num_partitions=1000)], operation_timeout=120,
+                                     request_timeout=120)["short-lived"]
+        try:
+            outcome.append(future.result(120))
+        except Exception as exc:  # either answer is fine; the broker must not be left half-way
+            outcome.append(exc)
+
+    t = threading.Thread(target=create)
+    t.start()
+    deadline = time.monotonic() + DEADLINE
+    while not log_dirs_of(broker, "short-lived") and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert log_dirs_of(broker, "short-lived"), "creation never started"
+    admin.delete_topics(["short-lived"], operation_timeout=30)["short-lived"].result(DEADLINE)
+    t.join(120)
+    assert outcome and not t.is_alive()
+    assert log_dirs_of(broker, "short-lived") == [] or all("delete" in d for d in log_dirs_of(broker, "short-lived"))
+    assert "short-lived" not in admin.list_topics(timeout=DEADLINE).topics
+    admin.create_topics([NewTopic("short-lived", num_partitions=2)])["short-lived"].result(DEADLINE)
+    assert produce_plain(broker.bootstrap, "short-lived", 1, 3)

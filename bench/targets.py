@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from pathlib import Path
+
+from confluent_kafka import Consumer, TopicPartition
 
 from bench import throughput
 from bench.throughput import BrokerProcess, free_port
 from kazoo_bridge.local_server import ZooKeeperServer
 
 TOPOLOGIES = ("single", "cluster")
+OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class Target:
@@ -88,9 +92,37 @@ def start_cluster(workdir: Path, size: int = 3) -> Target:
     return Target("kbroker", "cluster", brokers, min(3, size), zookeeper)
 
 
+def warm_up(target: Target, timeout: float = 60.0) -> None:
+    """Find a group coordinator once, so the offsets topic (50 partitions, replicated on a cluster) is created
+    and led before the first measurement and not inside it (the scenarios' consumers carry a group.id)."""
+    consumer = Consumer({"bootstrap.servers": target.bootstrap, "group.id": "bench-warm-up",
+                         "enable.auto.commit": False})
+    try:
+        consumer.committed([TopicPartition("bench-warm-up", 0)], timeout=timeout)  # a coordinator answered
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            topic = consumer.list_topics(timeout=timeout).topics.get(OFFSETS_TOPIC)
+            if topic is None and target.name == "tansu":
+                return  # Tansu keeps group offsets outside any topic it lists
+            if topic is not None and topic.error is None and topic.partitions and all(
+                    p.leader >= 0 and len(p.isrs) >= target.replication for p in topic.partitions.values()):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{target.label}: {OFFSETS_TOPIC} not led with full ISRs within {timeout}s")
+    finally:
+        consumer.close()
+
+
 def start(name: str, topology: str, workdir: Path) -> Target:
     if topology == "single":
-        return start_single(name, workdir)
-    if name != "kbroker":
+        target = start_single(name, workdir)
+    elif name != "kbroker":
         raise ValueError(f"{name} has no {topology} mode here (Tansu 0.6 runs no ZooKeeper-mode cluster)")
-    return start_cluster(workdir)
+    else:
+        target = start_cluster(workdir)
+    try:
+        warm_up(target)
+    except Exception:
+        target.stop()
+        raise
+    return target

@@ -36,7 +36,7 @@ import logging
 from typing import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from kbroker import errors
-from kbroker.coordinator.group import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, NONE,
+from kbroker.coordinator.group import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, FENCED_INSTANCE_ID, NONE,
                                        PREPARING_REBALANCE, REBALANCE_IN_PROGRESS, STABLE, UNKNOWN_MEMBER_ID,
                                        Group, GroupConfig, GroupDescription, GroupOverview, JoinResult,
                                        LeaveMemberResult, LeaveResult, SyncResult)
@@ -311,14 +311,27 @@ class GroupCoordinator:
         return {tp: results[tp] for tp in offsets}
 
     async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int,
-                                 offsets: Mapping[TopicPartition, OffsetCommitEntry]) -> dict[TopicPartition, int]:
+                                 offsets: Mapping[TopicPartition, OffsetCommitEntry], member_id: str = "",
+                                 group_instance_id: str | None = None,
+                                 generation_id: int = -1) -> dict[TopicPartition, int]:
         """TxnOffsetCommit: write the offsets as a transactional batch of the producer; they count
         once the transaction's COMMIT marker reaches the group's partition (``complete_txn_offsets``,
         or the replay at load); an ABORT drops them. Meanwhile OffsetFetch with require_stable
-        answers UNSTABLE_OFFSET_COMMIT for them."""
+        answers UNSTABLE_OFFSET_COMMIT for them. v3 (KIP-447) names the consumer's member and
+        generation: as Kafka's doTxnCommitOffsets, a member id that is set must be in the group and a
+        generation that is set must be the group's, so a zombie of an old generation is fenced."""
         error = self._group_error(group_id, allow_empty=True)
         if error:
             return dict.fromkeys(offsets, error)
+        group = self._groups.get(group_id)
+        if group is not None and group.state is DEAD:
+            return dict.fromkeys(offsets, COORDINATOR_NOT_AVAILABLE)
+        if group is not None and group.is_static_member_fenced(member_id, group_instance_id):
+            return dict.fromkeys(offsets, FENCED_INSTANCE_ID)
+        if member_id and (group is None or member_id not in group.members):
+            return dict.fromkeys(offsets, UNKNOWN_MEMBER_ID)
+        if generation_id >= 0 and generation_id != (group.generation_id if group is not None else 0):
+            return dict.fromkeys(offsets, ILLEGAL_GENERATION)
         now = self.now_ms()
         values = {tp: OffsetAndMetadata(e[0], e[1] if e[1] is not None and e[1] >= 0 else -1,
                                         e[2] if e[2] is not None else "", now, None)

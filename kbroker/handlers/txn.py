@@ -85,7 +85,8 @@ async def _txn_offset_commit(broker, request) -> dict:
     offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                for t in request.topics for p in t.partitions}
     results = await groups.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
-                                              offsets)
+                                              offsets, request.member_id or "", request.group_instance_id,
+                                              request.generation_id)
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})

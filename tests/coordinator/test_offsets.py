@@ -229,3 +229,29 @@ async def test_generation_minus_one_commits_naming_a_member_are_stored_on_an_emp
     await stable_group(env, 1, "busy")  # a group with members still refuses a stranger
     refused = await env.coordinator.commit_offsets("busy", "vm:1234", -1, None, {("t", 0): (1, -1, "")})
     assert refused == {("t", 0): 25}  # UNKNOWN_MEMBER_ID
+
+
+async def test_txn_offset_commit_v3_fences_members_and_generations_as_kafka():
+    """KIP-447: TxnOffsetCommit naming the consumer's member and generation is refused for an unknown member
+    (UNKNOWN_MEMBER_ID 25), an old generation (ILLEGAL_GENERATION 22) and a replaced static instance
+    (FENCED_INSTANCE_ID 82); unset fields (v0-2: "" and -1) are not checked; a valid commit is staged."""
+    env = Env()
+    results, _ = await stable_group(env, 2, instance_ids=["i0", "i1"])
+    member, generation = results[0].member_id, results[0].generation_id
+    offsets = {("t", 0): (10, -1, "")}
+
+    async def commit(**fields):
+        return (await env.coordinator.txn_commit_offsets("g", 4000, 0, offsets, **fields))[("t", 0)]
+
+    assert await commit(member_id="somebody-else", generation_id=generation) == 25
+    assert await commit(member_id=member, generation_id=generation - 1) == 22
+    assert await commit(member_id="", generation_id=generation + 1) == 22
+    assert await commit(member_id="stale-member-of-i0", group_instance_id="i0", generation_id=generation) == 82
+    assert env.coordinator.fetch_offsets("g", [("t", 0)], require_stable=True)[("t", 0)][3] == 0  # nothing staged
+    assert await commit() == 0  # v0-2: no member, no generation
+    assert await commit(member_id=member, group_instance_id="i0", generation_id=generation) == 0
+    assert env.coordinator.fetch_offsets("g", [("t", 0)], require_stable=True)[("t", 0)][3] == 88  # pending
+    # a group the coordinator never saw: a member id or a generation above 0 names nothing that exists
+    assert (await env.coordinator.txn_commit_offsets("fresh", 4001, 0, offsets, member_id="m"))[("t", 0)] == 25
+    assert (await env.coordinator.txn_commit_offsets("fresh", 4001, 0, offsets, generation_id=3))[("t", 0)] == 22
+    assert (await env.coordinator.txn_commit_offsets("fresh", 4001, 0, offsets))[("t", 0)] == 0

@@ -140,10 +140,10 @@ class Partition:
         if header.is_control:
             if batch is None:
                 batch = memoryview(self.log.read_bytes(header.base_offset, header.size))[:header.size]
-            kind = markers.marker_type(batch)
-            if kind is not None:
-                self._complete(header.producer_id, header.producer_epoch, header.base_offset, kind == markers.COMMIT,
-                               index_aborts)
+            found = markers.read_marker(batch)
+            if found is not None:
+                self._complete(header.producer_id, header.producer_epoch, header.base_offset,
+                               found[0] == markers.COMMIT, index_aborts, found[1])
             return
         self.producer_state.update(header.producer_id, header.producer_epoch, header.base_sequence,
                                    header.last_sequence, header.base_offset, header.last_offset,
@@ -244,18 +244,19 @@ class Partition:
 
     def write_marker(self, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int) -> int:
         """WriteTxnMarkers: append the COMMIT/ABORT control batch that closes the producer's
-        transaction here; returns its offset. An older producer epoch is refused."""
-        self.producer_state.check_marker_epoch(producer_id, producer_epoch)
+        transaction here; returns its offset. An older producer epoch or coordinator epoch is refused."""
+        self.producer_state.check_marker_epoch(producer_id, producer_epoch, coordinator_epoch)
         batch = markers.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, int(time.time() * 1000))
         info = core_records.validate(batch, len(batch), False)
         result = self.log.append_validated(batch, info, self.leader_epoch)
-        self._complete(producer_id, producer_epoch, result.first_offset, commit, True)
+        self._complete(producer_id, producer_epoch, result.first_offset, commit, True, coordinator_epoch)
         self.maybe_advance_high_watermark()
         return result.first_offset
 
-    def _complete(self, producer_id: int, epoch: int, marker_offset: int, commit: bool, index: bool) -> None:
+    def _complete(self, producer_id: int, epoch: int, marker_offset: int, commit: bool, index: bool,
+                  coordinator_epoch: int = -1) -> None:
         before = len(self.producer_state.aborted)
-        self.producer_state.complete(producer_id, epoch, marker_offset, commit)
+        self.producer_state.complete(producer_id, epoch, marker_offset, commit, coordinator_epoch)
         if index and len(self.producer_state.aborted) > before:
             first = self.producer_state.first_unstable_offset()  # Kafka's LSO once the marker is in
             try:

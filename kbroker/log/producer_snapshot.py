@@ -52,7 +52,8 @@ def write_snapshot(directory: Path, offset: int, state: ProducerStateManager) ->
         last = entry.batches[-1] if entry is not None and entry.batches else None
         body += _ENTRY.pack(pid, entry.epoch if entry is not None else -1, last.last_sequence if last else -1,
                             last.last_offset if last else -1, (last.last_offset - last.first_offset) if last else 0,
-                            last.timestamp if last else -1, -1, state.ongoing.get(pid, -1))
+                            last.timestamp if last else -1, entry.coordinator_epoch if entry is not None else -1,
+                            state.ongoing.get(pid, -1))
     data = _HEAD.pack(1, crc32c(body)) + bytes(body)
     path = snapshot_path(directory, offset)
     tmp = path.with_suffix(".snapshot.tmp")
@@ -83,13 +84,14 @@ def read_snapshot(path: Path) -> ProducerStateManager:
         raise ValueError(f"{path}: {count} entries do not fit {len(body)} bytes")
     state = ProducerStateManager()
     for i in range(count):
-        pid, epoch, last_seq, last_offset, delta, ts, _, txn_first = _ENTRY.unpack_from(body, _COUNT.size + i * _ENTRY.size)
+        pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn_first = _ENTRY.unpack_from(
+            body, _COUNT.size + i * _ENTRY.size)
         if last_offset >= 0:
-            entry = state.producers[pid] = ProducerEntry(epoch)
+            entry = state.producers[pid] = ProducerEntry(epoch, coordinator_epoch)
             first_seq = last_seq - delta if last_seq >= delta else 0
             entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
         elif epoch >= 0:
-            state.producers[pid] = ProducerEntry(epoch)
+            state.producers[pid] = ProducerEntry(epoch, coordinator_epoch)
         if txn_first >= 0:
             state.ongoing[pid] = txn_first
     return state

@@ -38,6 +38,7 @@ class BatchMetadata:
 @dataclass
 class ProducerEntry:
     epoch: int
+    coordinator_epoch: int = -1  # of the last marker that closed one of its transactions here
     batches: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MAX_CACHED_BATCHES))
 
     @property
@@ -74,20 +75,31 @@ class ProducerStateManager:
         """A transactional batch at ``first_offset``: opens the producer's transaction if none is."""
         self.ongoing.setdefault(producer_id, first_offset)
 
-    def complete(self, producer_id: int, epoch: int, marker_offset: int, commit: bool) -> None:
+    def complete(self, producer_id: int, epoch: int, marker_offset: int, commit: bool,
+                 coordinator_epoch: int = -1) -> None:
         """A commit/abort marker at ``marker_offset`` closes the producer's transaction."""
         first = self.ongoing.pop(producer_id, None)
         if not commit and first is not None:
             self.aborted.append(AbortedTxn(producer_id, first, marker_offset))
         entry = self.producers.get(producer_id)
         if entry is None or epoch > entry.epoch:
-            self.producers[producer_id] = ProducerEntry(epoch)
+            entry = self.producers[producer_id] = ProducerEntry(epoch, entry.coordinator_epoch if entry else -1)
+        entry.coordinator_epoch = max(entry.coordinator_epoch, coordinator_epoch)
 
-    def check_marker_epoch(self, producer_id: int, epoch: int) -> None:
+    def check_marker_epoch(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> None:
+        """As Kafka's appendEndTxnMarker: a marker of an older producer epoch is refused, and so is one
+        from a transaction coordinator older than the one whose marker came last (a coordinator that
+        lost its __transaction_state partition and has not noticed)."""
         entry = self.producers.get(producer_id)
-        if entry is not None and epoch < entry.epoch:
+        if entry is None:
+            return
+        if epoch < entry.epoch:
             raise errors.InvalidProducerEpochError(
                 f"marker of producer {producer_id} has epoch {epoch}, older than the current {entry.epoch}")
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise errors.TransactionCoordinatorFencedError(
+                f"marker of producer {producer_id} from coordinator epoch {coordinator_epoch}, older than "
+                f"{entry.coordinator_epoch}")
 
     def first_unstable_offset(self) -> int | None:
         return min(self.ongoing.values()) if self.ongoing else None
@@ -130,8 +142,8 @@ class ProducerStateManager:
         if producer_id < 0:
             return
         entry = self.producers.get(producer_id)
-        if entry is None or epoch != entry.epoch:
-            entry = self.producers[producer_id] = ProducerEntry(epoch)
+        if entry is None or epoch != entry.epoch:  # a new epoch starts its sequences over; markers' fence stays
+            entry = self.producers[producer_id] = ProducerEntry(epoch, entry.coordinator_epoch if entry else -1)
         entry.batches.append(BatchMetadata(first_sequence, last_sequence, first_offset, last_offset, timestamp))
 
     def truncate_from(self, offset: int) -> None:

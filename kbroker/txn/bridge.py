@@ -24,6 +24,9 @@ _RETRY_S = 0.2
 # Marker answers after which the partition needs nothing more (it is gone) or the same leader is
 # asked again; anything else re-resolves the leader.
 _GONE = frozenset({errors.UnknownTopicOrPartitionError.code})
+# A newer producer epoch or transaction coordinator wrote there: this coordinator is stale and stops
+# sending this transaction's markers, and records no completion (Kafka's abortSending).
+_FENCED = frozenset({errors.TransactionCoordinatorFencedError.code, errors.InvalidProducerEpochError.code})
 
 
 class TransactionBridge:
@@ -101,7 +104,9 @@ class TransactionBridge:
     # -- markers ----------------------------------------------------------------------------
 
     async def _send_markers(self, producer_id: int, epoch: int, commit: bool, coordinator_epoch: int,
-                            partitions: set[tuple[str, int]]) -> None:
+                            partitions: set[tuple[str, int]]) -> bool:
+        """Write the markers, retried until each partition has its own; False when a partition fenced this
+        coordinator (see _FENCED)."""
         from kbroker.handlers.txn import write_markers_here
         left = set(partitions)
         while left and not self._stopped:
@@ -123,10 +128,16 @@ class TransactionBridge:
                     log.info("markers for producer %d to broker %d: %s; retrying", producer_id, leader, exc)
                     continue
                 for (topic, index), code in results.items():
+                    if code in _FENCED:
+                        log.warning("markers for producer %d (coordinator epoch %d): %s-%d answered %s; this "
+                                    "coordinator is stale and stops", producer_id, coordinator_epoch, topic, index,
+                                    errors.for_code(code).__name__)
+                        return False
                     if code == 0 or code in _GONE:
                         left.discard((topic, index))
             if left:
                 await asyncio.sleep(_RETRY_S)
+        return True
 
     def _leader_of(self, topic: str, index: int) -> int:
         if self.broker.cluster is None:

@@ -220,12 +220,12 @@ class TransactionCoordinator:
             return  # moved away: the new coordinator completes it when it loads
         self.pending.add(txn_id)
         try:
-            await self._send_markers(prepared.producer_id, prepared.producer_epoch, commit, coordinator_epoch,
-                                     set(prepared.partitions))
+            written = await self._send_markers(prepared.producer_id, prepared.producer_epoch, commit,
+                                               coordinator_epoch, set(prepared.partitions))
         finally:
             self.pending.discard(txn_id)
-        if self.epochs.get(partition) != coordinator_epoch:
-            return
+        if written is False or self.epochs.get(partition) != coordinator_epoch:
+            return  # fenced by a newer coordinator or producer epoch, or moved: not ours to complete
         done = TxnMetadata(txn_id, prepared.producer_id, prepared.producer_epoch, prepared.timeout_ms,
                            TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT, set(),
                            prepared.start_ms, self.clock())

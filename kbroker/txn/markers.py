@@ -30,6 +30,13 @@ def control_batch(producer_id: int, producer_epoch: int, commit: bool, coordinat
 def marker_type(batch: bytes | bytearray | memoryview) -> int | None:
     """COMMIT, ABORT, or None when ``batch`` (one whole uncompressed control batch) carries an
     unknown control record type (Kafka ignores those)."""
+    found = read_marker(batch)
+    return found[0] if found is not None else None
+
+
+def read_marker(batch: bytes | bytearray | memoryview) -> tuple[int, int] | None:
+    """(COMMIT or ABORT, coordinator epoch) of a control batch; None for an unknown control record type.
+    A value too short for the epoch reads as coordinator epoch -1."""
     view = memoryview(batch)
     pos = core_records.HEADER_SIZE
     _, pos = _varint(view, pos)  # record length
@@ -42,5 +49,9 @@ def marker_type(batch: bytes | bytearray | memoryview) -> int | None:
     version, kind = _KEY.unpack_from(view, pos)
     if version != 0 or kind not in (ABORT, COMMIT):
         return None
-    return kind
+    pos += key_length
+    value_length, pos = _varint(view, pos)
+    if value_length < _VALUE.size:
+        return kind, -1
+    return kind, _VALUE.unpack_from(view, pos)[1]
 

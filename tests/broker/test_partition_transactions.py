@@ -150,3 +150,42 @@ def test_list_offsets_earliest_of_an_empty_log_is_its_start(tmp_path, appender):
     assert p.offset_for_timestamp(-2, READ_COMMITTED) == (0, -1)
     assert p.offset_for_timestamp(-1, READ_UNCOMMITTED) == (0, -1)
     assert p.offset_for_timestamp(1_000, READ_UNCOMMITTED) is None
+
+
+def test_a_marker_from_an_older_transaction_coordinator_is_fenced(tmp_path, appender):
+    """As Kafka's appendEndTxnMarker: once a coordinator of epoch 5 wrote a producer's marker here, a
+    marker of coordinator epoch 4 (a stale coordinator still sending) is TRANSACTION_COORDINATOR_FENCED;
+    the coordinator epoch is kept in the snapshot and rebuilt from the markers when the log is replayed."""
+    from kbroker.log import producer_snapshot
+    p = _open(tmp_path, appender)
+    p.append_as_leader(_txn_batch(7, 0), 1)                       # 0-1
+    p.write_marker(7, 0, commit=True, coordinator_epoch=5)        # 2
+    p.append_as_leader(_txn_batch(7, 2), 1)                       # 3-4: the next transaction
+    with pytest.raises(errors.TransactionCoordinatorFencedError):
+        p.write_marker(7, 0, commit=False, coordinator_epoch=4)
+    assert p.producer_state.ongoing == {7: 3}                     # still open: nothing was written
+    assert p.write_marker(7, 0, commit=False, coordinator_epoch=5) == 5
+    assert p.producer_state.aborted == [AbortedTxn(7, 3, 5)]
+    # a new producer epoch starts its sequences over, the fence stays
+    p.append_as_leader(_txn_batch(7, 0, epoch=1), 1)              # 6-7
+    with pytest.raises(errors.TransactionCoordinatorFencedError):
+        p.write_marker(7, 1, commit=True, coordinator_epoch=3)
+    p.write_snapshot()
+    snapshot = p.log.directory / f"{8:020d}.snapshot"
+    assert producer_snapshot.read_snapshot(snapshot).producers[7].coordinator_epoch == 5
+    p.log.close()
+    again = _open(tmp_path, appender)                             # from the snapshot
+    with pytest.raises(errors.TransactionCoordinatorFencedError):
+        again.write_marker(7, 1, commit=True, coordinator_epoch=4)
+    again.log.close()
+    snapshot.unlink()
+    replayed = _open(tmp_path, appender)                          # from the markers in the log
+    assert replayed.producer_state.producers[7].coordinator_epoch == 5
+    with pytest.raises(errors.TransactionCoordinatorFencedError):
+        replayed.write_marker(7, 1, commit=True, coordinator_epoch=4)
+    assert replayed.write_marker(7, 1, commit=True, coordinator_epoch=6) == 8
+
+
+def test_read_marker_gives_the_type_and_the_coordinator_epoch():
+    assert markers.read_marker(markers.control_batch(1, 0, True, 4, 0)) == (markers.COMMIT, 4)
+    assert markers.read_marker(markers.control_batch(1, 0, False, 2**31 - 1, 0)) == (markers.ABORT, 2**31 - 1)

@@ -188,3 +188,25 @@ def test_a_transaction_deadline_on_the_timer_aborts_it_on_time():
         await settle()
         assert timer.due == {}
     asyncio.run(run())
+
+
+def test_a_fenced_coordinator_records_no_completion():
+    """A partition answering TRANSACTION_COORDINATOR_FENCED / INVALID_PRODUCER_EPOCH makes the marker sender
+    return False (kbroker/txn/bridge.py): the transaction stays prepared here, as Kafka's abortSending; the
+    newer coordinator completes it."""
+    async def run():
+        h = Harness()
+        c = h.coordinator
+        _, pid, epoch = await c.init_producer_id("tx", 60000)
+        await c.add_partitions("tx", pid, epoch, {("t", 0)})
+
+        async def fenced(*args):
+            h.markers.append(args)
+            return False
+        c._send_markers = fenced
+        written = len(h.batches[0])
+        assert await c.end_txn("tx", pid, epoch, True) == 0
+        await settle()
+        assert len(h.markers) == 1 and c.txns["tx"].state is TxnState.PREPARE_COMMIT
+        assert len(h.batches[0]) == written + 1  # PrepareCommit only, no CompleteCommit
+    asyncio.run(run())

@@ -8,13 +8,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
-import os
 import random
 import signal
 import time
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kbroker import errors
@@ -629,38 +627,69 @@ class Broker:
             self.log_manager.delete_log(tp)
         layout.delete_topic_znodes(self.store, name)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def _new_partitions(self, name: str, count: int) -> tuple[TopicInfo, dict[int, list[int]]]:
         info = self.topics.get(name)
         if info is None:
             raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         current = len(info.assignment)
         if count <= current:
             raise errors.InvalidPartitionsError(f"topic {name} has {current} partitions; {count} would not add any")
-        extra = layout.assign_replicas_for_new_partitions(info.assignment, self._broker_metadatas(),
-                                                          count)
-        if validate_only:
-            return
-        info.assignment.update({p: list(r) for p, r in extra.items()})
+        extra = layout.assign_replicas_for_new_partitions(info.assignment, self._broker_metadatas(), count)
+        return info, {p: list(r) for p, r in extra.items()}
+
+    def _write_new_partitions(self, name: str, info: TopicInfo, extra: dict[int, list[int]]) -> None:
         assignment = layout.get_topic_assignment(self.store, name)
         layout.set_topic_assignment(self.store, name, TopicAssignment(
-            partitions=dict(info.assignment), topic_id=assignment.topic_id if assignment else None))
+            partitions={**info.assignment, **extra}, topic_id=assignment.topic_id if assignment else None))
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        info, extra = self._new_partitions(name, count)
+        if validate_only:
+            return
+        current = len(info.assignment)
+        self._write_new_partitions(name, info, extra)
+        info.assignment.update(extra)
         if self.cluster is not None:
             return  # the controller creates the new partitions' states; the view hosts them
         for index in range(current, count):
             if self.broker_id in info.assignment[index]:
                 self._host_partition(TopicPartition(name, index))
 
-    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+    async def create_partitions_async(self, name: str, count: int, validate_only: bool = False) -> None:
+        """CreatePartitions: in ZooKeeper mode the topic znode is read and rewritten off the event loop."""
+        if self.cluster is None or validate_only:
+            return self.create_partitions(name, count, validate_only)
+        info, extra = self._new_partitions(name, count)
+        await self.cluster.run_blocking(lambda: self._write_new_partitions(name, info, extra))
+        info.assignment.update(extra)
+
+    def _checked_configs(self, name: str, configs: dict[str, str]):
         info = self.topics.get(name)
         if info is None:
             raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
         try:
-            effective = self.config.log.with_overrides(configs)
+            return info, self.config.log.with_overrides(configs)
         except ConfigError as exc:
             raise errors.InvalidConfigError(str(exc)) from None
+
+    def alter_topic_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        info, effective = self._checked_configs(name, configs)
         if validate_only:
             return
         layout.change_entity_config(self.store, "topics", name, configs)
+        self._topic_configs_changed(name, info, configs, effective)
+
+    async def alter_topic_configs_async(self, name: str, configs: dict[str, str],
+                                        validate_only: bool = False) -> None:
+        """AlterConfigs: in ZooKeeper mode the config znode and its change notification are written off the
+        event loop (every broker then applies it from /config/changes, this one too)."""
+        if self.cluster is None or validate_only:
+            return self.alter_topic_configs(name, configs, validate_only)
+        info, effective = self._checked_configs(name, configs)
+        await self.cluster.run_blocking(lambda: layout.change_entity_config(self.store, "topics", name, configs))
+        self._topic_configs_changed(name, info, configs, effective)
+
+    def _topic_configs_changed(self, name: str, info: TopicInfo, configs: dict[str, str], effective) -> None:
         info.configs = dict(configs)
         assert self.log_manager is not None
         self.log_manager.topic_overrides[name] = info.configs

@@ -80,11 +80,15 @@ async def _delete_topics(broker, header, request):
 
 @handles(37)
 def create_partitions(broker, header, request, conn):
+    return _create_partitions(broker, request)
+
+
+async def _create_partitions(broker, request) -> dict:
     results = []
     for topic in request.topics:
         out = {"name": topic.name, "error_code": 0, "error_message": None}
         try:
-            broker.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+            await broker.create_partitions_async(topic.name, topic.count, validate_only=request.validate_only)
         except Exception as exc:
             out["error_code"], out["error_message"] = _error(exc)
         results.append(out)
@@ -181,7 +185,7 @@ def _apply_operations(info, resource) -> dict[str, str]:
     return new
 
 
-def _alter_each(broker, request, new_overrides) -> dict:
+async def _alter_each(broker, request, new_overrides) -> dict:
     """One response per resource: topic resources only; ``new_overrides(topic info, resource)``
     computes the topic's new override set."""
     responses = []
@@ -194,8 +198,8 @@ def _alter_each(broker, request, new_overrides) -> dict:
             info = broker.topics.get(resource.resource_name)
             if info is None:
                 raise errors.UnknownTopicOrPartitionError(f"topic {resource.resource_name!r} does not exist")
-            broker.alter_topic_configs(resource.resource_name, new_overrides(info, resource),
-                                       validate_only=request.validate_only)
+            await broker.alter_topic_configs_async(resource.resource_name, new_overrides(info, resource),
+                                                   validate_only=request.validate_only)
         except Exception as exc:
             out["error_code"], out["error_message"] = _error(exc)
         responses.append(out)

@@ -73,6 +73,7 @@ class Partition:
         self.leader_epoch_start_offset = plog.log_end_offset
         self.producer_state = ProducerStateManager()
         self._load_producer_state()
+        self._snapshot_segment = plog.active.base_offset if plog.segments else -1
         if single_replica:
             plog.update_high_watermark(plog.log_end_offset)
         else:
@@ -120,8 +121,19 @@ class Partition:
         bases = [s.base_offset for s in self.log.segments]
         return bases[max(bisect.bisect_right(bases, offset) - 1, 0)]
 
+    def _snapshot_if_rolled(self) -> None:
+        """As Kafka takes a producer snapshot at every roll: after an append that started a segment, the
+        state at the log end goes to disk, so a crash replays about a segment rather than the whole log.
+        Called once the producer state has taken in the whole append (a follower's append may roll in the
+        middle of its batches)."""
+        base = self.log.active.base_offset
+        if base != self._snapshot_segment:
+            self._snapshot_segment = base
+            self.write_snapshot()
+
     def write_snapshot(self) -> None:
-        """Producer state at the log end (clean shutdown), so the next open replays nothing."""
+        """Producer state at the log end (clean shutdown, and after each roll), so the next open replays
+        nothing (or only what came after the roll)."""
         plog = self.log
         if plog.offline:
             return
@@ -239,6 +251,7 @@ class Partition:
                                        result.max_timestamp)
         if info.producer_id >= 0 and info.is_transactional:
             self.producer_state.begin(info.producer_id, result.first_offset)
+        self._snapshot_if_rolled()
         self.maybe_advance_high_watermark()
         return result
 
@@ -250,6 +263,7 @@ class Partition:
         info = core_records.validate(batch, len(batch), False)
         result = self.log.append_validated(batch, info, self.leader_epoch)
         self._complete(producer_id, producer_epoch, result.first_offset, commit, True, coordinator_epoch)
+        self._snapshot_if_rolled()
         self.maybe_advance_high_watermark()
         return result.first_offset
 
@@ -354,6 +368,7 @@ class Partition:
                         if header.base_offset >= leo:
                             self._track_producer(header, batches[header.position:header.position + header.size],
                                                  index_aborts=True)
+                    self._snapshot_if_rolled()
         plog.update_high_watermark(min(leader_high_watermark, plog.log_end_offset))
         return appended
 

@@ -189,3 +189,32 @@ def test_a_marker_from_an_older_transaction_coordinator_is_fenced(tmp_path, appe
 def test_read_marker_gives_the_type_and_the_coordinator_epoch():
     assert markers.read_marker(markers.control_batch(1, 0, True, 4, 0)) == (markers.COMMIT, 4)
     assert markers.read_marker(markers.control_batch(1, 0, False, 2**31 - 1, 0)) == (markers.ABORT, 2**31 - 1)
+
+
+def test_a_producer_snapshot_is_taken_at_each_roll_and_a_crash_replays_from_it(tmp_path, appender, monkeypatch):
+    """As Kafka's roll: the producer state goes to <log end>.snapshot after an append that started a segment,
+    so a broker killed later replays only the batches after the roll, not the whole log."""
+    from kbroker.log import producer_snapshot
+    plog = PartitionLog(tmp_path / str(TP), TP, LogConfig(segment_bytes=1024), appender)
+    p = Partition(TP, plog, 1)
+    p.append_as_leader(_txn_batch(7, 0, n=5), 1)                  # 0-4: producer 7 opens at 0
+    p.write_marker(7, 0, commit=False, coordinator_epoch=2)       # 5
+    seq = 0
+    while len(plog.segments) < 3:
+        p.append_as_leader(make_batch(5, producer_id=9, producer_epoch=0, base_sequence=seq), 1)
+        seq += 5
+    p.append_as_leader(_txn_batch(11, 0), 1)                      # open across the crash
+    snapshots = producer_snapshot.snapshot_offsets(plog.directory)
+    assert len(snapshots) == 1 and plog.segments[-1].base_offset <= snapshots[0] < plog.log_end_offset
+    p.append_as_leader(make_batch(5, producer_id=9, producer_epoch=0, base_sequence=seq), 1)
+    plog.close()                                                  # a crash: no clean-shutdown snapshot
+
+    def no_full_replay(self):
+        raise AssertionError("the whole log was replayed")
+    monkeypatch.setattr(Partition, "_rebuild_producer_state", no_full_replay)
+    again = Partition(TP, PartitionLog(tmp_path / str(TP), TP, LogConfig(segment_bytes=1024), appender), 1)
+    assert again.producer_state.ongoing == p.producer_state.ongoing == {11: p.producer_state.ongoing[11]}
+    assert again.producer_state.aborted == p.producer_state.aborted == [AbortedTxn(7, 0, 5)]
+    assert again.producer_state.check(9, 0, seq, seq + 4) is not None      # the last batch: a duplicate
+    assert again.producer_state.check(9, 0, seq + 5, seq + 9) is None      # the next one is expected
+    assert again.producer_state.producers[7].coordinator_epoch == 2

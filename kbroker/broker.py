@@ -32,7 +32,8 @@ from kbroker.partition import Partition
 from kbroker.purgatory import Purgatory
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
-from zk_compat.znodes import BrokerInfo, EndPoint, PartitionState, TopicAssignment
+from zk_compat.store import BadVersionError
+from zk_compat.znodes import BrokerInfo, EndPoint, PartitionState
 
 log = logging.getLogger(__name__)
 
@@ -638,9 +639,23 @@ class Broker:
         return info, {p: list(r) for p, r in extra.items()}
 
     def _write_new_partitions(self, name: str, info: TopicInfo, extra: dict[int, list[int]]) -> None:
-        assignment = layout.get_topic_assignment(self.store, name)
-        layout.set_topic_assignment(self.store, name, TopicAssignment(
-            partitions={**info.assignment, **extra}, topic_id=assignment.topic_id if assignment else None))
+        """Add the partitions to the topic znode as it is now (a reassignment's adding/removing replicas kept),
+        compare-and-set so a controller's rewrite in between is not lost."""
+        for _ in range(5):
+            found = layout.get_topic_assignment_with_version(self.store, name)
+            if found is None:
+                raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+            current, version = found
+            if len(current.partitions) != len(info.assignment):
+                raise errors.InvalidPartitionsError(
+                    f"topic {name} now has {len(current.partitions)} partitions; ask again")
+            current.partitions.update(extra)
+            try:
+                layout.set_topic_assignment(self.store, name, current, version)
+                return
+            except BadVersionError:
+                continue
+        raise errors.ReassignmentInProgressError(f"topic {name} kept changing while partitions were added")
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         info, extra = self._new_partitions(name, count)

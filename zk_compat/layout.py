@@ -386,11 +386,17 @@ def topic_exists(store: MetadataStore, topic: str) -> bool:
 
 
 def get_topic_assignment(store: MetadataStore, topic: str) -> TopicAssignment | None:
+    found = get_topic_assignment_with_version(store, topic)
+    return None if found is None else found[0]
+
+
+def get_topic_assignment_with_version(store: MetadataStore, topic: str) -> tuple[TopicAssignment, int] | None:
+    """The assignment and the znode's version, for a compare-and-set rewrite (``set_topic_assignment``)."""
     try:
-        data, _ = store.get(TopicZNode.path(topic))
+        data, stat = store.get(TopicZNode.path(topic))
     except NoNodeError:
         return None
-    return TopicZNode.decode(topic, data)
+    return TopicZNode.decode(topic, data), stat.version
 
 
 def get_topic_assignments(store: MetadataStore, topics: Iterable[str] | None = None) -> dict[str, TopicAssignment]:

@@ -46,9 +46,10 @@ def start_requested(ctl: "Controller", snap: Snapshot) -> bool:
         by_topic.setdefault(topic, {})[index] = target
     wrote = False
     for topic, targets in by_topic.items():
-        current = layout.get_topic_assignment(ctl.store, topic)
-        if current is None:
+        found = layout.get_topic_assignment_with_version(ctl.store, topic)
+        if found is None:
             continue
+        current, version = found
         for index, target in targets.items():
             # a new target for a partition already moving starts from the replicas it had before
             # that move (Kafka's ReplicaAssignment.reassignTo): replicas being added but not in the
@@ -58,7 +59,7 @@ def start_requested(ctl: "Controller", snap: Snapshot) -> bool:
             current.adding_replicas[index] = [r for r in target if r not in original]
             current.removing_replicas[index] = [r for r in original if r not in target]
             log.info("controller %d: reassigning %s-%d from %s to %s", ctl.broker_id, topic, index, original, target)
-        if _write_assignment(ctl, topic, current):
+        if _write_assignment(ctl, topic, current, version):
             wrote = True
     return wrote
 
@@ -96,13 +97,14 @@ def progress(ctl: "Controller", snap: Snapshot) -> bool:
                                  controller_epoch=ctl.epoch)
             if not ctl._write_state(topic, index, new, stat.version):
                 continue
-        current = layout.get_topic_assignment(ctl.store, topic)
-        if current is None:
+        found = layout.get_topic_assignment_with_version(ctl.store, topic)
+        if found is None:
             continue
+        current, version = found
         current.partitions[index] = target
         current.adding_replicas.pop(index, None)
         current.removing_replicas.pop(index, None)
-        if _write_assignment(ctl, topic, current):
+        if _write_assignment(ctl, topic, current, version):
             log.info("controller %d: %s-%d reassigned to %s (leader %d)", ctl.broker_id, topic, index, target, leader)
             finished.append((topic, index))
             wrote = True
@@ -190,11 +192,16 @@ def imbalanced_partitions(snap: Snapshot, percentage: int) -> list[tuple[str, in
     return sorted(out)
 
 
-def _write_assignment(ctl: "Controller", topic: str, assignment: TopicAssignment) -> bool:
+def _write_assignment(ctl: "Controller", topic: str, assignment: TopicAssignment, version: int) -> bool:
+    """Compare-and-set on the topic znode as read (a CreatePartitions or a cancel written meanwhile is not
+    overwritten: the change fires the watch and the next event works from the new content), fenced by the
+    controller epoch."""
     try:
-        layout.set_topic_assignment(ctl.store, topic, assignment, controller_epoch_zk_version=ctl.epoch_zk_version)
+        layout.set_topic_assignment(ctl.store, topic, assignment, version,
+                                    controller_epoch_zk_version=ctl.epoch_zk_version)
         return True
     except BadVersionError:
+        log.info("controller %d: %s changed while it was rewritten; the next event retries", ctl.broker_id, topic)
         return False
     except layout.ControllerMovedError:
         log.warning("controller epoch moved on: broker %d stops acting as controller", ctl.broker_id)

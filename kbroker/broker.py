@@ -25,6 +25,7 @@ from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.handlers import load_all
 from kbroker.log import LogManager, TopicPartition
 from kbroker.log.config import ConfigError
+from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.names import validate_topic_name
 from kbroker.metadata_cache import MetadataCache
 from kbroker.network.server import NetworkServer
@@ -550,7 +551,7 @@ class Broker:
             log.info("created topic %s with %d partitions", name, len(info.assignment))
         return info
 
-    async def _host_topic_async(self, info: TopicInfo, every: int = 16) -> None:
+    async def _host_topic_async(self, info: TopicInfo, every: int = HOSTING_CHUNK) -> None:
         """Host a new topic's partitions, giving the loop back every ``every`` of them: each costs a directory,
         three files and a checkpoint (a 1,000-partition topic took seconds, every connection waiting). The
         topic's other partitions answer LEADER_NOT_AVAILABLE (retriable) meanwhile; a deletion stops it."""

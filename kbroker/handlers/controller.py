@@ -5,6 +5,7 @@ import asyncio
 import logging
 
 from kbroker import errors
+from kbroker.log.log_manager import HOSTING_CHUNK
 
 from . import handles
 
@@ -151,11 +152,6 @@ def _stale_controller(broker, request) -> bool:
     return False
 
 
-# Partitions a LeaderAndIsr applies between two turns of the event loop: a new partition costs a directory,
-# its files and a checkpoint, and a 1,000-partition topic must not hold every connection for seconds.
-LEADER_AND_ISR_CHUNK = 16
-
-
 @handles(4)
 def leader_and_isr(broker, header, request, conn):
     if broker.replication is None or _stale_controller(broker, request):
@@ -170,7 +166,7 @@ async def _leader_and_isr(broker, request) -> dict:
     for topic in request.topic_states:
         for p in topic.partition_states:
             code = 0
-            if done and done % LEADER_AND_ISR_CHUNK == 0:
+            if done and done % HOSTING_CHUNK == 0:
                 await asyncio.sleep(0)
             done += 1
             try:

@@ -32,6 +32,12 @@ log = logging.getLogger(__name__)
 LOCK_FILE = ".lock"
 
 
+# New logs created between two turns of the event loop (CreateTopics on a single broker, LeaderAndIsr in a
+# cluster): each costs a directory, its files and a checkpoint, and a 1,000-partition topic must not hold
+# every connection for seconds.
+HOSTING_CHUNK = 16
+
+
 class LogManager:
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], config: LogConfig | None = None, *,
                  appender: Appender | None = None, clock: Callable[[], int] = now_ms,

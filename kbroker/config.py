@@ -14,29 +14,34 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
-from kbroker.log.config import KEYS as LOG_KEYS, ConfigError, LogConfig
+from kbroker.log.config import KEYS as LOG_KEYS, ConfigError, LogConfig, parse_bool, parse_int, parse_str
 
 log = logging.getLogger(__name__)
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(text)
-    return value == "true"
-
-
-def _int(text: str) -> int:
-    return int(text.strip())
-
-
-def _str(text: str) -> str:
-    return text.strip()
-
-
 def _list(text: str) -> list[str]:
     return [part.strip() for part in text.split(",") if part.strip()]
+
+
+def parse_status_listener(text: str) -> tuple[str, int] | None:
+    """``status.listener``: ``http://host:port`` -> (host, port); empty -> None. Raises ValueError
+    for anything else."""
+    if not text:
+        return None
+    parts = urlsplit(text)
+    if parts.scheme != "http" or not parts.hostname or parts.port is None:
+        raise ValueError(f"status.listener must look like http://HOST:PORT, not {text!r}")
+    return parts.hostname, parts.port
+
+
+def _is_status_listener(text: str) -> bool:
+    try:
+        parse_status_listener(text)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -55,72 +60,76 @@ def _d(key: str, parse: Callable[[str], Any], default: Any, check: Callable[[Any
     return _Def(key, key.replace(".", "_"), parse, default, check, rule, doc)
 
 
+def _int_key(key: str, default: int, minimum: int, doc: str = "") -> _Def:
+    """An int key with a lower bound (the rule in error messages says which)."""
+    return _d(key, parse_int, default, lambda v: v >= minimum, f"an int >= {minimum}", doc)
+
+
+def _bool_key(key: str, default: bool, doc: str = "") -> _Def:
+    return _d(key, parse_bool, default, rule="true or false", doc=doc)
+
+
 DEFS: tuple[_Def, ...] = (
-    _d("broker.id", _int, 0, lambda v: v >= -1, "an int >= -1", "this broker's id (-1: generate one)"),
-    _d("listeners", _str, "PLAINTEXT://127.0.0.1:9092", lambda v: bool(v), "a listener URL list",
+    _int_key("broker.id", 0, -1, "this broker's id (-1: generate one)"),
+    _d("listeners", parse_str, "PLAINTEXT://127.0.0.1:9092", lambda v: bool(v), "a listener URL list",
        "where clients connect"),
-    _d("advertised.listeners", _str, "", doc="what Metadata tells clients (default: listeners)"),
+    _d("advertised.listeners", parse_str, "", doc="what Metadata tells clients (default: listeners)"),
     _d("log.dirs", _list, [], doc="comma-separated log directories, one per disk"),
-    _d("log.dir", _str, "./data", doc="the log directory when log.dirs is not set"),
-    _d("num.network.threads", _int, 3, lambda v: v >= 1, "an int >= 1", "network processors"),
-    _d("num.io.threads", _int, 8, lambda v: v >= 1, "an int >= 1", "request handler threads"),
-    _d("socket.send.buffer.bytes", _int, 102400, lambda v: v >= -1, "an int >= -1", "SO_SNDBUF (-1: OS default)"),
-    _d("socket.receive.buffer.bytes", _int, 102400, lambda v: v >= -1, "an int >= -1", "SO_RCVBUF (-1: OS default)"),
-    _d("socket.request.max.bytes", _int, 104857600, lambda v: v >= 1, "an int >= 1",
-       "largest request frame accepted"),
-    _d("connections.max.idle.ms", _int, 600000, lambda v: v >= 1, "an int >= 1", "close idle connections after"),
-    _d("auto.create.topics.enable", _bool, True, rule="true or false", doc="create unknown topics on use"),
-    _d("num.partitions", _int, 1, lambda v: v >= 1, "an int >= 1", "partitions of auto-created topics"),
-    _d("default.replication.factor", _int, 1, lambda v: v >= 1, "an int >= 1",
-       "replication factor of auto-created topics"),
-    _d("delete.topic.enable", _bool, True, rule="true or false"),
-    _d("offsets.topic.num.partitions", _int, 50, lambda v: v >= 1, "an int >= 1",
-       "partitions of __consumer_offsets"),
-    _d("offsets.topic.replication.factor", _int, 3, lambda v: v >= 1, "an int >= 1"),
-    _d("offsets.topic.segment.bytes", _int, 104857600, lambda v: v >= 1, "an int >= 1"),
-    _d("offsets.retention.minutes", _int, 10080, lambda v: v >= 1, "an int >= 1"),
-    _d("offsets.commit.timeout.ms", _int, 5000, lambda v: v >= 1, "an int >= 1"),
-    _d("offsets.retention.check.interval.ms", _int, 600000, lambda v: v >= 1, "an int >= 1",
-       "how often expired committed offsets are removed"),
-    _d("transaction.state.log.num.partitions", _int, 50, lambda v: v >= 1, "an int >= 1"),
-    _d("transaction.state.log.replication.factor", _int, 3, lambda v: v >= 1, "an int >= 1"),
-    _d("transaction.state.log.min.isr", _int, 2, lambda v: v >= 1, "an int >= 1"),
-    _d("transaction.max.timeout.ms", _int, 900000, lambda v: v >= 1, "an int >= 1"),
-    _d("transaction.state.log.segment.bytes", _int, 104857600, lambda v: v >= 1, "an int >= 1"),
-    _d("transaction.abort.timed.out.transaction.cleanup.interval.ms", _int, 10000, lambda v: v >= 1,
-       "an int >= 1"),
-    _d("group.initial.rebalance.delay.ms", _int, 3000, lambda v: v >= 0, "an int >= 0"),
-    _d("group.min.session.timeout.ms", _int, 6000, lambda v: v >= 0, "an int >= 0"),
-    _d("group.max.session.timeout.ms", _int, 1800000, lambda v: v >= 0, "an int >= 0"),
-    _d("group.max.size", _int, 2147483647, lambda v: v >= 1, "an int >= 1"),
-    _d("log.retention.check.interval.ms", _int, 300000, lambda v: v >= 1, "an int >= 1"),
-    _d("log.flush.scheduler.interval.ms", _int, 2**63 - 1, lambda v: v >= 1, "an int >= 1"),
-    _d("log.flush.offset.checkpoint.interval.ms", _int, 60000, lambda v: v >= 0, "an int >= 0"),
-    _d("log.flush.start.offset.checkpoint.interval.ms", _int, 60000, lambda v: v >= 0, "an int >= 0"),
-    _d("replica.lag.time.max.ms", _int, 30000, lambda v: v >= 1, "an int >= 1"),
-    _d("replica.fetch.max.bytes", _int, 1048576, lambda v: v >= 0, "an int >= 0"),
-    _d("replica.fetch.wait.max.ms", _int, 500, lambda v: v >= 0, "an int >= 0"),
-    _d("replica.fetch.min.bytes", _int, 1, lambda v: v >= 1, "an int >= 1"),
-    _d("replica.fetch.response.max.bytes", _int, 10485760, lambda v: v >= 0, "an int >= 0"),
-    _d("replica.fetch.backoff.ms", _int, 1000, lambda v: v >= 0, "an int >= 0"),
-    _d("replica.socket.timeout.ms", _int, 30000, lambda v: v >= 1, "an int >= 1"),
-    _d("request.timeout.ms", _int, 30000, lambda v: v >= 0, "an int >= 0"),
-    _d("zookeeper.connect", _str, "", doc="ZooKeeper ensemble[/chroot]; empty: the embedded store"),
-    _d("zookeeper.session.timeout.ms", _int, 18000, lambda v: v >= 1, "an int >= 1"),
-    _d("zookeeper.connection.timeout.ms", _int, 18000, lambda v: v >= 1, "an int >= 1"),
-    _d("broker.rack", _str, ""),
-    _d("offsets.zookeeper.mirror.enable", _bool, False, rule="true or false",
-       doc="copy offsets committed to __consumer_offsets to /consumers/<group>/offsets/<topic>/<partition>"),
-    _d("offsets.zookeeper.mirror.interval.ms", _int, 10000, lambda v: v >= 100, "an int >= 100",
-       "how often the mirror polls; each group is written at most once per interval"),
-    _d("status.listener", _str, "", lambda v: _status_listener_ok(v), "empty or http://HOST:PORT",
+    _d("log.dir", parse_str, "./data", doc="the log directory when log.dirs is not set"),
+    _int_key("num.network.threads", 3, 1, "network processors"),
+    _int_key("num.io.threads", 8, 1, "request handler threads"),
+    _int_key("socket.send.buffer.bytes", 102400, -1, "SO_SNDBUF (-1: OS default)"),
+    _int_key("socket.receive.buffer.bytes", 102400, -1, "SO_RCVBUF (-1: OS default)"),
+    _int_key("socket.request.max.bytes", 104857600, 1, "largest request frame accepted"),
+    _int_key("connections.max.idle.ms", 600000, 1, "close idle connections after"),
+    _bool_key("auto.create.topics.enable", True, "create unknown topics on use"),
+    _int_key("num.partitions", 1, 1, "partitions of auto-created topics"),
+    _int_key("default.replication.factor", 1, 1, "replication factor of auto-created topics"),
+    _bool_key("delete.topic.enable", True),
+    _int_key("offsets.topic.num.partitions", 50, 1, "partitions of __consumer_offsets"),
+    _int_key("offsets.topic.replication.factor", 3, 1),
+    _int_key("offsets.topic.segment.bytes", 104857600, 1),
+    _int_key("offsets.retention.minutes", 10080, 1),
+    _int_key("offsets.commit.timeout.ms", 5000, 1),
+    _int_key("offsets.retention.check.interval.ms", 600000, 1, "how often expired committed offsets are removed"),
+    _int_key("transaction.state.log.num.partitions", 50, 1),
+    _int_key("transaction.state.log.replication.factor", 3, 1),
+    _int_key("transaction.state.log.min.isr", 2, 1),
+    _int_key("transaction.max.timeout.ms", 900000, 1),
+    _int_key("transaction.state.log.segment.bytes", 104857600, 1),
+    _int_key("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10000, 1),
+    _int_key("group.initial.rebalance.delay.ms", 3000, 0),
+    _int_key("group.min.session.timeout.ms", 6000, 0),
+    _int_key("group.max.session.timeout.ms", 1800000, 0),
+    _int_key("group.max.size", 2147483647, 1),
+    _int_key("log.retention.check.interval.ms", 300000, 1),
+    _int_key("log.flush.scheduler.interval.ms", 2**63 - 1, 1),
+    _int_key("log.flush.offset.checkpoint.interval.ms", 60000, 0),
+    _int_key("log.flush.start.offset.checkpoint.interval.ms", 60000, 0),
+    _int_key("replica.lag.time.max.ms", 30000, 1),
+    _int_key("replica.fetch.max.bytes", 1048576, 0),
+    _int_key("replica.fetch.wait.max.ms", 500, 0),
+    _int_key("replica.fetch.min.bytes", 1, 1),
+    _int_key("replica.fetch.response.max.bytes", 10485760, 0),
+    _int_key("replica.fetch.backoff.ms", 1000, 0),
+    _int_key("replica.socket.timeout.ms", 30000, 1),
+    _int_key("request.timeout.ms", 30000, 0),
+    _d("zookeeper.connect", parse_str, "", doc="ZooKeeper ensemble[/chroot]; empty: the embedded store"),
+    _int_key("zookeeper.session.timeout.ms", 18000, 1),
+    _int_key("zookeeper.connection.timeout.ms", 18000, 1),
+    _d("broker.rack", parse_str, ""),
+    _bool_key("offsets.zookeeper.mirror.enable", False,
+              "copy offsets committed to __consumer_offsets to /consumers/<group>/offsets/<topic>/<partition>"),
+    _int_key("offsets.zookeeper.mirror.interval.ms", 10000, 100,
+             "how often the mirror polls; each group is written at most once per interval"),
+    _d("status.listener", parse_str, "", _is_status_listener, "empty or http://HOST:PORT",
        "the HTTP status endpoint (JSON: brokers, partitions, groups, health); empty: off"),
-    _d("controlled.shutdown.enable", _bool, True, rule="true or false"),
-    _d("auto.leader.rebalance.enable", _bool, True, rule="true or false"),
-    _d("leader.imbalance.check.interval.seconds", _int, 300, lambda v: v >= 1, "an int >= 1"),
-    _d("leader.imbalance.per.broker.percentage", _int, 10, lambda v: 0 <= v <= 100, "an int 0-100"),
-    _d("controlled.shutdown.max.retries", _int, 3, lambda v: v >= 0, "an int >= 0"),
-    _d("controlled.shutdown.retry.backoff.ms", _int, 5000, lambda v: v >= 0, "an int >= 0"),
+    _bool_key("controlled.shutdown.enable", True),
+    _bool_key("auto.leader.rebalance.enable", True),
+    _int_key("leader.imbalance.check.interval.seconds", 300, 1),
+    _d("leader.imbalance.per.broker.percentage", parse_int, 10, lambda v: 0 <= v <= 100, "an int 0-100"),
+    _int_key("controlled.shutdown.max.retries", 3, 0),
+    _int_key("controlled.shutdown.retry.backoff.ms", 5000, 0),
 )
 
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.
@@ -132,14 +141,6 @@ ACCEPTED_UNUSED = frozenset({
     "inter.broker.listener.name", "security.inter.broker.protocol", "log.cleaner.dedupe.buffer.size", "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests", "max.connections", "max.connections.per.ip",
 })
-
-def _status_listener_ok(value: str) -> bool:
-    from kbroker.status import parse_listener
-    try:
-        parse_listener(value)
-    except ValueError:
-        return False
-    return True
 
 
 _BY_KEY = {d.key: d for d in DEFS}

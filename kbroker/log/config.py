@@ -26,50 +26,25 @@ class _Key:
     broker_scale: tuple[int, ...] = ()  # multiplier per broker key (hours -> ms)
 
 
-def _int(text: str) -> int:
+# Value parsers, shared with the broker registry (kbroker.config): ValueError when malformed.
+
+def parse_int(text: str) -> int:
     return int(text.strip())
+
+
+def parse_str(text: str) -> str:
+    return text.strip()
+
+
+def parse_bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise ValueError(text)
+    return value == "true"
 
 
 def _float(text: str) -> float:
     return float(text.strip())
-
-
-def _timestamp_type(text: str) -> str:
-    value = text.strip()
-    if value not in ("CreateTime", "LogAppendTime"):
-        raise ValueError(value)
-    return value
-
-
-KEYS: tuple[_Key, ...] = (
-    _Key("segment.bytes", ("log.segment.bytes",), "segment_bytes", _int, 1 << 30,
-         lambda v: v >= 14, "an int >= 14", "roll to a new segment at this size"),
-    _Key("segment.ms", ("log.roll.ms", "log.roll.hours"), "segment_ms", _int, 168 * 3600_000,
-         lambda v: v >= 1, "an int >= 1", "roll a segment this long after its first record",
-         (1, 3600_000)),
-    _Key("retention.ms", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-         "retention_ms", _int, 168 * 3600_000, lambda v: v >= -1, "an int >= -1 (-1: unlimited)",
-         "delete segments whose newest record is older", (1, 60_000, 3600_000)),
-    _Key("retention.bytes", ("log.retention.bytes",), "retention_bytes", _int, -1,
-         lambda v: v >= -1, "an int >= -1 (-1: unlimited)", "delete oldest segments beyond this size"),
-    _Key("segment.index.bytes", ("log.index.size.max.bytes",), "segment_index_bytes", _int, 10 * 1024 * 1024,
-         lambda v: v >= 12, "an int >= 12", "preallocated size of .index and .timeindex files"),
-    _Key("index.interval.bytes", ("log.index.interval.bytes",), "index_interval_bytes", _int, 4096,
-         lambda v: v >= 0, "an int >= 0", "bytes between offset index entries"),
-    _Key("flush.messages", ("log.flush.interval.messages",), "flush_messages", _int, INT64_MAX,
-         lambda v: v >= 1, "an int >= 1", "fdatasync after this many unflushed messages"),
-    _Key("flush.ms", ("log.flush.interval.ms",), "flush_ms", _int, INT64_MAX,
-         lambda v: v >= 0, "an int >= 0", "fdatasync when the oldest unflushed data is this old"),
-    _Key("message.timestamp.type", ("log.message.timestamp.type",), "message_timestamp_type", _timestamp_type,
-         "CreateTime", lambda v: True, "CreateTime or LogAppendTime", "which timestamp records carry"),
-    _Key("max.message.bytes", ("message.max.bytes",), "max_message_bytes", _int, 1048588,
-         lambda v: v >= 0, "an int >= 0", "largest record batch accepted"),
-    _Key("file.delete.delay.ms", ("log.segment.delete.delay.ms",), "file_delete_delay_ms", _int, 60_000,
-         lambda v: v >= 0, "an int >= 0", "delay before a deleted segment's files are removed"),
-)
-
-def _str(text: str) -> str:
-    return text.strip()
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -81,13 +56,6 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
-def _bool(text: str) -> bool:
-    value = text.strip().lower()
-    if value not in ("true", "false"):
-        raise ValueError(text)
-    return value == "true"
-
-
 def _policy(text: str) -> str:
     parts = sorted(p.strip() for p in text.split(",") if p.strip())
     if not parts or any(p not in ("compact", "delete") for p in parts):
@@ -95,37 +63,62 @@ def _policy(text: str) -> str:
     return ",".join(parts)
 
 
-KEYS += (
+KEYS: tuple[_Key, ...] = (
+    _Key("segment.bytes", ("log.segment.bytes",), "segment_bytes", parse_int, 1 << 30,
+         lambda v: v >= 14, "an int >= 14", "roll to a new segment at this size"),
+    _Key("segment.ms", ("log.roll.ms", "log.roll.hours"), "segment_ms", parse_int, 168 * 3600_000,
+         lambda v: v >= 1, "an int >= 1", "roll a segment this long after its first record",
+         (1, 3600_000)),
+    _Key("retention.ms", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+         "retention_ms", parse_int, 168 * 3600_000, lambda v: v >= -1, "an int >= -1 (-1: unlimited)",
+         "delete segments whose newest record is older", (1, 60_000, 3600_000)),
+    _Key("retention.bytes", ("log.retention.bytes",), "retention_bytes", parse_int, -1,
+         lambda v: v >= -1, "an int >= -1 (-1: unlimited)", "delete oldest segments beyond this size"),
+    _Key("segment.index.bytes", ("log.index.size.max.bytes",), "segment_index_bytes", parse_int, 10 * 1024 * 1024,
+         lambda v: v >= 12, "an int >= 12", "preallocated size of .index and .timeindex files"),
+    _Key("index.interval.bytes", ("log.index.interval.bytes",), "index_interval_bytes", parse_int, 4096,
+         lambda v: v >= 0, "an int >= 0", "bytes between offset index entries"),
+    _Key("flush.messages", ("log.flush.interval.messages",), "flush_messages", parse_int, INT64_MAX,
+         lambda v: v >= 1, "an int >= 1", "fdatasync after this many unflushed messages"),
+    _Key("flush.ms", ("log.flush.interval.ms",), "flush_ms", parse_int, INT64_MAX,
+         lambda v: v >= 0, "an int >= 0", "fdatasync when the oldest unflushed data is this old"),
+    _Key("message.timestamp.type", ("log.message.timestamp.type",), "message_timestamp_type",
+         _choice("CreateTime", "LogAppendTime"), "CreateTime", lambda v: True, "CreateTime or LogAppendTime",
+         "which timestamp records carry"),
+    _Key("max.message.bytes", ("message.max.bytes",), "max_message_bytes", parse_int, 1048588,
+         lambda v: v >= 0, "an int >= 0", "largest record batch accepted"),
+    _Key("file.delete.delay.ms", ("log.segment.delete.delay.ms",), "file_delete_delay_ms", parse_int, 60_000,
+         lambda v: v >= 0, "an int >= 0", "delay before a deleted segment's files are removed"),
     _Key("cleanup.policy", ("log.cleanup.policy",), "cleanup_policy", _policy, "delete", lambda v: True,
          "delete, compact or compact,delete", "what happens to old segments"),
-    _Key("min.insync.replicas", ("min.insync.replicas",), "min_insync_replicas", _int, 1, lambda v: v >= 1,
+    _Key("min.insync.replicas", ("min.insync.replicas",), "min_insync_replicas", parse_int, 1, lambda v: v >= 1,
          "an int >= 1", "replicas that must have a write for acks=all"),
     _Key("unclean.leader.election.enable", ("unclean.leader.election.enable",), "unclean_leader_election_enable",
-         _bool, False, lambda v: True, "true or false", "may an out-of-sync replica become leader"),
+         parse_bool, False, lambda v: True, "true or false", "may an out-of-sync replica become leader"),
     _Key("compression.type", ("compression.type",), "compression_type",
          _choice("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd"), "producer", lambda v: True,
          "producer, uncompressed, gzip, snappy, lz4 or zstd", "codec of stored batches"),
     _Key("message.timestamp.difference.max.ms", ("log.message.timestamp.difference.max.ms",),
-         "message_timestamp_difference_max_ms", _int, INT64_MAX, lambda v: v >= 0, "an int >= 0",
+         "message_timestamp_difference_max_ms", parse_int, INT64_MAX, lambda v: v >= 0, "an int >= 0",
          "how far a CreateTime may be from the broker's clock"),
     # Log compaction (kbroker.log.cleaner), Kafka's topic keys and their broker defaults.
     _Key("min.cleanable.dirty.ratio", ("log.cleaner.min.cleanable.ratio",), "min_cleanable_dirty_ratio", _float,
          0.5, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]",
          "clean a compacted log once this share of its bytes is not yet cleaned"),
-    _Key("delete.retention.ms", ("log.cleaner.delete.retention.ms",), "delete_retention_ms", _int, 86_400_000,
+    _Key("delete.retention.ms", ("log.cleaner.delete.retention.ms",), "delete_retention_ms", parse_int, 86_400_000,
          lambda v: v >= 0, "an int >= 0", "how long tombstones survive cleaning"),
-    _Key("min.compaction.lag.ms", ("log.cleaner.min.compaction.lag.ms",), "min_compaction_lag_ms", _int, 0,
+    _Key("min.compaction.lag.ms", ("log.cleaner.min.compaction.lag.ms",), "min_compaction_lag_ms", parse_int, 0,
          lambda v: v >= 0, "an int >= 0", "records newer than this are not compacted"),
-    _Key("max.compaction.lag.ms", ("log.cleaner.max.compaction.lag.ms",), "max_compaction_lag_ms", _int,
+    _Key("max.compaction.lag.ms", ("log.cleaner.max.compaction.lag.ms",), "max_compaction_lag_ms", parse_int,
          INT64_MAX, lambda v: v >= 1, "an int >= 1", "records older than this are compacted whatever the ratio"),
 )
 
 # Broker-wide settings of the log layer with no topic-level key (topic_key ""): parsed from the
 # broker properties with the others, never listed by DescribeConfigs nor accepted as topic overrides.
 BROKER_ONLY_KEYS: tuple[_Key, ...] = (
-    _Key("", ("log.cleaner.enable",), "cleaner_enable", _bool, True, lambda v: True, "true or false",
+    _Key("", ("log.cleaner.enable",), "cleaner_enable", parse_bool, True, lambda v: True, "true or false",
          "run the log cleaner (compaction)"),
-    _Key("", ("log.cleaner.backoff.ms",), "cleaner_backoff_ms", _int, 15_000, lambda v: v >= 0, "an int >= 0",
+    _Key("", ("log.cleaner.backoff.ms",), "cleaner_backoff_ms", parse_int, 15_000, lambda v: v >= 0, "an int >= 0",
          "pause of the cleaner when no log needs cleaning"),
 )
 KEYS += BROKER_ONLY_KEYS

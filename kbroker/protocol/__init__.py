@@ -19,41 +19,20 @@ classes as attributes (`FetchResponse.PartitionData`); encoders also take plain 
 """
 from __future__ import annotations
 
-from .codec import (
-    API_KEYS,
-    API_NAMES,
-    DEFAULT_MAX_FRAME,
-    SUPPORTED_VERSIONS,
-    decode_request,
-    decode_response,
-    encode_api_versions_unsupported,
-    encode_request,
-    encode_response,
-    frame_size,
-    is_flexible,
-)
+from . import codec
+from .codec import *  # noqa: F403 - the tables and functions of codec.__all__
 from .header import RequestHeader
 from .messages import APIS
 from .schema import Api, Struct
 from .types import ProtocolError
 
 __all__ = [
-    "API_KEYS",
-    "API_NAMES",
+    *codec.__all__,
     "APIS",
     "Api",
-    "DEFAULT_MAX_FRAME",
     "ProtocolError",
     "RequestHeader",
-    "SUPPORTED_VERSIONS",
     "Struct",
-    "decode_request",
-    "decode_response",
-    "encode_api_versions_unsupported",
-    "encode_request",
-    "encode_response",
-    "frame_size",
-    "is_flexible",
     "request_class",
     "response_class",
 ]

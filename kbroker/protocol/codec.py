@@ -10,8 +10,6 @@ Conventions:
 """
 from __future__ import annotations
 
-import struct
-
 from .header import (
     API_VERSIONS_KEY,
     CORRELATION,

@@ -32,6 +32,7 @@ from __future__ import annotations
 import ast
 import codecs
 import struct
+import sys
 import uuid
 
 from . import types as _t
@@ -346,6 +347,26 @@ class _Gen:
             return f"_C_{f.struct.name}()"
         return self._const("_DF", f.default)
 
+    def _layout(self, spec: StructSpec, generate) -> tuple[list[tuple[list[Field], str | None]], list[Field]]:
+        """Generate (with `generate`) the structs nested in `spec`, then return the fields of `spec`
+        in this version: those written in place, in order, as runs, and the tagged ones, by tag.
+        A run is (consecutive fixed-width fields, their struct format) or ([one other field], None)."""
+        fields = [f for f in spec.fields if f.present(self.v)]
+        for f in fields:
+            if f.struct is not None:
+                generate(f.struct)
+        runs: list[list[Field]] = []
+        for f in fields:
+            if f.tag is not None and self.flex:
+                continue
+            if f.kind == "fixed" and runs and runs[-1][0].kind == "fixed":
+                runs[-1].append(f)
+            else:
+                runs.append([f])
+        tagged = sorted((f for f in fields if f.tag is not None and self.flex), key=lambda f: f.tag)
+        return [(run, "".join(FIXED_FORMATS[g.type] for g in run) if run[0].kind == "fixed" else None)
+                for run in runs], tagged
+
     # decoding --------------------------------------------------------------------------------
 
     def _read_len(self, var: str, fmt: str) -> list[str]:
@@ -372,12 +393,18 @@ class _Gen:
                 f"if {e} > L: _past({where!r}, {n}, L - p)",
                 f"{tgt} = {value}",
                 f"p = {e}"]
+        return lines + self._unless_negative(n, tgt, where, nullable, body)
+
+    @staticmethod
+    def _unless_negative(n: str, tgt: str, where: str, nullable: bool, body: list[str]) -> list[str]:
+        """`body`, run when length or count `n` is not negative; -1 sets `tgt` to None where the
+        field is nullable, any other negative value is refused."""
         if nullable:
-            return lines + [f"if {n} < 0:",
-                            f"    if {n} != -1: _neg({where!r}, {n})",
-                            f"    {tgt} = None",
-                            "else:"] + ["    " + x for x in body]
-        return lines + [f"if {n} < 0: _neg({where!r}, {n})"] + body
+            return [f"if {n} < 0:",
+                    f"    if {n} != -1: _neg({where!r}, {n})",
+                    f"    {tgt} = None",
+                    "else:"] + ["    " + x for x in body]
+        return [f"if {n} < 0: _neg({where!r}, {n})"] + body
 
     def _read_value(self, f: Field, tgt: str, where: str, pre: str | None = None) -> list[str]:
         """Lines that read field `f` into `tgt`; `pre` names a variable that already holds its
@@ -413,62 +440,46 @@ class _Gen:
                     f"p += {n} * {struct.calcsize(c)}"]
         else:
             x = self._name("x")
-            elem = Field()
-            elem.kind, elem.type, elem.null_lo = f.elem, f.type[1:-1], None
-            inner = self._read_value(elem, x, where + "[]")
+            inner = self._read_value(_element(f), x, where + "[]")
             lst = self._name("l")
             body = [f"{lst} = []", f"for _ in range({n}):"] + ["    " + s for s in inner]
             body += [f"    {lst}.append({x})", f"{tgt} = {lst}"]
         body.insert(0, f"if {n} > L - p: _many({where!r}, {n}, L - p)")
-        if f.nullable(self.v):
-            return lines + [f"if {n} < 0:",
-                            f"    if {n} != -1: _neg({where!r}, {n})",
-                            f"    {tgt} = None",
-                            "else:"] + ["    " + x for x in body]
-        return lines + [f"if {n} < 0: _neg({where!r}, {n})"] + body
+        return lines + self._unless_negative(n, tgt, where, nullable, body)
 
     def _decoder(self, spec: StructSpec) -> None:
-        v = self.v
-        fields = [f for f in spec.fields if f.present(v)]
-        inline = [f for f in fields if f.tag is None or not self.flex]
-        tagged = sorted((f for f in fields if f.tag is not None and self.flex), key=lambda f: f.tag)
-        for f in fields:
-            if f.struct is not None:
-                self._decoder(f.struct)
+        runs, tagged = self._layout(spec, self._decoder)
         lines: list[str] = []
         spec_done = False  # tag section already read
-        i = 0
-        while i < len(inline):
-            f = inline[i]
-            if f.kind == "fixed":  # one unpack for the whole run of fixed-width fields
-                j = i
-                while j < len(inline) and inline[j].kind == "fixed":
-                    j += 1
-                fmt = "".join(FIXED_FORMATS[g.type] for g in inline[i:j])
-                targets = "".join(f"o.{g.name}, " for g in inline[i:j])
-                if j == len(inline) and self.flex and not tagged:
-                    # the struct ends here: read the tag count byte in the same unpack
-                    n = self._name("n")
-                    lines.append(f"{targets}{n}, = {self._struct(fmt + 'B', 'u')}(buf, p)")
-                    lines.append(f"p += {struct.calcsize('>' + fmt) + 1}")
-                    lines.append(f"if {n}: p = _skip_all(buf, p - 1, L)")
-                    spec_done = True
-                elif j < len(inline) and not self.flex and inline[j].kind in _PREFIXED:
-                    # classic form: read the next field's length prefix in the same unpack
-                    g = inline[j]
-                    n = self._name("n")
-                    fmt += "h" if g.kind == "string" else "i"
-                    lines.append(f"{targets}{n}, = {self._struct(fmt, 'u')}(buf, p)")
-                    lines.append(f"p += {struct.calcsize('>' + fmt)}")
-                    lines += self._read_value(g, f"o.{g.name}", f"{spec.qualname}.{g.name}", n)
-                    j += 1
-                else:
-                    lines.append(f"{targets}= {self._struct(fmt, 'u')}(buf, p)")
-                    lines.append(f"p += {struct.calcsize('>' + fmt)}")
-                i = j
+        k = 0
+        while k < len(runs):
+            run, fmt = runs[k]
+            k += 1
+            if fmt is None:
+                f = run[0]
+                lines += self._read_value(f, f"o.{f.name}", f"{spec.qualname}.{f.name}")
                 continue
-            lines += self._read_value(f, f"o.{f.name}", f"{spec.qualname}.{f.name}")
-            i += 1
+            # one unpack for the whole run of fixed-width fields
+            targets = "".join(f"o.{g.name}, " for g in run)
+            if k == len(runs) and self.flex and not tagged:
+                # the struct ends here: read the tag count byte in the same unpack
+                n = self._name("n")
+                lines.append(f"{targets}{n}, = {self._struct(fmt + 'B', 'u')}(buf, p)")
+                lines.append(f"p += {struct.calcsize('>' + fmt) + 1}")
+                lines.append(f"if {n}: p = _skip_all(buf, p - 1, L)")
+                spec_done = True
+            elif k < len(runs) and not self.flex and runs[k][0][0].kind in _PREFIXED:
+                # classic form: read the next field's length prefix in the same unpack
+                g = runs[k][0][0]
+                k += 1
+                n = self._name("n")
+                fmt += "h" if g.kind == "string" else "i"
+                lines.append(f"{targets}{n}, = {self._struct(fmt, 'u')}(buf, p)")
+                lines.append(f"p += {struct.calcsize('>' + fmt)}")
+                lines += self._read_value(g, f"o.{g.name}", f"{spec.qualname}.{g.name}", n)
+            else:
+                lines.append(f"{targets}= {self._struct(fmt, 'u')}(buf, p)")
+                lines.append(f"p += {struct.calcsize('>' + fmt)}")
         if self.flex and not spec_done:
             n = self._name("n")
             if not tagged:  # the common case: an empty tag section is a single 0 byte
@@ -494,7 +505,7 @@ class _Gen:
                 loop.append(f"    p = {e}")
                 lines.append(f"if {n}:")
                 lines += ["    " + s for s in loop]
-        absent = [f"o.{f.name} = {self._default_expr(f)}" for f in spec.fields if not f.present(v)]
+        absent = [f"o.{f.name} = {self._default_expr(f)}" for f in spec.fields if not f.present(self.v)]
         lines = [f"o = _new(_C_{spec.name})"] + absent + lines + ["return o, p"]
         self.out.append(f"def _d_{spec.name}(buf, p, L):")
         self.out += ["    " + s for s in lines]
@@ -543,45 +554,30 @@ class _Gen:
                 body += [f"{A}(_pack('>%d{c}' % len({x}), *{x}))"]
             else:
                 y = self._name("y")
-                elem = Field()
-                elem.kind, elem.type, elem.null_lo = f.elem, f.type[1:-1], None
                 body += [f"for {y} in {x}:"]
-                body += ["    " + s for s in self._write_value(elem, y, where + "[]", A, P)]
+                body += ["    " + s for s in self._write_value(_element(f), y, where + "[]", A, P)]
         if nullable:
             return [f"if {x} is None: {A}({self._null_bytes(fmt)})", "else:"] + ["    " + s for s in body]
         return [f"if {x} is None: _null({where!r})"] + body
 
     def _encoder(self, spec: StructSpec) -> None:
-        v = self.v
-        fields = [f for f in spec.fields if f.present(v)]
-        inline = [f for f in fields if f.tag is None or not self.flex]
-        tagged = sorted((f for f in fields if f.tag is not None and self.flex), key=lambda f: f.tag)
-        for f in fields:
-            if f.struct is not None:
-                self._encoder(f.struct)
+        runs, tagged = self._layout(spec, self._encoder)
         lines = [f"if o.__class__ is dict: o = _C_{spec.name}(**o)", "A = P.append"]
         tags_done = False  # empty tag section already written
-        i = 0
-        while i < len(inline):
-            f = inline[i]
-            if f.kind == "fixed":
-                j = i
-                while j < len(inline) and inline[j].kind == "fixed":
-                    j += 1
-                fmt = "".join(FIXED_FORMATS[g.type] for g in inline[i:j])
-                args = ", ".join(f"o.{g.name}" for g in inline[i:j])
-                if j == len(inline) and self.flex and not tagged:
-                    # the struct ends here: write the empty tag section in the same pack
-                    lines.append(f"A({self._struct(fmt + 'B', 'p')}({args}, 0))")
-                    tags_done = True
-                else:
-                    lines.append(f"A({self._struct(fmt, 'p')}({args}))")
-                i = j
+        for k, (run, fmt) in enumerate(runs, 1):
+            if fmt is None:
+                f = run[0]
+                x = self._name("x")
+                lines.append(f"{x} = o.{f.name}")
+                lines += self._write_value(f, x, f"{spec.qualname}.{f.name}", "A", "P")
                 continue
-            x = self._name("x")
-            lines.append(f"{x} = o.{f.name}")
-            lines += self._write_value(f, x, f"{spec.qualname}.{f.name}", "A", "P")
-            i += 1
+            args = ", ".join(f"o.{g.name}" for g in run)  # one pack for the whole run
+            if k == len(runs) and self.flex and not tagged:
+                # the struct ends here: write the empty tag section in the same pack
+                lines.append(f"A({self._struct(fmt + 'B', 'p')}({args}, 0))")
+                tags_done = True
+            else:
+                lines.append(f"A({self._struct(fmt, 'p')}({args}))")
         if self.flex and not tags_done:
             if not tagged:
                 lines.append("A(b'\\x00')")
@@ -612,6 +608,13 @@ class _Gen:
         for s in self.top.structs():
             self.ns[f"_C_{s.name}"] = s.cls
         return "\n".join(self.out)
+
+
+def _element(f: Field) -> Field:
+    """A stand-in field for one element of array `f` (of strings, bytes or uuids)."""
+    elem = Field()
+    elem.kind, elem.type, elem.null_lo = f.elem, f.type[1:-1], None
+    return elem
 
 
 def _uuid_bytes(u) -> bytes:
@@ -695,6 +698,5 @@ def _check(spec: StructSpec, api: Api) -> None:
 def api(key: int, name: str, versions: str, *, flexible: int | None, request: str,
         response: str) -> Api:
     """Declare an API (see the module docstring); compiles every version's codecs now."""
-    import sys
     module = sys._getframe(1).f_globals.get("__name__", __name__)
     return Api(key, name, versions, flexible, request, response, module)

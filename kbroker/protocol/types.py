@@ -97,12 +97,7 @@ def uvarint_bytes(n: int) -> bytes:
         return bytes((n & 0x7F | 0x80, n >> 7))
     if n < 0x200000:
         return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return bytes((n & 0x7F | 0x80,)) + uvarint_bytes(n >> 7)  # the low 7 bits, then the rest
 
 
 def skip_tagged_fields(buf, p: int, end: int, count: int) -> int:

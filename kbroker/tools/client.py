@@ -12,6 +12,7 @@ Kafka names it, `TOPIC_ALREADY_EXISTS`).
 """
 from __future__ import annotations
 
+import argparse
 import socket
 import struct
 import time
@@ -28,6 +29,8 @@ __all__ = [
     "Connection",
     "KafkaApiError",
     "TopicPartition",
+    "add_timeout_option",
+    "add_tool_parser",
     "bootstrap_servers",
     "decode_consumer_assignment",
     "error_name",
@@ -111,12 +114,32 @@ def parse_bootstrap(value: str) -> list[tuple[str, int]]:
 
 def bootstrap_servers(value: str) -> str:
     """An argparse `type` for --bootstrap-server: checks the value, keeps the string."""
-    import argparse
     try:
         parse_bootstrap(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return value
+
+
+def add_tool_parser(sub: argparse._SubParsersAction, name: str, run: Callable[..., int], *, help: str,
+                    description: str, actions: dict[str, str]) -> argparse.ArgumentParser:
+    """The sub-command of one admin tool: --bootstrap-server, then exactly one of `actions` (flag ->
+    help), each a store_true option. Parsed arguments carry `run` and `parser`; the caller adds the
+    tool's other options."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=bootstrap_servers,
+                   help="the broker(s) to talk to: host:port[,host:port...]")
+    group = p.add_mutually_exclusive_group(required=True)
+    for flag, text in actions.items():
+        group.add_argument(flag, action="store_true", help=text)
+    p.set_defaults(run=run, parser=p)
+    return p
+
+
+def add_timeout_option(p: argparse.ArgumentParser, default_ms: int, what: str) -> None:
+    """--timeout MS: `what` says what it bounds."""
+    p.add_argument("--timeout", type=int, default=default_ms, metavar="MS",
+                   help=f"{what}, in milliseconds (default {default_ms})")
 
 
 def _describe_os_error(exc: OSError) -> str:
@@ -326,10 +349,10 @@ class AdminClient:
         self.close()
 
     def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        conns, self._conns = self._conns, {}
         self._bootstrap_conn = None
+        for conn in conns.values():
+            conn.close()
 
     # --- connections -----------------------------------------------------------------------
 

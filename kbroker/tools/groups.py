@@ -23,7 +23,14 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from .client import AdminClient, ClientError, TopicPartition, bootstrap_servers, decode_consumer_assignment
+from .client import (
+    AdminClient,
+    ClientError,
+    TopicPartition,
+    add_timeout_option,
+    add_tool_parser,
+    decode_consumer_assignment,
+)
 
 MISSING = "-"
 CONSUMER_PROTOCOL = "consumer"
@@ -31,14 +38,10 @@ REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "AwaitingS
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("groups", help="list and describe consumer groups (kafka-consumer-groups.sh)",
-                       description="List consumer groups and describe their members, offsets and lag, "
-                                   "like kafka-consumer-groups.sh.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=bootstrap_servers,
-                   help="the broker(s) to talk to: host:port[,host:port...]")
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--list", action="store_true", help="list the consumer groups")
-    actions.add_argument("--describe", action="store_true", help="describe consumer groups")
+    p = add_tool_parser(sub, "groups", run, help="list and describe consumer groups (kafka-consumer-groups.sh)",
+                        description="List consumer groups and describe their members, offsets and lag, "
+                                    "like kafka-consumer-groups.sh.",
+                        actions={"--list": "list the consumer groups", "--describe": "describe consumer groups"})
     p.add_argument("--group", action="append", default=[], metavar="GROUP", help="the group to describe (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="with --describe: every consumer group")
     what = p.add_mutually_exclusive_group()
@@ -49,9 +52,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                       help="with --describe: state, coordinator, strategy and member count; with --list: "
                            "show each group's state, or only groups in these comma-separated states")
     p.add_argument("--verbose", action="store_true", help="with --describe --members: each member's partitions")
-    p.add_argument("--timeout", type=int, default=30000, metavar="MS",
-                   help="how long to wait for each answer and for a coordinator, in milliseconds (default 30000)")
-    p.set_defaults(run=run, parser=p)
+    add_timeout_option(p, 30000, "how long to wait for each answer and for a coordinator")
     return p
 
 

@@ -25,12 +25,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from typing import Any, TextIO
 
 from kbroker import errors
 from kbroker.protocol import API_KEYS
 
-from .client import AdminClient, ClientError, KafkaApiError, bootstrap_servers, error_name
+from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser, error_name
 
 ERROR_PREFIX = "Error: "
 ANY_LOG_DIR = "any"
@@ -50,20 +51,19 @@ class ReassignError(Exception):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("reassign", help="move partition replicas between brokers (kafka-reassign-partitions.sh)",
-                       description="Generate, execute, verify, list and cancel partition reassignments, "
-                                   "like kafka-reassign-partitions.sh.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=bootstrap_servers,
-                   help="the broker(s) to talk to: host:port[,host:port...]")
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--generate", action="store_true",
-                         help="propose an assignment of the topics in --topics-to-move-json-file over --broker-list")
-    actions.add_argument("--execute", action="store_true", help="start the reassignment in --reassignment-json-file")
-    actions.add_argument("--verify", action="store_true",
-                         help="check whether the reassignment in --reassignment-json-file completed")
-    actions.add_argument("--list", action="store_true", help="list the reassignments in progress")
-    actions.add_argument("--cancel", action="store_true",
-                         help="cancel the reassignments in progress of the partitions in --reassignment-json-file")
+    p = add_tool_parser(sub, "reassign", run,
+                        help="move partition replicas between brokers (kafka-reassign-partitions.sh)",
+                        description="Generate, execute, verify, list and cancel partition reassignments, "
+                                    "like kafka-reassign-partitions.sh.",
+                        actions={
+                            "--generate": "propose an assignment of the topics in --topics-to-move-json-file "
+                                          "over --broker-list",
+                            "--execute": "start the reassignment in --reassignment-json-file",
+                            "--verify": "check whether the reassignment in --reassignment-json-file completed",
+                            "--list": "list the reassignments in progress",
+                            "--cancel": "cancel the reassignments in progress of the partitions in "
+                                        "--reassignment-json-file",
+                        })
     p.add_argument("--reassignment-json-file", metavar="FILE",
                    help='{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}')
     p.add_argument("--topics-to-move-json-file", metavar="FILE", help='{"topics":[{"topic":..}],"version":1}')
@@ -77,9 +77,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="accepted for compatibility; log directory moves are not supported")
     p.add_argument("--preserve-throttles", action="store_true",
                    help="accepted for compatibility (no throttles are ever set)")
-    p.add_argument("--timeout", type=int, default=10000, metavar="MS",
-                   help="how long the controller may take to accept the request, in milliseconds (default 10000)")
-    p.set_defaults(run=run, parser=p)
+    add_timeout_option(p, 10000, "how long the controller may take to accept the request")
     return p
 
 
@@ -173,6 +171,17 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
+def _duplicates(items: list) -> list:
+    """The items given more than once, sorted."""
+    return sorted(item for item, n in Counter(items).items() if n > 1)
+
+
+def _refuse_duplicates(items: list, what: str) -> None:
+    again = _duplicates(items)
+    if again:
+        raise ReassignError(f"{what} contains duplicate entries: {','.join(map(str, again))}")
+
+
 def parse_topics(text: str) -> list[str]:
     """The topic names of a topics-to-move file, in order; duplicates and bad shapes refused."""
     obj = _load(text, "topics-to-move file")
@@ -187,9 +196,7 @@ def parse_topics(text: str) -> list[str]:
         names.append(entry["topic"])
     if not names:
         raise ReassignError("the topics-to-move file names no topic")
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ReassignError(f"List of topics to reassign contains duplicate entries: {','.join(duplicates)}")
+    _refuse_duplicates(names, "List of topics to reassign")
     return names
 
 
@@ -237,16 +244,13 @@ def check_execute(entries: list[tuple[TP, list[int]]]) -> dict[TP, list[int]]:
     empty = [_name(tp) for tp, replicas in entries if not replicas]
     if empty:
         raise ReassignError(f"Partition replica list cannot be empty: {','.join(empty)}")
-    seen: dict[TP, int] = {}
-    for tp, _ in entries:
-        seen[tp] = seen.get(tp, 0) + 1
-    twice = sorted(tp for tp, n in seen.items() if n > 1)
+    twice = _duplicates([tp for tp, _ in entries])
     if twice:
         raise ReassignError("Partition reassignment contains duplicate topic partitions: "
                             + ",".join(map(_name, twice)))
     duplicated = []
     for tp, replicas in entries:
-        again = sorted({r for r in replicas if replicas.count(r) > 1})
+        again = _duplicates(replicas)
         if again:
             duplicated.append(f"{_name(tp)} contains multiple entries for {','.join(map(str, again))}")
     if duplicated:
@@ -341,9 +345,7 @@ def _broker_ids(text: str) -> list[int]:
         raise ReassignError(f"--broker-list {text!r} is not a comma-separated list of broker ids") from None
     if not ids:
         raise ReassignError("--broker-list names no broker")
-    duplicates = sorted({i for i in ids if ids.count(i) > 1})
-    if duplicates:
-        raise ReassignError(f"Broker list contains duplicate entries: {','.join(map(str, duplicates))}")
+    _refuse_duplicates(ids, "Broker list")
     return ids
 
 
@@ -359,8 +361,9 @@ def generate(admin: AdminClient, topics_json: str, broker_list: str, rack_aware:
     if unknown:
         raise ReassignError(f"Unknown broker id{_plural(len(unknown))} {','.join(map(str, unknown))} in --broker-list")
     try:
-        metas = broker_metadatas([(b, known[b]) for b in brokers],
-                                 RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED)
+        with errors.translate_zk():
+            metas = broker_metadatas([(b, known[b]) for b in brokers],
+                                     RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED)
     except errors.KafkaError:
         raise ReassignError("Not all brokers have rack information. Add --disable-rack-aware in command line to "
                             "make replica assignment without rack information.") from None
@@ -369,7 +372,8 @@ def generate(admin: AdminClient, topics_json: str, broker_list: str, rack_aware:
         partitions = sorted(p for t, p in current if t == topic)
         factor = len(current[(topic, partitions[0])]) if partitions else 0
         try:
-            assigned = assign_replicas_to_brokers(metas, len(partitions), factor)
+            with errors.translate_zk():
+                assigned = assign_replicas_to_brokers(metas, len(partitions), factor)
         except errors.KafkaError as exc:
             raise ReassignError(f"cannot assign topic '{topic}': {exc.message}") from None
         for p, replicas in assigned.items():

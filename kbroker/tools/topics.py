@@ -23,7 +23,7 @@ import sys
 import uuid
 from typing import Any, TextIO
 
-from .client import AdminClient, ClientError, KafkaApiError, bootstrap_servers
+from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
 
 ERROR_PREFIX = "Error while executing topic command : "
 TOPIC_ALREADY_EXISTS = 36
@@ -36,16 +36,13 @@ class TopicCommandError(Exception):
 
 
 def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = sub.add_parser("topics", help="create, list, describe, alter and delete topics (kafka-topics.sh)",
-                       description="Create, list, describe, alter and delete topics, like kafka-topics.sh.")
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT", type=bootstrap_servers,
-                   help="the broker(s) to talk to: host:port[,host:port...]")
-    actions = p.add_mutually_exclusive_group(required=True)
-    actions.add_argument("--create", action="store_true", help="create a topic")
-    actions.add_argument("--list", action="store_true", help="list the topics")
-    actions.add_argument("--describe", action="store_true", help="describe topics and their partitions")
-    actions.add_argument("--alter", action="store_true", help="add partitions to topics")
-    actions.add_argument("--delete", action="store_true", help="delete topics")
+    p = add_tool_parser(sub, "topics", run, help="create, list, describe, alter and delete topics (kafka-topics.sh)",
+                        description="Create, list, describe, alter and delete topics, like kafka-topics.sh.",
+                        actions={"--create": "create a topic",
+                                 "--list": "list the topics",
+                                 "--describe": "describe topics and their partitions",
+                                 "--alter": "add partitions to topics",
+                                 "--delete": "delete topics"})
     p.add_argument("--topic", metavar="TOPIC",
                    help="the topic to create; for the other actions a regular expression of topic names")
     p.add_argument("--partitions", type=int, metavar="N",
@@ -65,9 +62,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="with --describe: only partitions without a leader")
     p.add_argument("--under-replicated-partitions", action="store_true",
                    help="with --describe: only partitions whose ISR is smaller than their replicas")
-    p.add_argument("--timeout", type=int, default=30000, metavar="MS",
-                   help="how long to wait for each answer, in milliseconds (default 30000)")
-    p.set_defaults(run=run, parser=p)
+    add_timeout_option(p, 30000, "how long to wait for each answer")
     return p
 
 

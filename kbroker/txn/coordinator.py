@@ -23,7 +23,7 @@ import time
 from typing import Awaitable, Callable
 
 from kbroker import errors
-from kbroker.coordinator.offsets_log import build_batch, is_awaitable
+from kbroker.coordinator.offsets_log import build_batch, is_awaitable, iter_batches
 from kbroker.txn import state_log
 from kbroker.txn.state_log import TxnMetadata, TxnState
 
@@ -67,7 +67,6 @@ class TransactionCoordinator:
 
     def load_partition(self, partition: int, coordinator_epoch: int, batches) -> int:
         """Rebuild the transactions of ``partition`` from its log; unfinished ones resume."""
-        from kbroker.coordinator.offsets_log import iter_batches
         self.unload_partition(partition)
         self.loading.add(partition)
         found: dict[str, TxnMetadata | None] = {}
@@ -111,14 +110,20 @@ class TransactionCoordinator:
             return errors.NotCoordinatorError.code
         return NONE
 
-    def _check_producer(self, meta: TxnMetadata | None, producer_id: int, epoch: int) -> int:
+    def _producer_txn(self, transactional_id: str, producer_id: int, epoch: int) -> tuple[int, TxnMetadata | None]:
+        """(NONE, its metadata) when this coordinator owns ``transactional_id``, (producer_id, epoch)
+        is its current producer and no transition is pending; else (the error code, None)."""
+        code = self._owner_error(transactional_id)
+        if code:
+            return code, None
+        meta = self.txns.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
-            return errors.InvalidProducerIdMappingError.code
+            return errors.InvalidProducerIdMappingError.code, None
         if epoch != meta.producer_epoch:
-            return errors.ProducerFencedError.code
+            return errors.ProducerFencedError.code, None
         if meta.transactional_id in self.pending:
-            return errors.ConcurrentTransactionsError.code
-        return NONE
+            return errors.ConcurrentTransactionsError.code, None
+        return NONE, meta
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -154,11 +159,7 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
                              partitions: set[tuple[str, int]]) -> int:
-        code = self._owner_error(transactional_id)
-        if code:
-            return code
-        meta = self.txns.get(transactional_id)
-        code = self._check_producer(meta, producer_id, epoch)
+        code, meta = self._producer_txn(transactional_id, producer_id, epoch)
         if code:
             return code
         assert meta is not None
@@ -177,11 +178,7 @@ class TransactionCoordinator:
                                          {(OFFSETS_TOPIC, self._offsets_partition_for(group_id))})
 
     async def end_txn(self, transactional_id: str, producer_id: int, epoch: int, commit: bool) -> int:
-        code = self._owner_error(transactional_id)
-        if code:
-            return code
-        meta = self.txns.get(transactional_id)
-        code = self._check_producer(meta, producer_id, epoch)
+        code, meta = self._producer_txn(transactional_id, producer_id, epoch)
         if code:
             return code
         assert meta is not None

@@ -115,6 +115,16 @@ DESCRIBE_CONFIGS = api(32, "DescribeConfigs", "0-4", flexible=4, request="""
         documentation          string               v3+    nullable
 """)
 
+# AlterConfigs and IncrementalAlterConfigs answer alike: one error per resource.
+_ALTER_CONFIGS_RESPONSE = """
+    throttle_time_ms           int32                v0+
+    responses                  [ResourceResponse]   v0+
+      error_code               int16                v0+
+      error_message            string               v0+    nullable
+      resource_type            int8                 v0+
+      resource_name            string               v0+
+"""
+
 ALTER_CONFIGS = api(33, "AlterConfigs", "0-2", flexible=2, request="""
     resources                  [Resource]           v0+
       resource_type            int8                 v0+
@@ -123,14 +133,7 @@ ALTER_CONFIGS = api(33, "AlterConfigs", "0-2", flexible=2, request="""
         name                   string               v0+
         value                  string               v0+    nullable
     validate_only              bool                 v0+
-""", response="""
-    throttle_time_ms           int32                v0+
-    responses                  [ResourceResponse]   v0+
-      error_code               int16                v0+
-      error_message            string               v0+    nullable
-      resource_type            int8                 v0+
-      resource_name            string               v0+
-""")
+""", response=_ALTER_CONFIGS_RESPONSE)
 
 # config_operation: 0 set, 1 delete, 2 append, 3 subtract.
 INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", flexible=1, request="""
@@ -142,14 +145,7 @@ INCREMENTAL_ALTER_CONFIGS = api(44, "IncrementalAlterConfigs", "0-1", flexible=1
         config_operation       int8                 v0+
         value                  string               v0+    nullable
     validate_only              bool                 v0+
-""", response="""
-    throttle_time_ms           int32                v0+
-    responses                  [ResourceResponse]   v0+
-      error_code               int16                v0+
-      error_message            string               v0+    nullable
-      resource_type            int8                 v0+
-      resource_name            string               v0+
-""")
+""", response=_ALTER_CONFIGS_RESPONSE)
 
 # Null topics = every partition in every log dir.
 DESCRIBE_LOG_DIRS = api(35, "DescribeLogDirs", "0-2", flexible=2, request="""

@@ -36,15 +36,19 @@ CONTROLLED_SHUTDOWN = api(7, "ControlledShutdown", "0-3", flexible=3, request=""
       partition_index          int32                v0+
 """)
 
-# Controller -> broker. Only the versions where partitions are grouped by topic are declared:
-# v2 adds the broker epoch and the grouping, v3 adding/removing replicas, v4 is flexible.
-LEADER_AND_ISR = api(4, "LeaderAndIsr", "2-4", flexible=4, request="""
+# Controller -> broker: LeaderAndIsr, StopReplica and UpdateMetadata start with the same header
+# (Kafka's AbstractControlRequest); the broker epoch came with KIP-380.
+def _control_request(broker_epoch_since: int) -> str:
+    return f"""
     controller_id              int32                v0+
     controller_epoch           int32                v0+
-    broker_epoch               int64                v2+    default=-1
-    topic_states               [LeaderAndIsrTopicState]  v2+
-      topic_name               string               v2+
-      partition_states         [LeaderAndIsrPartitionState]  v2+
+    broker_epoch               int64                v{broker_epoch_since}+    default=-1
+"""
+
+
+# What the controller tells a broker of one partition in both LeaderAndIsr and UpdateMetadata
+# (the first fields of Kafka's LeaderAndIsrPartitionState and UpdateMetadataPartitionState).
+_PARTITION_STATE = """
         partition_index        int32                v0+
         controller_epoch       int32                v0+
         leader                 int32                v0+
@@ -52,6 +56,27 @@ LEADER_AND_ISR = api(4, "LeaderAndIsr", "2-4", flexible=4, request="""
         isr                    [int32]              v0+
         zk_version             int32                v0+
         replicas               [int32]              v0+
+"""
+
+
+# The answer to LeaderAndIsr and StopReplica (before they group partitions by topic).
+def _partition_errors(struct: str) -> str:
+    return f"""
+    error_code                 int16                v0+
+    partition_errors           [{struct}]  v0+
+      topic_name               string               v0+
+      partition_index          int32                v0+
+      error_code               int16                v0+
+"""
+
+
+# Only the versions where partitions are grouped by topic are declared: v2 adds the broker epoch
+# and the grouping, v3 adding/removing replicas, v4 is flexible.
+LEADER_AND_ISR = api(4, "LeaderAndIsr", "2-4", flexible=4, request=_control_request(2) + """
+    topic_states               [LeaderAndIsrTopicState]  v2+
+      topic_name               string               v2+
+      partition_states         [LeaderAndIsrPartitionState]  v2+
+""" + _PARTITION_STATE + """
         adding_replicas        [int32]              v3+
         removing_replicas      [int32]              v3+
         is_new                 bool                 v1+
@@ -59,46 +84,22 @@ LEADER_AND_ISR = api(4, "LeaderAndIsr", "2-4", flexible=4, request="""
       broker_id                int32                v0+
       host_name                string               v0+
       port                     int32                v0+
-""", response="""
-    error_code                 int16                v0+
-    partition_errors           [LeaderAndIsrPartitionError]  v0+
-      topic_name               string               v0+
-      partition_index          int32                v0+
-      error_code               int16                v0+
-""")
+""", response=_partition_errors("LeaderAndIsrPartitionError"))
 
 # v1 adds the broker epoch and groups partitions by topic; v2 is flexible.
-STOP_REPLICA = api(5, "StopReplica", "1-2", flexible=2, request="""
-    controller_id              int32                v0+
-    controller_epoch           int32                v0+
-    broker_epoch               int64                v1+    default=-1
+STOP_REPLICA = api(5, "StopReplica", "1-2", flexible=2, request=_control_request(1) + """
     delete_partitions          bool                 v0-2
     topics                     [StopReplicaTopicV1] v1-2
       name                     string               v1-2
       partition_indexes        [int32]              v1-2
-""", response="""
-    error_code                 int16                v0+
-    partition_errors           [StopReplicaPartitionError]  v0+
-      topic_name               string               v0+
-      partition_index          int32                v0+
-      error_code               int16                v0+
-""")
+""", response=_partition_errors("StopReplicaPartitionError"))
 
 # v5 adds the broker epoch and groups partitions by topic; v6 is flexible.
-UPDATE_METADATA = api(6, "UpdateMetadata", "5-6", flexible=6, request="""
-    controller_id              int32                v0+
-    controller_epoch           int32                v0+
-    broker_epoch               int64                v5+    default=-1
+UPDATE_METADATA = api(6, "UpdateMetadata", "5-6", flexible=6, request=_control_request(5) + """
     topic_states               [UpdateMetadataTopicState]  v5+
       topic_name               string               v5+
       partition_states         [UpdateMetadataPartitionState]  v5+
-        partition_index        int32                v0+
-        controller_epoch       int32                v0+
-        leader                 int32                v0+
-        leader_epoch           int32                v0+
-        isr                    [int32]              v0+
-        zk_version             int32                v0+
-        replicas               [int32]              v0+
+""" + _PARTITION_STATE + """
         offline_replicas       [int32]              v4+
     live_brokers               [UpdateMetadataBroker]  v0+
       id                       int32                v0+

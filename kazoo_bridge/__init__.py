@@ -6,8 +6,8 @@
   expiry, tells the controller to resign and re-elect, and asks for a re-read after every
   reconnect. Events reach the broker's asyncio loop via ``call_soon_threadsafe``.
 
-Only ``kbroker/server.py`` imports this package; everything else codes against
-``zk_compat.store.MetadataStore``.
+Only the broker's composition root (``kbroker/broker.py``) imports this package; everything else
+codes against ``zk_compat.store.MetadataStore``. It uses only zk_compat's public modules.
 """
 from kazoo_bridge.session import SessionManager
 from kazoo_bridge.store import KazooStore, connect

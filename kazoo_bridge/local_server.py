@@ -19,6 +19,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 _MAIN_CLASS = "org.apache.zookeeper.server.quorum.QuorumPeerMain"
 _DEBIAN_JAVA = Path("/usr/share/java")
@@ -32,7 +33,8 @@ class ZooKeeperUnavailable(RuntimeError):
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def java_executable() -> str:
@@ -91,7 +93,7 @@ class ZooKeeperServer:
         self.classpath = zookeeper_classpath()
         self.java = java_executable()
         self._process: subprocess.Popen[bytes] | None = None
-        self._log_file = None
+        self._log_file: BinaryIO | None = None
         atexit.register(self.stop)
 
     @property

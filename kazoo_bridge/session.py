@@ -68,11 +68,10 @@ class SessionManager:
                  retry_backoff_ms: int = 1000) -> None:
         self._store = store
         self._broker_info = broker_info
-        self._on_resign = on_resign
-        self._on_reelect = on_reelect
-        self._on_reconnect = on_reconnect
-        self._on_registered = on_registered
-        self._on_error = on_error
+        self._callbacks: dict[str, Callback | None] = {
+            "resign": on_resign, "reelect": on_reelect, "reconnect": on_reconnect,
+            "registered": on_registered, "error": on_error,
+        }
         self._retry_backoff_s = retry_backoff_ms / 1000.0
         self._own_loop = loop is None
         self._loop = loop if loop is not None else asyncio.new_event_loop()
@@ -177,7 +176,7 @@ class SessionManager:
             self._needs_registration = True
             log.warning("ZooKeeper session of broker %d expired: resigning as controller; the broker "
                         "registers again once a new session is established", self._broker_info.id)
-            self._invoke_now(self._on_resign)
+            self._invoke_now("resign")
         elif state is SessionState.SUSPENDED:
             log.info("ZooKeeper connection of broker %d suspended; waiting for it to come back", self._broker_info.id)
         else:
@@ -185,33 +184,35 @@ class SessionManager:
             if self._job is None or self._job.done():
                 self._job = self._loop.create_task(self._after_connected())
 
-    def _invoke_now(self, callback: Callback | None, *args: Any) -> None:
+    def _call(self, name: str, *args: Any) -> Any:
+        """Call ``on_<name>``; its result (an awaitable for a coroutine function), or None if
+        there is no such callback or it failed (logged)."""
+        callback = self._callbacks[name]
         if callback is None:
-            return
+            return None
         try:
-            result = callback(*args)
+            return callback(*args)
         except Exception:
             log.exception("session callback %r failed", callback)
-            return
-        if inspect.isawaitable(result):
-            self._loop.create_task(self._await_logged(callback, result))
+            return None
 
-    @staticmethod
-    async def _await_logged(callback: Callback, awaitable: Any) -> None:
+    async def _finish(self, name: str, awaitable: Any) -> None:
         try:
             await awaitable
         except Exception:
-            log.exception("session callback %r failed", callback)
+            log.exception("session callback %r failed", self._callbacks[name])
 
-    async def _invoke(self, callback: Callback | None, *args: Any) -> None:
-        if callback is None:
-            return
-        try:
-            result = callback(*args)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("session callback %r failed", callback)
+    def _invoke_now(self, name: str, *args: Any) -> None:
+        """``on_<name>`` at once; a coroutine it starts finishes in a task of its own."""
+        result = self._call(name, *args)
+        if inspect.isawaitable(result):
+            self._loop.create_task(self._finish(name, result))
+
+    async def _invoke(self, name: str, *args: Any) -> None:
+        """``on_<name>``, awaited to the end."""
+        result = self._call(name, *args)
+        if inspect.isawaitable(result):
+            await self._finish(name, result)
 
     async def _after_connected(self) -> None:
         """One CONNECTED at a time: registration check, re-registration, callbacks."""
@@ -232,8 +233,8 @@ class SessionManager:
                         continue  # lost again meanwhile: the next CONNECTED registers again
                     self._needs_registration = False
                     self._broker_epoch = epoch
-                    await self._invoke(self._on_registered, epoch)
-                    await self._invoke(self._on_reelect)
+                    await self._invoke("registered", epoch)
+                    await self._invoke("reelect")
             except (ConnectionLossError, SessionExpiredError) as exc:
                 log.info("re-registration of broker %d interrupted (%s); retrying", self._broker_info.id, exc)
                 if self._state is SessionState.CONNECTED and generation == self._generation:
@@ -247,12 +248,12 @@ class SessionManager:
                 else:
                     log.exception("re-registration of broker %d failed; retrying in %.1f s",
                                   self._broker_info.id, self._retry_backoff_s)
-                await self._invoke(self._on_error, exc)
+                await self._invoke("error", exc)
                 await asyncio.sleep(self._retry_backoff_s)
                 self._pending_reconnect = True
                 continue
             if generation == self._generation:
-                await self._invoke(self._on_reconnect)
+                await self._invoke("reconnect")
 
     async def _in_executor(self, fn: Callable[[], Any]) -> Any:
         return await self._loop.run_in_executor(self._executor, fn)

@@ -41,6 +41,7 @@ ACLs: every node is created world:anyone/all (Kafka's ``zookeeper.set.acl=false`
 """
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -55,34 +56,8 @@ from kazoo.protocol.states import Callback, EventType as KazooEventType, KazooSt
 from kazoo.retry import KazooRetry, RetryFailedError
 from kazoo.security import OPEN_ACL_UNSAFE
 
-from zk_compat.embedded import _check_value, _validate_path
-from zk_compat.store import (
-    EventThread,
-    ANY_VERSION,
-    BadArgumentsError,
-    BadVersionError,
-    CheckVersionOp,
-    ConnectionLossError,
-    CreateOp,
-    DeleteOp,
-    EventType,
-    MetadataStoreError,
-    NoChildrenForEphemeralsError,
-    NodeExistsError,
-    NoNodeError,
-    NotEmptyError,
-    Op,
-    OpResult,
-    RolledBackError,
-    RuntimeInconsistencyError,
-    SessionExpiredError,
-    SessionState,
-    SetDataOp,
-    Stat,
-    StateListener,
-    WatchedEvent,
-    Watcher,
-)
+import zk_compat.store as zk  # written zk.X everywhere here, beside kazoo's own names
+from zk_compat.paths import check_value, join, missing_parents, split_zookeeper_connect, validate_path, with_chroot
 
 log = logging.getLogger(__name__)
 
@@ -96,84 +71,68 @@ _RECONNECT_MAX_DELAY_S = 1.0
 # ---------------------------------------------------------------------------------------------
 # translation
 
-_ERRORS: dict[type[BaseException], type[MetadataStoreError]] = {
-    kex.NoNodeError: NoNodeError,
-    kex.NodeExistsError: NodeExistsError,
-    kex.BadVersionError: BadVersionError,
-    kex.NotEmptyError: NotEmptyError,
-    kex.NoChildrenForEphemeralsError: NoChildrenForEphemeralsError,
-    kex.BadArgumentsError: BadArgumentsError,
-    kex.RolledBackError: RolledBackError,
-    kex.RuntimeInconsistency: RuntimeInconsistencyError,
-    kex.ConnectionLoss: ConnectionLossError,
-    kex.OperationTimeoutError: ConnectionLossError,
-    RetryFailedError: ConnectionLossError,
-    KazooTimeoutError: ConnectionLossError,
-    kex.ConnectionClosedError: SessionExpiredError,  # this store was closed
-    kex.SessionExpiredError: SessionExpiredError,
+_ERRORS: dict[type[BaseException], type[zk.MetadataStoreError]] = {
+    kex.NoNodeError: zk.NoNodeError,
+    kex.NodeExistsError: zk.NodeExistsError,
+    kex.BadVersionError: zk.BadVersionError,
+    kex.NotEmptyError: zk.NotEmptyError,
+    kex.NoChildrenForEphemeralsError: zk.NoChildrenForEphemeralsError,
+    kex.BadArgumentsError: zk.BadArgumentsError,
+    kex.RolledBackError: zk.RolledBackError,
+    kex.RuntimeInconsistency: zk.RuntimeInconsistencyError,
+    kex.ConnectionLoss: zk.ConnectionLossError,
+    kex.OperationTimeoutError: zk.ConnectionLossError,
+    RetryFailedError: zk.ConnectionLossError,
+    KazooTimeoutError: zk.ConnectionLossError,
+    kex.ConnectionClosedError: zk.SessionExpiredError,  # this store was closed
+    kex.SessionExpiredError: zk.SessionExpiredError,
 }
 
 _WHAT = {
-    NoNodeError: "does not exist",
-    NodeExistsError: "already exists",
-    BadVersionError: "is not at the expected version",
-    NotEmptyError: "has children",
-    NoChildrenForEphemeralsError: "is below an ephemeral node",
-    RolledBackError: "rolled back",
-    ConnectionLossError: "connection to ZooKeeper lost; the operation may or may not have been applied",
-    SessionExpiredError: "ZooKeeper session expired or closed",
+    zk.NoNodeError: "does not exist",
+    zk.NodeExistsError: "already exists",
+    zk.BadVersionError: "is not at the expected version",
+    zk.NotEmptyError: "has children",
+    zk.NoChildrenForEphemeralsError: "is below an ephemeral node",
+    zk.RolledBackError: "rolled back",
+    zk.ConnectionLossError: "connection to ZooKeeper lost; the operation may or may not have been applied",
+    zk.SessionExpiredError: "ZooKeeper session expired or closed",
 }
 
 
-def translate_error(exc: BaseException, path: str | None = None) -> MetadataStoreError:
+def translate_error(exc: BaseException, path: str | None = None) -> zk.MetadataStoreError:
     """kazoo's exception -> zk_compat's (server codes without a zk_compat class keep their
     ``code`` on a plain MetadataStoreError)."""
-    target: type[MetadataStoreError] = MetadataStoreError
+    target: type[zk.MetadataStoreError] = zk.MetadataStoreError
     for cls in type(exc).__mro__:
         if cls in _ERRORS:
             target = _ERRORS[cls]
             break
     what = _WHAT.get(target) or f"{type(exc).__name__} {exc}".strip()
     error = target(f"{path}: {what}" if path else what, path=path)
-    if target is MetadataStoreError and isinstance(getattr(exc, "code", None), int):
+    if target is zk.MetadataStoreError and isinstance(getattr(exc, "code", None), int):
         error.code = exc.code  # type: ignore[attr-defined]
     return error
 
 
-def _stat(s: ZnodeStat) -> Stat:
-    return Stat(czxid=s.czxid, mzxid=s.mzxid, pzxid=s.pzxid, ctime=s.ctime, mtime=s.mtime,
+def _stat(s: ZnodeStat) -> zk.Stat:
+    return zk.Stat(czxid=s.czxid, mzxid=s.mzxid, pzxid=s.pzxid, ctime=s.ctime, mtime=s.mtime,
                 version=s.version, cversion=s.cversion, aversion=s.aversion,
                 ephemeral_owner=s.ephemeralOwner, data_length=s.dataLength, num_children=s.numChildren)
 
 
 _EVENT_TYPES = {
-    KazooEventType.CREATED: EventType.CREATED,
-    KazooEventType.DELETED: EventType.DELETED,
-    KazooEventType.CHANGED: EventType.CHANGED,
-    KazooEventType.CHILD: EventType.CHILD,
+    KazooEventType.CREATED: zk.EventType.CREATED,
+    KazooEventType.DELETED: zk.EventType.DELETED,
+    KazooEventType.CHANGED: zk.EventType.CHANGED,
+    KazooEventType.CHILD: zk.EventType.CHILD,
 }
 
 _STATES = {
-    KazooState.CONNECTED: SessionState.CONNECTED,
-    KazooState.SUSPENDED: SessionState.SUSPENDED,
-    KazooState.LOST: SessionState.LOST,
+    KazooState.CONNECTED: zk.SessionState.CONNECTED,
+    KazooState.SUSPENDED: zk.SessionState.SUSPENDED,
+    KazooState.LOST: zk.SessionState.LOST,
 }
-
-
-def split_zookeeper_connect(zookeeper_connect: str) -> tuple[str, str]:
-    """``"h1:2181,h2:2181/kafka"`` -> (``"h1:2181,h2:2181"``, ``"/kafka"``); no chroot -> ``""``."""
-    hosts, slash, chroot = zookeeper_connect.strip().partition("/")
-    if not hosts:
-        raise ValueError(f"zookeeper.connect {zookeeper_connect!r} names no host")
-    if not slash or chroot.strip("/") == "":
-        return hosts, ""
-    chroot = "/" + chroot.rstrip("/")
-    _validate_path(chroot)
-    return hosts, chroot
-
-
-def _parent(path: str) -> str:
-    return path.rsplit("/", 1)[0] or "/"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,7 +153,7 @@ class _Watch:
 
     __slots__ = ("store", "watcher", "path", "kind", "existed", "fired")
 
-    def __init__(self, store: KazooStore, watcher: Watcher, path: str, kind: str) -> None:
+    def __init__(self, store: KazooStore, watcher: zk.Watcher, path: str, kind: str) -> None:
         self.store = store
         self.watcher = watcher
         self.path = path
@@ -216,7 +175,7 @@ class _Watch:
 # ---------------------------------------------------------------------------------------------
 # the store
 
-class KazooStore:
+class KazooStore(zk.StoreSession):
     """One ZooKeeper session; implements ``zk_compat.store.MetadataStore``. Build it with
     ``connect()``."""
 
@@ -236,10 +195,7 @@ class KazooStore:
         self._client = KazooClient(hosts=self.hosts + self.chroot, timeout=self.session_timeout_ms / 1000.0,
                                    connection_retry=self._reconnect_retry())
         self._lock = threading.Lock()
-        self._listeners: list[StateListener] = []
         self._connected = threading.Event()
-        self._closed = False
-        self._session_id = 0
         self._established = False
         # watches kazoo dropped on a disconnect, to re-arm once reconnected to the same session
         self._to_rearm: list[_Watch] = []
@@ -249,8 +205,8 @@ class KazooStore:
         self._sessions_lost = 0
         # the kazoo event being delivered, and the watchers it has reached (deduplication)
         self._current_event: Any = None
-        self._delivered: set[Watcher] = set()
-        self._events = EventThread(f"zk-kazoo-events-{id(self):x}")
+        self._delivered: set[zk.Watcher] = set()
+        super().__init__(0, f"zk-kazoo-events-{id(self):x}")  # the session id comes with the connection
         self._client.add_listener(self._on_kazoo_state)
 
     @staticmethod
@@ -276,7 +232,7 @@ class KazooStore:
                         try:
                             bootstrap.create(store.chroot, None, makepath=True)
                             log.info("created the chroot path %s on %s", store.chroot, store.hosts)
-                        except NodeExistsError:
+                        except zk.NodeExistsError:
                             pass
             store._start()
         except BaseException:
@@ -288,27 +244,12 @@ class KazooStore:
         try:
             self._client.start(timeout=self._connection_timeout_s)
         except KazooTimeoutError:
-            raise ConnectionLossError(f"no ZooKeeper server at {self.hosts} answered within "
+            raise zk.ConnectionLossError(f"no ZooKeeper server at {self.hosts} answered within "
                                       f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)") from None
         log.info("ZooKeeper session %#x on %s%s", self._session_id, self.hosts, self.chroot)
 
-    def __enter__(self) -> KazooStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return (f"<KazooStore {self.hosts}{self.chroot} session {self._session_id:#x}"
-                f"{' closed' if self._closed else ''}>")
-
-    @property
-    def session_id(self) -> int:
-        return self._session_id
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
+    def where(self) -> str:
+        return self.hosts + self.chroot
 
     @property
     def client(self) -> KazooClient:
@@ -342,7 +283,7 @@ class KazooStore:
         """An idempotent request: retried on connection loss within the connection timeout."""
         try:
             return self._read_retry.copy()(attempt)
-        except MetadataStoreError:
+        except zk.MetadataStoreError:
             raise
         except (kex.KazooException, KazooTimeoutError) as exc:
             raise translate_error(exc, path) from exc
@@ -353,10 +294,6 @@ class KazooStore:
             return self._round_trip(start)
         except (kex.KazooException, KazooTimeoutError) as exc:
             raise translate_error(exc, path) from exc
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise SessionExpiredError(f"session {self._session_id:#x} is closed")
 
     # -- watches
 
@@ -386,7 +323,7 @@ class KazooStore:
             if armed.watcher in self._delivered:
                 return
             self._delivered.add(armed.watcher)
-        self._events.put(armed.watcher, WatchedEvent(event_type, event.path))
+        self._events.put(armed.watcher, zk.WatchedEvent(event_type, event.path))
 
     def _rearm_watches(self) -> None:
         """Event thread, after reconnecting to the same session: re-arm the watches kazoo
@@ -395,29 +332,29 @@ class KazooStore:
         with self._lock:
             zxid, generation, sessions_lost = self._rearm_zxid, self._disconnects, self._sessions_lost
             pending, self._to_rearm = self._to_rearm, []
-        fire: dict[tuple[EventType, str], dict[Watcher, None]] = {}
+        fire: dict[tuple[zk.EventType, str], dict[zk.Watcher, None]] = {}
         done = 0
         try:
             for armed in pending:
                 if zxid is None or armed.fired:
                     done += 1
                     continue
-                event_type: EventType | None
+                event_type: zk.EventType | None
                 if armed.kind is _DATA:
                     zstat = self._round_trip(lambda: self._client.exists_async(armed.path, watch=armed))
                     if zstat is None:
-                        event_type = EventType.DELETED if armed.existed else None
+                        event_type = zk.EventType.DELETED if armed.existed else None
                     elif not armed.existed:
-                        event_type = EventType.CREATED
+                        event_type = zk.EventType.CREATED
                     else:
-                        event_type = EventType.CHANGED if zstat.mzxid > zxid else None
+                        event_type = zk.EventType.CHANGED if zstat.mzxid > zxid else None
                 else:
                     try:
                         _, zstat = self._round_trip(lambda: self._client.get_children_async(
                             armed.path, watch=armed, include_data=True))
-                        event_type = EventType.CHILD if zstat.pzxid > zxid else None
+                        event_type = zk.EventType.CHILD if zstat.pzxid > zxid else None
                     except kex.NoNodeError:
-                        event_type = EventType.DELETED
+                        event_type = zk.EventType.DELETED
                 if event_type is not None:
                     with self._lock:
                         if not armed.fired:  # a real event may have beaten us to it
@@ -434,7 +371,7 @@ class KazooStore:
                 if self._disconnects == generation:
                     self._rearm_zxid = None
         for (event_type, path), watchers in fire.items():
-            event = WatchedEvent(event_type, path)
+            event = zk.WatchedEvent(event_type, path)
             for watcher in watchers:
                 try:
                     watcher(event)
@@ -469,47 +406,36 @@ class KazooStore:
                     self._rearm_zxid = self._client.last_zxid
         self._client.handler.dispatch_callback(Callback("session", self._forward_state, (_STATES[state],)))
 
-    def _forward_state(self, state: SessionState) -> None:
+    def _forward_state(self, state: zk.SessionState) -> None:
         """kazoo's callback thread, in order with the watch callbacks."""
-        if state is SessionState.LOST:
+        if state is zk.SessionState.LOST:
             with self._lock:  # every watch dropped before now was dropped with the session
                 self._to_rearm.clear()
                 self._sessions_lost += 1
         self._events.put(self._deliver_state, state)
 
-    def _deliver_state(self, state: SessionState) -> None:
+    def _deliver_state(self, state: zk.SessionState) -> None:
         if self._closed:
             return
-        if state is SessionState.CONNECTED:
+        if state is zk.SessionState.CONNECTED:
             self._rearm_watches()
-        with self._lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._current_listeners():
             try:
                 listener(state)
             except Exception:
                 log.exception("session state listener %r failed on %s", listener, state.value)
 
-    def add_listener(self, listener: StateListener) -> None:
-        with self._lock:
-            self._listeners.append(listener)
-
-    def remove_listener(self, listener: StateListener) -> None:
-        with self._lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
     # -- reads
 
-    def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]:
-        _validate_path(path)
+    def get(self, path: str, watch: zk.Watcher | None = None) -> tuple[bytes | None, zk.Stat]:
+        validate_path(path)
         self._check_open()
         armed = _Watch(self, watch, path, _DATA) if watch is not None else None
         data, zstat = self._read(path, lambda: self._round_trip(lambda: self._client.get_async(path, watch=armed)))
         return data, _stat(zstat)
 
-    def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
-        _validate_path(path)
+    def exists(self, path: str, watch: zk.Watcher | None = None) -> zk.Stat | None:
+        validate_path(path)
         self._check_open()
         armed = _Watch(self, watch, path, _DATA) if watch is not None else None
         zstat = self._read(path, lambda: self._round_trip(lambda: self._client.exists_async(path, watch=armed)))
@@ -518,8 +444,8 @@ class KazooStore:
             # need a disconnect in this instant; at worst the watcher gets one extra event)
         return _stat(zstat) if zstat is not None else None
 
-    def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
-        _validate_path(path)
+    def get_children(self, path: str, watch: zk.Watcher | None = None) -> list[str]:
+        validate_path(path)
         self._check_open()
         armed = _Watch(self, watch, path, _CHILD) if watch is not None else None
         children = self._read(path, lambda: self._round_trip(lambda: self._client.get_children_async(
@@ -533,112 +459,94 @@ class KazooStore:
         """Missing parents (``makepath``) are created persistent with null data, as Kafka's
         ``createRecursive`` does (kazoo's own makepath writes empty data), in one multi with
         the node itself."""
-        _validate_path(path, sequence=sequence)
-        value = _check_value(value)
+        validate_path(path, sequence=sequence)
+        value = check_value(value)
         self._check_open()
         if path == "/":
-            raise NodeExistsError("/ already exists", path="/")
+            raise zk.NodeExistsError("/ already exists", path="/")
         for _ in range(10):
             try:
                 created: str = self._write(path, lambda: self._client.create_async(
                     path, value, ephemeral=ephemeral, sequence=sequence))
                 return created
-            except NoNodeError:
+            except zk.NoNodeError:
                 if not makepath:
                     raise
-            parent = path.rstrip("/") if sequence and path.endswith("/") else _parent(path)
-            missing: list[str] = []
-            while parent != "/" and self.exists(parent) is None:
-                missing.append(parent)
-                parent = _parent(parent)
+            missing = missing_parents(path, lambda p: self.exists(p) is not None)
             if not missing:
                 continue  # the parents appeared meanwhile
-            ops: list[Op] = [CreateOp(p) for p in reversed(missing)]
-            ops.append(CreateOp(path, value, ephemeral, sequence))
+            ops: list[zk.Op] = [zk.CreateOp(p) for p in missing]
+            ops.append(zk.CreateOp(path, value, ephemeral, sequence))
             try:
                 result = self.multi(ops)[-1]
                 assert isinstance(result, str)
                 return result
-            except (NoNodeError, NodeExistsError) as exc:
+            except (zk.NoNodeError, zk.NodeExistsError) as exc:
                 if exc.failed_op_index == len(ops) - 1:
                     raise type(exc)(str(exc), path=path) from None
                 continue  # someone else changed the parents: look again
-        raise ConnectionLossError(f"{path}: its parents kept changing during create(makepath=True)", path=path)
+        raise zk.ConnectionLossError(f"{path}: its parents kept changing during create(makepath=True)", path=path)
 
-    def set(self, path: str, value: bytes | None, version: int = ANY_VERSION) -> Stat:
-        _validate_path(path)
-        value = _check_value(value)
+    def set(self, path: str, value: bytes | None, version: int = zk.ANY_VERSION) -> zk.Stat:
+        validate_path(path)
+        value = check_value(value)
         self._check_open()
         return _stat(self._write(path, lambda: self._client.set_async(path, value, version)))
 
-    def delete(self, path: str, version: int = ANY_VERSION, recursive: bool = False) -> None:
+    def delete(self, path: str, version: int = zk.ANY_VERSION, recursive: bool = False) -> None:
         """``recursive`` deletes the subtree leaves first, then the node with ``version``; not
         atomic (a child created meanwhile is deleted on the next pass)."""
-        _validate_path(path)
+        validate_path(path)
         self._check_open()
         if path == "/":
-            raise BadArgumentsError("the root znode cannot be deleted", path=path)
+            raise zk.BadArgumentsError("the root znode cannot be deleted", path=path)
         if not recursive:
             self._write(path, lambda: self._client.delete_async(path, version))
             return
         for _ in range(10):
             stat = self.exists(path)
             if stat is None:
-                raise NoNodeError(f"{path}: does not exist", path=path)
-            if version != ANY_VERSION and stat.version != version:
-                raise BadVersionError(f"{path} is at version {stat.version}, not {version}", path=path)
+                raise zk.NoNodeError(f"{path}: does not exist", path=path)
+            zk.check_version(path, stat.version, version)
             self._delete_descendants(path)
             try:
                 self._write(path, lambda: self._client.delete_async(path, version))
                 return
-            except NotEmptyError:
+            except zk.NotEmptyError:
                 continue
-        raise NotEmptyError(f"{path}: children keep appearing during a recursive delete", path=path)
+        raise zk.NotEmptyError(f"{path}: children keep appearing during a recursive delete", path=path)
 
     def _delete_descendants(self, path: str) -> None:
         try:
             children = self.get_children(path)
-        except NoNodeError:
+        except zk.NoNodeError:
             return
         for child in children:
-            child_path = f"{path.rstrip('/')}/{child}"
+            child_path = join(path, child)
             self._delete_descendants(child_path)
             try:
-                self._write(child_path, lambda p=child_path: self._client.delete_async(p))
-            except NoNodeError:
+                self._write(child_path, functools.partial(self._client.delete_async, child_path))
+            except zk.NoNodeError:
                 pass
 
     # -- multi
 
-    def _server_path(self, path: str) -> str:
-        """Chroot prefix for requests built by hand (kazoo prefixes its own)."""
-        if not self.chroot:
-            return path
-        return self.chroot if path == "/" else self.chroot + path
-
-    def _request(self, op: Op) -> Any:
+    def _request(self, op: zk.Op) -> Any:
         # kazoo's TransactionRequest refuses null data; Kafka writes null data in multis
-        # (register_broker's create, partition paths), so the requests are built here.
-        if isinstance(op, CreateOp):
-            _validate_path(op.path, sequence=op.sequence)
-            if op.path == "/":
-                raise NodeExistsError("/ already exists", path="/")
+        # (register_broker's create, partition paths), so the requests are built here, with
+        # the chroot kazoo prefixes to the requests it builds itself.
+        op = zk.checked_op(op)
+        path = with_chroot(self.chroot, op.path)
+        if isinstance(op, zk.CreateOp):
             flags = (1 if op.ephemeral else 0) | (2 if op.sequence else 0)
-            return Create(self._server_path(op.path), _check_value(op.value), OPEN_ACL_UNSAFE, flags)
-        if isinstance(op, DeleteOp):
-            _validate_path(op.path)
-            if op.path == "/":
-                raise BadArgumentsError("the root znode cannot be deleted", path="/")
-            return Delete(self._server_path(op.path), op.version)
-        if isinstance(op, SetDataOp):
-            _validate_path(op.path)
-            return SetData(self._server_path(op.path), _check_value(op.value), op.version)
-        if isinstance(op, CheckVersionOp):
-            _validate_path(op.path)
-            return CheckVersion(self._server_path(op.path), op.version)
-        raise TypeError(f"not a metadata store operation: {op!r}")
+            return Create(path, op.value, OPEN_ACL_UNSAFE, flags)
+        if isinstance(op, zk.DeleteOp):
+            return Delete(path, op.version)
+        if isinstance(op, zk.SetDataOp):
+            return SetData(path, op.value, op.version)
+        return CheckVersion(path, op.version)
 
-    def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+    def multi(self, ops: Sequence[zk.Op]) -> list[zk.OpResult]:
         """One ZooKeeper multi. On failure the failing operation's error is raised with
         ``failed_op_index`` and ``results`` (RolledBackError for every other operation; the
         server itself reports RUNTIMEINCONSISTENCY for those after the failing one)."""
@@ -658,16 +566,12 @@ class KazooStore:
         if errors:
             index = next((i for i in errors if not isinstance(raw[i], (kex.RolledBackError, kex.RuntimeInconsistency))),
                          errors[0])
-            error = translate_error(raw[index], ops[index].path)
-            error.failed_op_index = index
-            error.results = [RolledBackError(path=op.path) for op in ops]
-            error.results[index] = error
-            raise error
-        results: list[OpResult] = []
+            raise translate_error(raw[index], ops[index].path).failing_multi(ops, index)
+        results: list[zk.OpResult] = []
         for op, result in zip(ops, raw):
-            if isinstance(op, CreateOp):
+            if isinstance(op, zk.CreateOp):
                 results.append(result)
-            elif isinstance(op, SetDataOp):
+            elif isinstance(op, zk.SetDataOp):
                 results.append(_stat(result))
             else:
                 results.append(True)
@@ -740,7 +644,7 @@ class KazooStore:
         if server_side:
             client_id = self._client.client_id
             if client_id is None:
-                raise ConnectionLossError("not connected: cannot expire the session")
+                raise zk.ConnectionLossError("not connected: cannot expire the session")
             other = KazooClient(hosts=self.hosts, client_id=client_id, timeout=self.session_timeout_ms / 1000.0,
                                 connection_retry=self._reconnect_retry())
             other.start(timeout=timeout)

@@ -139,3 +139,26 @@ UnknownServerError = _BY_CODE[-1]
 def for_code(code: int) -> type[KafkaError]:
     """The class for a Kafka error code (unknown codes map to UNKNOWN_SERVER_ERROR)."""
     return _BY_CODE.get(code, UnknownServerError)
+
+
+# zk_compat raises its own classes (it imports nothing from kbroker); each carries the Kafka
+# code of the kbroker class it stands for. Call zk_compat.layout and zk_compat.assignment
+# inside ``with translate_zk():`` to see kbroker's classes.
+import contextlib  # noqa: E402
+from collections.abc import Iterator  # noqa: E402
+
+from zk_compat import errors as _zk_errors  # noqa: E402
+
+
+def from_zk(exc: _zk_errors.AdminError) -> KafkaError:
+    """The kbroker error for a zk_compat error: the class of its code, with its message."""
+    return for_code(exc.code)(exc.message)
+
+
+@contextlib.contextmanager
+def translate_zk() -> Iterator[None]:
+    """Re-raise any zk_compat error raised inside as its kbroker error (``from_zk``)."""
+    try:
+        yield
+    except _zk_errors.AdminError as exc:
+        raise from_zk(exc) from None

@@ -5,6 +5,8 @@
 * ``embedded``: an in-process ``MetadataStore`` persisted under the first log dir.
 * ``layout``: Kafka's operations on that layout (registration, election, topics, configs, ...).
 * ``assignment``: replica assignment for new topics and partitions.
+* ``errors``: Kafka's refusals of those admin operations, each with its Kafka error code.
+* ``paths``: path validation and arithmetic, node data checks, ``zookeeper.connect`` chroots.
 
 ``kazoo_bridge`` provides the same ``MetadataStore`` over a real ZooKeeper ensemble.
 """

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import enum
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from kbroker.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
+from zk_compat.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
 @dataclass(frozen=True)
@@ -83,28 +83,30 @@ def _follower_index(first: int, shift: int, j: int, n: int) -> int:
     return (first + 1 + (shift + j) % (n - 1)) % n
 
 
-def _start(n: int, fixed_start_index: int, rng: random.Random) -> tuple[int, int]:
+def _walk(n: int, partition_count: int, fixed_start_index: int, start_partition_id: int,
+          rng: random.Random) -> Iterator[tuple[int, int, int]]:
+    """The walk both variants share: (partition, index of its leader in the broker list, shift)
+    for each partition, leaders round-robin from the start index, the shift one more after
+    every full round of ``n``. The start index and the first shift are the two random draws."""
     if fixed_start_index >= 0:
-        return fixed_start_index, fixed_start_index
-    start_index = rng.randrange(n)  # first draw
-    shift = rng.randrange(n)        # second, independent draw
-    return start_index, shift
+        start_index = shift = fixed_start_index
+    else:
+        start_index = rng.randrange(n)  # first draw
+        shift = rng.randrange(n)        # second, independent draw
+    first_partition = max(0, start_partition_id)
+    for partition in range(first_partition, first_partition + partition_count):
+        if partition > 0 and partition % n == 0:
+            shift += 1
+        yield partition, (partition + start_index) % n, shift
 
 
 def _rack_unaware(broker_ids: list[int], partition_count: int, replication_factor: int,
                   fixed_start_index: int, start_partition_id: int, rng: random.Random) -> dict[int, list[int]]:
     n = len(broker_ids)
-    start_index, shift = _start(n, fixed_start_index, rng)
     assignment: dict[int, list[int]] = {}
-    partition = max(0, start_partition_id)
-    for _ in range(partition_count):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
-        replicas = [broker_ids[first]]
-        replicas += [broker_ids[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
-        assignment[partition] = replicas
-        partition += 1
+    for partition, first, shift in _walk(n, partition_count, fixed_start_index, start_partition_id, rng):
+        assignment[partition] = [broker_ids[first]] + [
+            broker_ids[_follower_index(first, shift, j, n)] for j in range(replication_factor - 1)]
     return assignment
 
 
@@ -128,13 +130,8 @@ def _rack_aware(broker_racks: dict[int, str], partition_count: int, replication_
     arranged = rack_alternated_brokers(broker_racks)
     n = len(arranged)
     rack_count = len(set(broker_racks.values()))
-    start_index, shift = _start(n, fixed_start_index, rng)
     assignment: dict[int, list[int]] = {}
-    partition = max(0, start_partition_id)
-    for _ in range(partition_count):
-        if partition > 0 and partition % n == 0:
-            shift += 1
-        first = (partition + start_index) % n
+    for partition, first, shift in _walk(n, partition_count, fixed_start_index, start_partition_id, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_used = {broker_racks[leader]}
@@ -152,7 +149,6 @@ def _rack_aware(broker_racks: dict[int, str], partition_count: int, replication_
                     brokers_used.add(broker)
                     break
         assignment[partition] = replicas
-        partition += 1
     return assignment
 
 

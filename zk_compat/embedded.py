@@ -31,24 +31,24 @@ comment).
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
+import io
 import logging
 import os
 import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from zk_compat.paths import join, missing_parents, split, validate_path
 from zk_compat.store import (
-    EventThread,
     ANY_VERSION,
     BadArgumentsError,
-    BadVersionError,
-    CheckVersionOp,
     CreateOp,
     DeleteOp,
     EventType,
@@ -59,20 +59,20 @@ from zk_compat.store import (
     NotEmptyError,
     Op,
     OpResult,
-    RolledBackError,
     SessionExpiredError,
     SessionState,
     SetDataOp,
     Stat,
-    StateListener,
+    StoreSession,
     WatchedEvent,
     Watcher,
+    check_version,
+    checked_op,
 )
 
 log = logging.getLogger(__name__)
 
 METADATA_DIR_NAME = "__embedded_metadata"
-MAX_DATA_BYTES = 0xFFFFF  # ZooKeeper's default jute.maxbuffer (1 MiB - 1)
 DEFAULT_SNAPSHOT_BYTES = 16 << 20
 
 _LOCK_FILE = ".lock"
@@ -85,47 +85,6 @@ _FORMAT_VERSION = 1
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-# ---------------------------------------------------------------------------------------------
-# paths
-
-_ILLEGAL_CHARS = frozenset(chr(c) for c in [0, *range(0x01, 0x20), *range(0x7F, 0xA0)])
-
-
-def _validate_path(path: str, *, sequence: bool = False) -> None:
-    """ZooKeeper's PathUtils.validatePath (a sequential create may end with '/')."""
-    if not isinstance(path, str) or not path.startswith("/"):
-        raise ValueError(f"path must be a string starting with '/': {path!r}")
-    if path == "/":
-        return
-    check = path[:-1] if sequence and path.endswith("/") else path
-    if check.endswith("/"):
-        raise ValueError(f"path must not end with '/': {path!r}")
-    for segment in check[1:].split("/"):
-        if segment == "":
-            raise ValueError(f"empty segment in path {path!r}")
-        if segment in (".", ".."):
-            raise ValueError(f"relative segment {segment!r} in path {path!r}")
-    for ch in check:
-        if ch in _ILLEGAL_CHARS or 0xD800 <= ord(ch) <= 0xF8FF or 0xFFF0 <= ord(ch) <= 0xFFFF:
-            raise ValueError(f"invalid character U+{ord(ch):04X} in path {path!r}")
-
-
-def _split(path: str) -> tuple[str, str]:
-    parent, _, name = path.rpartition("/")
-    return (parent or "/"), name
-
-
-def _check_value(value: bytes | None) -> bytes | None:
-    if value is None:
-        return None
-    if not isinstance(value, (bytes, bytearray, memoryview)):
-        raise TypeError(f"znode data must be bytes or None, got {type(value).__name__}")
-    value = bytes(value)
-    if len(value) > MAX_DATA_BYTES:
-        raise ValueError(f"znode data of {len(value)} bytes exceeds ZooKeeper's limit of {MAX_DATA_BYTES}")
-    return value
 
 
 # ---------------------------------------------------------------------------------------------
@@ -183,21 +142,17 @@ def _pack_path(path: str) -> bytes:
     return struct.pack(">I", len(raw)) + raw
 
 
-class _Reader:
-    def __init__(self, buf: bytes, pos: int = 0) -> None:
-        self.buf = buf
-        self.pos = pos
+class _Reader(io.BytesIO):
+    """Reads the fields of a snapshot or journal record; ValueError when one runs past the end."""
 
     def take(self, n: int) -> bytes:
-        if n < 0 or self.pos + n > len(self.buf):
+        out = self.read(n) if n >= 0 else b""
+        if len(out) != n:
             raise ValueError("truncated")
-        out = self.buf[self.pos:self.pos + n]
-        self.pos += n
         return out
 
     def unpack(self, fmt: str) -> tuple[Any, ...]:
-        size = struct.calcsize(fmt)
-        return struct.unpack(fmt, self.take(size))
+        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
 
     def path(self) -> str:
         (n,) = self.unpack(">I")
@@ -206,6 +161,9 @@ class _Reader:
     def data(self) -> bytes | None:
         (n,) = self.unpack(">i")
         return None if n == -1 else self.take(n)
+
+    def at_end(self) -> bool:
+        return self.tell() == len(self.getbuffer())
 
 
 _SNAP_NODE = struct.Struct(">qqqqqiiiq")
@@ -240,7 +198,7 @@ def _decode_txn(payload: bytes) -> tuple[int, int, list[tuple[Any, ...]]]:
             effects.append((kind, path, r.data()))
         else:
             raise ValueError(f"unknown effect kind {kind}")
-    if r.pos != len(payload):
+    if not r.at_end():
         raise ValueError("trailing bytes in journal record")
     return zxid, time_ms, effects
 
@@ -299,7 +257,7 @@ class _Persistence:
                 node.mzxid, node.pzxid, node.mtime = mzxid, pzxid, mtime
                 node.version, node.cversion, node.aversion = ver, cver, aver
                 nodes.append((node_path, node))
-            if r.pos != len(body):
+            if not r.at_end():
                 raise ValueError("trailing bytes")
         except (ValueError, UnicodeDecodeError, struct.error) as exc:
             raise RuntimeError(f"{path} is corrupt ({exc}); refusing to start with partial metadata. "
@@ -449,7 +407,7 @@ class EmbeddedServer:
         self._nodes["/"] = root
         for path in ("/zookeeper", "/zookeeper/quota"):  # present on every real ensemble
             self._nodes[path] = _Node(None, 0, 0, 0)
-            parent, name = _split(path)
+            parent, name = split(path)
             self._nodes[parent].children.add(name)
 
         if self.directory is not None:
@@ -482,7 +440,7 @@ class EmbeddedServer:
             self._nodes = dict(nodes)
             for path, node in nodes:
                 if path != "/":
-                    parent, name = _split(path)
+                    parent, name = split(path)
                     self._nodes[parent].children.add(name)
                 if node.ephemeral_owner:
                     self._ephemerals.setdefault(node.ephemeral_owner, set()).add(path)
@@ -506,11 +464,7 @@ class EmbeddedServer:
             replayed += 1
         self._persistence.open_journal()
         leftovers = sorted((p for paths in self._ephemerals.values() for p in paths), reverse=True)
-        if leftovers:
-            txn = self._begin()
-            for path in leftovers:
-                self._apply_delete(txn, path, ANY_VERSION)
-            self._commit(txn)
+        self._delete_all(leftovers)
         self._ephemerals.clear()
         log.info("embedded metadata store %s: %d znodes at zxid %#x (%d journal records replayed, "
                  "%d ephemeral znodes of the previous run removed)", self.directory,
@@ -555,13 +509,22 @@ class EmbeddedServer:
         if self._closed:
             raise SessionExpiredError("the embedded metadata server is closed")
 
-    # -- transactions
+    # -- transactions (lock held by the caller)
 
-    def _begin(self) -> _Txn:
-        return _Txn(self._zxid + 1, self._clock_ms())
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[_Txn]:
+        """One write transaction: the effects the body applies are undone if it raises, and
+        committed (made durable, watches fired) if it returns."""
+        txn = _Txn(self._zxid + 1, self._clock_ms())
+        try:
+            yield txn
+        except BaseException:
+            txn.rollback()
+            raise
+        self._commit(txn)
 
     def _commit(self, txn: _Txn) -> None:
-        """Make an applied transaction durable and fire its watches (lock held)."""
+        """Make an applied transaction durable and fire its watches."""
         if not txn.effects:
             return  # checks only: nothing changed, no zxid used
         if self._persistence is not None:
@@ -575,6 +538,16 @@ class EmbeddedServer:
             self._trigger(event_type, path)
         if self._persistence is not None and self._persistence.journal_bytes > self._snapshot_bytes:
             self._persistence.write_snapshot(self._zxid, sorted(self._nodes.items()))
+
+    def _delete_all(self, paths: Sequence[str]) -> None:
+        """Delete ``paths`` (children before their parents) in one transaction, as ZooKeeper
+        deletes the ephemeral nodes of a session that ends."""
+        if paths:
+            with self._transaction() as txn:
+                for path in paths:
+                    self._apply_delete(txn, path, ANY_VERSION)
+
+    # -- watches
 
     def _trigger(self, event_type: EventType, path: str) -> None:
         tables = [self._data_watches]
@@ -592,8 +565,9 @@ class EmbeddedServer:
                 session._events.put(watcher, event)
 
     def _add_watch(self, table: dict[str, dict[EmbeddedStore, dict[Watcher, None]]], path: str,
-                   session: EmbeddedStore, watcher: Watcher) -> None:
-        table.setdefault(path, {}).setdefault(session, {})[watcher] = None
+                   session: EmbeddedStore, watcher: Watcher | None) -> None:
+        if watcher is not None:
+            table.setdefault(path, {}).setdefault(session, {})[watcher] = None
 
     def _drop_watches(self, session: EmbeddedStore) -> None:
         for table in (self._data_watches, self._child_watches):
@@ -604,8 +578,16 @@ class EmbeddedServer:
 
     # -- the three effects; each records its undo and its events
 
+    def _existing(self, path: str, version: int = ANY_VERSION) -> _Node:
+        """The node at ``path``, which must exist (and be at ``version``, unless ANY_VERSION)."""
+        node = self._nodes.get(path)
+        if node is None:
+            raise NoNodeError(f"{path} does not exist", path=path)
+        check_version(path, node.version, version)
+        return node
+
     def _apply_create(self, txn: _Txn, path: str, value: bytes | None, owner: int, *, sequence: bool) -> str:
-        parent_path, name = _split(path)
+        parent_path, name = split(path)
         parent = self._nodes.get(parent_path)
         if parent is None:
             raise NoNodeError(f"parent {parent_path} of {path} does not exist", path=path)
@@ -641,14 +623,10 @@ class EmbeddedServer:
     def _apply_delete(self, txn: _Txn, path: str, version: int) -> None:
         if path == "/":
             raise BadArgumentsError("the root znode cannot be deleted", path=path)
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(f"{path} does not exist", path=path)
-        if version != ANY_VERSION and version != node.version:
-            raise BadVersionError(f"{path} is at version {node.version}, not {version}", path=path)
+        node = self._existing(path, version)
         if node.children:
             raise NotEmptyError(f"{path} has {len(node.children)} children", path=path)
-        parent_path, name = _split(path)
+        parent_path, name = split(path)
         parent = self._nodes[parent_path]
         old_cversion, old_pzxid = parent.cversion, parent.pzxid
         del self._nodes[path]
@@ -671,11 +649,7 @@ class EmbeddedServer:
         txn.events += [(EventType.DELETED, path), (EventType.CHILD, parent_path)]
 
     def _apply_set(self, txn: _Txn, path: str, value: bytes | None, version: int) -> Stat:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(f"{path} does not exist", path=path)
-        if version != ANY_VERSION and version != node.version:
-            raise BadVersionError(f"{path} is at version {node.version}, not {version}", path=path)
+        node = self._existing(path, version)
         old = (node.data, node.version, node.mzxid, node.mtime)
         node.data = value
         node.version += 1
@@ -690,119 +664,86 @@ class EmbeddedServer:
         txn.events.append((EventType.CHANGED, path))
         return node.stat()
 
-    def _apply_check(self, path: str, version: int) -> bool:
-        node = self._nodes.get(path)
-        if node is None:
-            raise NoNodeError(f"{path} does not exist", path=path)
-        if version != ANY_VERSION and version != node.version:
-            raise BadVersionError(f"{path} is at version {node.version}, not {version}", path=path)
-        return True
-
     # -- operations for sessions (lock held by the caller)
 
     def _apply_op(self, txn: _Txn, session: EmbeddedStore, op: Op) -> OpResult:
+        op = checked_op(op)
         if isinstance(op, CreateOp):
-            _validate_path(op.path, sequence=op.sequence)
-            if op.path == "/":
-                raise NodeExistsError("/ already exists", path="/")
-            return self._apply_create(txn, op.path, _check_value(op.value),
-                                      session.session_id if op.ephemeral else 0, sequence=op.sequence)
+            return self._apply_create(txn, op.path, op.value, session.session_id if op.ephemeral else 0,
+                                      sequence=op.sequence)
         if isinstance(op, DeleteOp):
-            _validate_path(op.path)
             self._apply_delete(txn, op.path, op.version)
-            return True
-        if isinstance(op, SetDataOp):
-            _validate_path(op.path)
-            return self._apply_set(txn, op.path, _check_value(op.value), op.version)
-        if isinstance(op, CheckVersionOp):
-            _validate_path(op.path)
-            return self._apply_check(op.path, op.version)
-        raise TypeError(f"not a metadata store operation: {op!r}")
+        elif isinstance(op, SetDataOp):
+            return self._apply_set(txn, op.path, op.value, op.version)
+        else:  # CheckVersionOp
+            self._existing(op.path, op.version)
+        return True
+
+    def _subtree(self, path: str) -> list[str]:
+        """``path`` and every node below it, deepest first (the order to delete them in)."""
+        subtree: list[str] = []
+        stack = [path]
+        while stack:
+            p = stack.pop()
+            subtree.append(p)
+            stack.extend(join(p, child) for child in self._nodes[p].children)
+        return sorted(subtree, key=lambda s: s.count("/"), reverse=True)
 
     def _end_session(self, session: EmbeddedStore) -> None:
         """Drop the session's watches and delete its ephemeral nodes in one transaction."""
         self._drop_watches(session)
         self._sessions.pop(session.session_id, None)
-        paths = sorted(self._ephemerals.get(session.session_id, ()), reverse=True)
-        if paths:
-            txn = self._begin()
-            for path in paths:
-                self._apply_delete(txn, path, ANY_VERSION)
-            self._commit(txn)
+        self._delete_all(sorted(self._ephemerals.get(session.session_id, ()), reverse=True))
         self._ephemerals.pop(session.session_id, None)
 
 
 # ---------------------------------------------------------------------------------------------
 # a session
 
-class EmbeddedStore:
+class EmbeddedStore(StoreSession):
     """One session on an EmbeddedServer; implements ``zk_compat.store.MetadataStore``."""
 
     def __init__(self, server: EmbeddedServer, session_id: int) -> None:
+        super().__init__(session_id, f"zk-embedded-events-{session_id:#x}")
         self._server = server
-        self._session_id = session_id
-        self._closed = False
-        self._listeners: list[StateListener] = []
-        self._listeners_lock = threading.Lock()
-        self._events = EventThread(f"zk-embedded-events-{session_id:#x}")
         server._sessions[session_id] = self
 
-    def __enter__(self) -> EmbeddedStore:
-        return self
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[EmbeddedServer]:
+        """The server, locked, once this session and the server are known to be open."""
+        server = self._server
+        with server._lock:
+            self._check_open()
+            server._check_open()
+            yield server
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<EmbeddedStore session {self._session_id:#x}{' closed' if self._closed else ''}>"
-
-    @property
-    def session_id(self) -> int:
-        return self._session_id
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _check(self) -> None:
-        if self._closed:
-            raise SessionExpiredError(f"session {self._session_id:#x} is closed")
-        self._server._check_open()
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[tuple[EmbeddedServer, _Txn]]:
+        """A write transaction of this session (see ``EmbeddedServer._transaction``)."""
+        with self._locked() as server, server._transaction() as txn:
+            yield server, txn
 
     # -- reads
 
     def get(self, path: str, watch: Watcher | None = None) -> tuple[bytes | None, Stat]:
-        _validate_path(path)
-        server = self._server
-        with server._lock:
-            self._check()
-            node = server._nodes.get(path)
-            if node is None:
-                raise NoNodeError(f"{path} does not exist", path=path)
-            if watch is not None:
-                server._add_watch(server._data_watches, path, self, watch)
+        validate_path(path)
+        with self._locked() as server:
+            node = server._existing(path)
+            server._add_watch(server._data_watches, path, self, watch)
             return node.data, node.stat()
 
     def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
-        _validate_path(path)
-        server = self._server
-        with server._lock:
-            self._check()
-            if watch is not None:
-                server._add_watch(server._data_watches, path, self, watch)
+        validate_path(path)
+        with self._locked() as server:
+            server._add_watch(server._data_watches, path, self, watch)
             node = server._nodes.get(path)
             return node.stat() if node is not None else None
 
     def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
-        _validate_path(path)
-        server = self._server
-        with server._lock:
-            self._check()
-            node = server._nodes.get(path)
-            if node is None:
-                raise NoNodeError(f"{path} does not exist", path=path)
-            if watch is not None:
-                server._add_watch(server._child_watches, path, self, watch)
+        validate_path(path)
+        with self._locked() as server:
+            node = server._existing(path)
+            server._add_watch(server._child_watches, path, self, watch)
             return sorted(node.children)
 
     # -- writes
@@ -810,29 +751,14 @@ class EmbeddedStore:
     def create(self, path: str, value: bytes | None = None, *, ephemeral: bool = False,
                sequence: bool = False, makepath: bool = False) -> str:
         op = CreateOp(path, value, ephemeral, sequence)
-        server = self._server
-        with server._lock:
-            self._check()
-            txn = server._begin()
-            try:
-                if makepath:
-                    self._create_parents(txn, path)
-                created = server._apply_op(txn, self, op)
-            except BaseException:
-                txn.rollback()
-                raise
-            server._commit(txn)
+        with self._writing() as (server, txn):
+            if makepath:
+                validate_path(path, sequence=True)
+                for missing in missing_parents(path, server._nodes.__contains__):
+                    server._apply_create(txn, missing, None, 0, sequence=False)
+            created = server._apply_op(txn, self, op)
+            assert isinstance(created, str)
             return created
-
-    def _create_parents(self, txn: _Txn, path: str) -> None:
-        _validate_path(path, sequence=True)
-        parent = _split(path)[0]
-        missing = []
-        while parent != "/" and parent not in self._server._nodes:
-            missing.append(parent)
-            parent = _split(parent)[0]
-        for p in reversed(missing):
-            self._server._apply_create(txn, p, None, 0, sequence=False)
 
     def set(self, path: str, value: bytes | None, version: int = ANY_VERSION) -> Stat:
         result = self._single(SetDataOp(path, value, version))
@@ -843,81 +769,32 @@ class EmbeddedStore:
         if not recursive:
             self._single(DeleteOp(path, version))
             return
-        _validate_path(path)
-        server = self._server
-        with server._lock:
-            self._check()
-            node = server._nodes.get(path)
-            if node is None:
-                raise NoNodeError(f"{path} does not exist", path=path)
-            if version != ANY_VERSION and version != node.version:
-                raise BadVersionError(f"{path} is at version {node.version}, not {version}", path=path)
-            subtree: list[str] = []
-            stack = [path]
-            while stack:
-                p = stack.pop()
-                subtree.append(p)
-                prefix = p.rstrip("/") + "/"
-                stack.extend(prefix + c for c in server._nodes[p].children)
-            txn = server._begin()
-            try:
-                for p in sorted(subtree, key=lambda s: s.count("/"), reverse=True):
-                    server._apply_delete(txn, p, ANY_VERSION)
-            except BaseException:
-                txn.rollback()
-                raise
-            server._commit(txn)
+        validate_path(path)
+        with self._writing() as (server, txn):
+            server._existing(path, version)
+            for p in server._subtree(path):
+                server._apply_delete(txn, p, ANY_VERSION)
 
     def _single(self, op: Op) -> OpResult:
-        server = self._server
-        with server._lock:
-            self._check()
-            txn = server._begin()
-            try:
-                result = server._apply_op(txn, self, op)
-            except BaseException:
-                txn.rollback()
-                raise
-            server._commit(txn)
-            return result
+        with self._writing() as (server, txn):
+            return server._apply_op(txn, self, op)
 
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         ops = list(ops)
-        server = self._server
-        with server._lock:
-            self._check()
-            txn = server._begin()
+        with self._writing() as (server, txn):
             results: list[OpResult] = []
             for index, op in enumerate(ops):
                 try:
                     results.append(server._apply_op(txn, self, op))
                 except MetadataStoreError as exc:
-                    txn.rollback()
-                    exc.failed_op_index = index
-                    exc.results = [RolledBackError(path=getattr(o, "path", None)) for o in ops]
-                    exc.results[index] = exc
+                    exc.failing_multi(ops, index)
                     raise
-                except BaseException:
-                    txn.rollback()
-                    raise
-            server._commit(txn)
             return results
 
     # -- session
 
-    def add_listener(self, listener: StateListener) -> None:
-        with self._listeners_lock:
-            self._listeners.append(listener)
-
-    def remove_listener(self, listener: StateListener) -> None:
-        with self._listeners_lock:
-            if listener in self._listeners:
-                self._listeners.remove(listener)
-
     def _notify(self, state: SessionState) -> None:
-        with self._listeners_lock:
-            listeners = list(self._listeners)
-        for listener in listeners:
+        for listener in self._current_listeners():
             self._events.put(listener, state)
 
     def close(self) -> None:
@@ -932,9 +809,7 @@ class EmbeddedStore:
     def expire_session(self) -> None:
         """Test hook, like kazoo's harness: the session expires (ephemerals deleted, watches
         dropped, listeners told LOST), then a new session is established (CONNECTED)."""
-        server = self._server
-        with server._lock:
-            self._check()
+        with self._locked() as server:
             server._end_session(self)
             self._session_id = server._new_session_id()
             server._sessions[self._session_id] = self
@@ -944,7 +819,8 @@ class EmbeddedStore:
     def lose_connection(self) -> None:
         """Test hook: the connection drops and comes back within the session timeout
         (SUSPENDED then CONNECTED; session, ephemerals and watches survive)."""
-        self._check()
+        self._check_open()
+        self._server._check_open()
         self._notify(SessionState.SUSPENDED)
         self._notify(SessionState.CONNECTED)
 

@@ -4,8 +4,9 @@ What ``KafkaZkClient`` and ``AdminZkClient`` do in Kafka, for the broker, the co
 admin handlers: startup paths, broker registration and id generation, cluster id, controller
 election with ``/controller_epoch`` fencing, topics and their configs, partition state, topic
 deletion requests, config change notifications, producer-id blocks and ZooKeeper-era consumer
-offsets. Kafka errors (topic exists, bad assignment, ...) are raised as ``kbroker.errors``
-classes so handlers can turn them into error codes; store errors pass through unchanged.
+offsets. Kafka's refusals (topic exists, bad assignment, ...) are raised as ``zk_compat.errors``
+classes, each with its Kafka error code (the broker's ``kbroker.errors.translate_zk()`` turns
+them into its own); store errors pass through unchanged.
 """
 from __future__ import annotations
 
@@ -17,20 +18,14 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
-from kbroker.errors import (
+# re-exported: the broker plans new topics and partitions through this module
+from zk_compat.assignment import assign_replicas_for_new_partitions, assign_replicas_to_brokers  # noqa: F401
+from zk_compat.errors import (
     InvalidReplicaAssignmentError,
     InvalidTopicError,
-    KafkaError,
     TopicAlreadyExistsError,
+    TopicAlreadyMarkedForDeletionError,
     UnknownTopicOrPartitionError,
-)
-from zk_compat.assignment import (  # noqa: F401  (re-exported: the controller's one import)
-    BrokerMetadata,
-    RackAwareMode,
-    assign_replicas_for_new_partitions,
-    assign_replicas_to_brokers,
-    broker_metadatas,
-    rack_alternated_brokers,
 )
 from zk_compat.store import (
     ANY_VERSION,
@@ -91,10 +86,6 @@ class BrokerIdInUseError(NodeExistsError):
 class ControllerMovedError(MetadataStoreError):
     """The ``/controller_epoch`` check failed: another broker is controller now (Kafka's
     ControllerMovedException). The caller must resign."""
-
-
-class TopicAlreadyMarkedForDeletionError(KafkaError):
-    """``/admin/delete_topics/<topic>`` exists already."""
 
 
 def _now_ms() -> int:

@@ -33,8 +33,10 @@ import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol, Union, runtime_checkable
+from dataclasses import dataclass, replace
+from typing import Any, Protocol, Self, runtime_checkable
+
+from zk_compat.paths import check_value, validate_path
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,15 @@ ANY_VERSION = -1
 # errors (ZooKeeper's KeeperException codes in ``code``)
 
 class MetadataStoreError(Exception):
-    """Base of every metadata-store error."""
+    """Base of every metadata-store error. A subclass names ZooKeeper's code in its class line
+    (``class X(MetadataStoreError, code=-101)``); without one it inherits its parent's."""
 
     code = -1
+
+    def __init_subclass__(cls, *, code: int | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
 
     def __init__(self, message: str = "", *, path: str | None = None) -> None:
         super().__init__(message or (f"{type(self).__name__}: {path}" if path else type(self).__name__))
@@ -56,49 +64,60 @@ class MetadataStoreError(Exception):
         self.results: list[object] | None = None
         self.failed_op_index: int | None = None
 
+    def failing_multi(self, ops: Sequence[Op], index: int) -> MetadataStoreError:
+        """Make this the error of operation ``index`` of a failed ``multi`` of ``ops``: its
+        ``results`` get one entry per operation, RolledBackError for every other one, and this
+        error itself at ``failed_op_index``. Returns self."""
+        self.failed_op_index = index
+        self.results = [RolledBackError(path=getattr(op, "path", None)) for op in ops]
+        self.results[index] = self
+        return self
 
-class RuntimeInconsistencyError(MetadataStoreError):
-    code = -2
+
+class RuntimeInconsistencyError(MetadataStoreError, code=-2):
+    """ZooKeeper's code for the operations after the failing one of a multi."""
 
 
 class RolledBackError(RuntimeInconsistencyError):
     """Result of an operation of a failed ``multi`` that was not the failing one."""
 
 
-class ConnectionLossError(MetadataStoreError):
+class ConnectionLossError(MetadataStoreError, code=-4):
     """The connection dropped; the operation may or may not have been applied. Retriable."""
 
-    code = -4
+
+class BadArgumentsError(MetadataStoreError, code=-8):
+    """A request ZooKeeper refuses as such (deleting the root)."""
 
 
-class BadArgumentsError(MetadataStoreError):
-    code = -8
+class NoNodeError(MetadataStoreError, code=-101):
+    """The node (for a create: its parent) does not exist."""
 
 
-class NoNodeError(MetadataStoreError):
-    code = -101
+class BadVersionError(MetadataStoreError, code=-103):
+    """The node is not at the version the operation expects."""
 
 
-class BadVersionError(MetadataStoreError):
-    code = -103
+class NoChildrenForEphemeralsError(MetadataStoreError, code=-108):
+    """A create below an ephemeral node."""
 
 
-class NoChildrenForEphemeralsError(MetadataStoreError):
-    code = -108
+class NodeExistsError(MetadataStoreError, code=-110):
+    """A create of a node that exists."""
 
 
-class NodeExistsError(MetadataStoreError):
-    code = -110
+class NotEmptyError(MetadataStoreError, code=-111):
+    """A (non-recursive) delete of a node that has children."""
 
 
-class NotEmptyError(MetadataStoreError):
-    code = -111
-
-
-class SessionExpiredError(MetadataStoreError):
+class SessionExpiredError(MetadataStoreError, code=-112):
     """The session is gone: its ephemeral nodes and watches are lost."""
 
-    code = -112
+
+def check_version(path: str, actual: int, expected: int) -> None:
+    """BadVersionError unless ``expected`` is ANY_VERSION or the node's ``actual`` version."""
+    if expected != ANY_VERSION and expected != actual:
+        raise BadVersionError(f"{path} is at version {actual}, not {expected}", path=path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,10 +198,33 @@ class CheckVersionOp:
     version: int
 
 
-Op = Union[CreateOp, DeleteOp, SetDataOp, CheckVersionOp]
+Op = CreateOp | DeleteOp | SetDataOp | CheckVersionOp
 # Per-operation results of a successful multi: CreateOp -> created path, SetDataOp -> Stat,
 # DeleteOp and CheckVersionOp -> True.
-OpResult = Union[str, Stat, bool]
+OpResult = str | Stat | bool
+
+
+def checked_op(op: Op) -> Op:
+    """An operation checked as both stores check it before applying or sending it: the path
+    (a sequential create's may end with '/'), the data (returned as ``bytes``), and the root,
+    which exists (create: NodeExistsError) and cannot be deleted (BadArgumentsError)."""
+    if isinstance(op, CreateOp):
+        validate_path(op.path, sequence=op.sequence)
+        if op.path == "/":
+            raise NodeExistsError("/ already exists", path="/")
+        return replace(op, value=check_value(op.value))
+    if isinstance(op, SetDataOp):
+        validate_path(op.path)
+        return replace(op, value=check_value(op.value))
+    if isinstance(op, DeleteOp):
+        validate_path(op.path)
+        if op.path == "/":
+            raise BadArgumentsError("the root znode cannot be deleted", path="/")
+        return op
+    if isinstance(op, CheckVersionOp):
+        validate_path(op.path)
+        return op
+    raise TypeError(f"not a metadata store operation: {op!r}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -310,7 +352,7 @@ class _Watch:
         if state is SessionState.CONNECTED:
             self._fetch(None)
 
-    def _read(self) -> tuple:
+    def _read(self) -> tuple[Any, ...]:
         raise NotImplementedError
 
     def _fetch(self, event: WatchedEvent | None) -> None:
@@ -420,3 +462,61 @@ class EventThread:
         self._queue.put(_STOP)
         if threading.current_thread() is not self.thread:
             self.thread.join(timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# what both stores' sessions share
+
+class StoreSession:
+    """The session plumbing of both MetadataStore implementations: the session id, the closed
+    flag (every operation on a closed session raises SessionExpiredError), the state listeners
+    and the event thread their callbacks run on. ``where`` names the server in ``repr``."""
+
+    def __init__(self, session_id: int, events_name: str) -> None:
+        self._session_id = session_id
+        self._closed = False
+        self._listeners: list[StateListener] = []
+        self._listeners_lock = threading.Lock()
+        self._events = EventThread(events_name)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def where(self) -> str:
+        return ""
+
+    def __repr__(self) -> str:
+        where = self.where()
+        return (f"<{type(self).__name__}{' ' + where if where else ''} session {self._session_id:#x}"
+                f"{' closed' if self._closed else ''}>")
+
+    @property
+    def session_id(self) -> int:
+        return self._session_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise SessionExpiredError(f"session {self._session_id:#x} is closed")
+
+    def add_listener(self, listener: StateListener) -> None:
+        with self._listeners_lock:
+            self._listeners.append(listener)
+
+    def remove_listener(self, listener: StateListener) -> None:
+        with self._listeners_lock:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+    def _current_listeners(self) -> list[StateListener]:
+        with self._listeners_lock:
+            return list(self._listeners)

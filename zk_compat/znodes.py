@@ -66,12 +66,18 @@ def _bad(path: str, key: str, what: str, value: Any) -> ValueError:
     return ValueError(f"{path}: {key!r} must be {what}, got {value!r}")
 
 
+def _absent(path: str, key: str, default: Any) -> Any:
+    """What a reader below returns for a missing key: its ``default``, or (``...``: the key is
+    required) a ValueError."""
+    if default is ...:
+        raise ValueError(f"{path}: missing {key!r}")
+    return default
+
+
 def _int(obj: Mapping[str, Any], key: str, path: str, default: Any = ..., *,
          lo: int = INT32_MIN, hi: int = INT32_MAX) -> Any:
     if key not in obj:
-        if default is ...:
-            raise ValueError(f"{path}: missing {key!r}")
-        return default
+        return _absent(path, key, default)
     value = obj[key]
     if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
         raise _bad(path, key, "an integer" if hi == INT32_MAX else f"an integer in [{lo}, {hi}]", value)
@@ -81,9 +87,7 @@ def _int(obj: Mapping[str, Any], key: str, path: str, default: Any = ..., *,
 def _long_text(obj: Mapping[str, Any], key: str, path: str, default: Any = ...) -> Any:
     """A 64-bit value Kafka writes as a decimal string (older writers: a number)."""
     if key not in obj:
-        if default is ...:
-            raise ValueError(f"{path}: missing {key!r}")
-        return default
+        return _absent(path, key, default)
     value = obj[key]
     if isinstance(value, str) and _DECIMAL.fullmatch(value):
         value = int(value)
@@ -94,9 +98,7 @@ def _long_text(obj: Mapping[str, Any], key: str, path: str, default: Any = ...) 
 
 def _str(obj: Mapping[str, Any], key: str, path: str, default: Any = ..., *, nullable: bool = False) -> Any:
     if key not in obj:
-        if default is ...:
-            raise ValueError(f"{path}: missing {key!r}")
-        return default
+        return _absent(path, key, default)
     value = obj[key]
     if value is None and nullable:
         return None
@@ -114,9 +116,7 @@ def _int_list(value: Any, path: str, key: str) -> list[int]:
 
 def _dict(obj: Mapping[str, Any], key: str, path: str, default: Any = ...) -> Any:
     if key not in obj:
-        if default is ...:
-            raise ValueError(f"{path}: missing {key!r}")
-        return default
+        return _absent(path, key, default)
     value = obj[key]
     if not isinstance(value, dict):
         raise _bad(path, key, "a JSON object", value)
@@ -149,6 +149,14 @@ def _tp_list(partitions: Iterable[tuple[str, int]]) -> list[dict[str, Any]]:
     return [{"topic": topic, "partition": partition} for topic, partition in partitions]
 
 
+def _mutable_map_json(values: dict[str, Any], *, initial: int) -> bytes:
+    """``values`` as Jackson writes the Scala ``mutable.Map`` Kafka builds from the first
+    ``initial`` entries and then grows with the others, one ``+=`` each: in its hash order."""
+    keys = list(values)
+    order = scala_mutable_map_order(keys[:initial], initial=initial, later=keys[initial:])
+    return _json.dumps({k: values[k] for k in order})
+
+
 _DECIMAL = re.compile(r"[+-]?[0-9]+", re.ASCII)
 _UNSIGNED = re.compile(r"[0-9]+", re.ASCII)
 
@@ -178,48 +186,47 @@ def desanitize_entity_name(name: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# znodes at fixed paths
+
+class FixedPathZNode:
+    """Base of the znode classes at one fixed path: ``PATH``, which ``path()`` returns like
+    every znode class's ``path(...)``."""
+
+    PATH = ""
+
+    @classmethod
+    def path(cls) -> str:
+        return cls.PATH
+
+
 # container znodes (null data)
 
-class BrokersZNode:
-    @staticmethod
-    def path() -> str:
-        return "/brokers"
+class ContainerZNode:
+    """A znode that only holds children, at a fixed path, with null data. Each is one instance
+    below (``TopicsZNode.path()`` reads like any znode class's)."""
+
+    __slots__ = ("_path",)
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def path(self) -> str:
+        return self._path
+
+    def __repr__(self) -> str:
+        return f"ContainerZNode({self._path!r})"
 
 
-class BrokerIdsZNode:
-    @staticmethod
-    def path() -> str:
-        return "/brokers/ids"
-
-
-class TopicsZNode:
-    @staticmethod
-    def path() -> str:
-        return "/brokers/topics"
-
-
-class ConfigZNode:
-    @staticmethod
-    def path() -> str:
-        return "/config"
-
-
-class AdminZNode:
-    @staticmethod
-    def path() -> str:
-        return "/admin"
-
-
-class ClusterZNode:
-    @staticmethod
-    def path() -> str:
-        return "/cluster"
-
-
-class DeleteTopicsZNode:
-    @staticmethod
-    def path() -> str:
-        return "/admin/delete_topics"
+BrokersZNode = ContainerZNode("/brokers")
+BrokerIdsZNode = ContainerZNode("/brokers/ids")  # an ephemeral child per live broker
+TopicsZNode = ContainerZNode("/brokers/topics")
+ConfigZNode = ContainerZNode("/config")
+AdminZNode = ContainerZNode("/admin")
+ClusterZNode = ContainerZNode("/cluster")
+DeleteTopicsZNode = ContainerZNode("/admin/delete_topics")  # a child per topic to delete
+ConfigEntityChangeNotificationZNode = ContainerZNode("/config/changes")
+IsrChangeNotificationZNode = ContainerZNode("/isr_change_notification")
+LogDirEventNotificationZNode = ContainerZNode("/log_dir_event_notification")
 
 
 class DeleteTopicZNode:
@@ -228,12 +235,6 @@ class DeleteTopicZNode:
     @staticmethod
     def path(topic: str) -> str:
         return f"/admin/delete_topics/{_name('topic', topic)}"
-
-
-class ConfigEntityTypeZNode:
-    @staticmethod
-    def path(entity_type: str) -> str:
-        return f"/config/{_name('config entity type', entity_type)}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,13 +246,11 @@ class ControllerInfo:
     timestamp_ms: int | None = None
 
 
-class ControllerZNode:
+class ControllerZNode(FixedPathZNode):
     """Ephemeral ``/controller``: ``{"version":1,"brokerid":N,"timestamp":"<ms>"}`` (the 2.x form;
     Kafka 3.x writes version 2 with ``kraftControllerEpoch``, which we read but never write)."""
 
-    @staticmethod
-    def path() -> str:
-        return "/controller"
+    PATH = "/controller"
 
     @staticmethod
     def encode(broker_id: int, timestamp_ms: int) -> bytes:
@@ -267,13 +266,11 @@ class ControllerZNode:
         return ControllerInfo(_int(obj, "brokerid", path), _long_text(obj, "timestamp", path, None))
 
 
-class ControllerEpochZNode:
+class ControllerEpochZNode(FixedPathZNode):
     """Persistent ``/controller_epoch``: the epoch as bare decimal text; its stat version fences
     every controller write."""
 
-    @staticmethod
-    def path() -> str:
-        return "/controller_epoch"
+    PATH = "/controller_epoch"
 
     @staticmethod
     def encode(epoch: int) -> bytes:
@@ -380,22 +377,17 @@ class BrokerIdZNode:
             "jmx_port": info.jmx_port,
             "timestamp": str(info.timestamp_ms),
         }
-        later = []
         if info.rack is not None and info.version >= 3:
             values["rack"] = info.rack
-            later.append("rack")
         if info.version >= 4:
             names = [e.listener_name for e in info.endpoints]
             values["listener_security_protocol_map"] = {
                 name: info.listener_security_protocol_map[name] for name in scala_immutable_map_order(names)}
-            later.append("listener_security_protocol_map")
         if info.version >= 5:
             values["features"] = {
                 name: {"min_version": info.features[name][0], "max_version": info.features[name][1]}
                 for name in java_hashmap_order(list(info.features))}
-            later.append("features")
-        order = scala_mutable_map_order(list(values)[:6], initial=6, later=later)
-        return _json.dumps({k: values[k] for k in order})
+        return _mutable_map_json(values, initial=6)
 
     @staticmethod
     def decode(broker_id: int, data: bytes | None) -> BrokerInfo:
@@ -444,13 +436,11 @@ class BrokerIdZNode:
         )
 
 
-class BrokerSequenceIdZNode:
+class BrokerSequenceIdZNode(FixedPathZNode):
     """``/brokers/seqid``: no meaningful data; an unconditional write's new stat version,
     plus ``reserved.broker.max.id``, is a generated broker id."""
 
-    @staticmethod
-    def path() -> str:
-        return "/brokers/seqid"
+    PATH = "/brokers/seqid"
 
     @staticmethod
     def encode() -> bytes:
@@ -497,12 +487,9 @@ class TopicZNode:
             "removing_replicas": TopicZNode._replica_map(
                 {p: r for p, r in assignment.removing_replicas.items() if r}),
         }
-        later = []
         if assignment.topic_id is not None:
             values["topic_id"] = assignment.topic_id
-            later.append("topic_id")
-        order = scala_mutable_map_order(list(values)[:4], initial=4, later=later)
-        return _json.dumps({k: values[k] for k in order})
+        return _mutable_map_json(values, initial=4)
 
     @staticmethod
     def decode(topic: str, data: bytes | None) -> TopicAssignment:
@@ -578,6 +565,14 @@ class TopicPartitionStateZNode:
 # ---------------------------------------------------------------------------------------------
 # /config/<type>/<name> and /config/changes
 
+class ConfigEntityTypeZNode:
+    """``/config/<entity type>``: a container of the entities of one type."""
+
+    @staticmethod
+    def path(entity_type: str) -> str:
+        return f"/config/{_name('config entity type', entity_type)}"
+
+
 class ConfigEntityZNode:
     """``/config/<entity type>/<name>``: ``{"version":1,"config":{...}}``, all values strings.
     The name must already be in path form (``sanitize_entity_name`` for users and clients;
@@ -613,12 +608,6 @@ class ConfigEntityZNode:
         return dict(config)
 
 
-class ConfigEntityChangeNotificationZNode:
-    @staticmethod
-    def path() -> str:
-        return "/config/changes"
-
-
 class ConfigEntityChangeNotificationSequenceZNode:
     """``/config/changes/config_change_<seq>``: ``{"version":2,"entity_path":"topics/foo"}``.
     Decoding also accepts version 1 (``entity_type`` + ``entity_name``, topics/clients only)
@@ -644,7 +633,7 @@ class ConfigEntityChangeNotificationSequenceZNode:
                 raise ValueError(f"{path}: version 1 notifications only name topics or clients, got {entity_type!r}")
             return f"{entity_type}/{_str(obj, 'entity_name', path)}"
         if version == 2:
-            entity_path = _str(obj, "entity_path", path)
+            entity_path: str = _str(obj, "entity_path", path)
             if "/" not in entity_path or entity_path.split("/", 1)[0] not in CONFIG_ENTITY_TYPES:
                 raise _bad(path, "entity_path", "<entity type>/<name>", entity_path)
             return entity_path
@@ -658,14 +647,12 @@ class ConfigEntityChangeNotificationSequenceZNode:
 # ---------------------------------------------------------------------------------------------
 # /admin/reassign_partitions, /admin/preferred_replica_election
 
-class ReassignPartitionsZNode:
+class ReassignPartitionsZNode(FixedPathZNode):
     """``/admin/reassign_partitions`` (deprecated since 2.4, still served):
     ``{"version":1,"partitions":[{"topic":..,"partition":..,"replicas":[..]}]}``. Entries are
     written in the order given (Kafka's order there is that of a Scala map of TopicPartition)."""
 
-    @staticmethod
-    def path() -> str:
-        return "/admin/reassign_partitions"
+    PATH = "/admin/reassign_partitions"
 
     @staticmethod
     def encode(reassignment: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
@@ -689,12 +676,10 @@ class ReassignPartitionsZNode:
         return out
 
 
-class PreferredReplicaElectionZNode:
+class PreferredReplicaElectionZNode(FixedPathZNode):
     """``/admin/preferred_replica_election``: ``{"version":1,"partitions":[{"topic":..,"partition":..}]}``."""
 
-    @staticmethod
-    def path() -> str:
-        return "/admin/preferred_replica_election"
+    PATH = "/admin/preferred_replica_election"
 
     @staticmethod
     def encode(partitions: Iterable[tuple[str, int]]) -> bytes:
@@ -708,12 +693,6 @@ class PreferredReplicaElectionZNode:
 
 # ---------------------------------------------------------------------------------------------
 # notification sequences written by brokers
-
-class IsrChangeNotificationZNode:
-    @staticmethod
-    def path() -> str:
-        return "/isr_change_notification"
-
 
 class IsrChangeNotificationSequenceZNode:
     """``/isr_change_notification/isr_change_<seq>`` (written by leaders only with IBP < 2.7-IV2)."""
@@ -737,12 +716,6 @@ class IsrChangeNotificationSequenceZNode:
         return parse_sequence_number(name, IsrChangeNotificationSequenceZNode.PREFIX)
 
 
-class LogDirEventNotificationZNode:
-    @staticmethod
-    def path() -> str:
-        return "/log_dir_event_notification"
-
-
 class LogDirEventNotificationSequenceZNode:
     """``/log_dir_event_notification/log_dir_event_<seq>``: ``{"version":1,"broker":N,"event":1}``
     (event 1 = log directory failure, the only kind). Decodes to the broker id."""
@@ -760,7 +733,8 @@ class LogDirEventNotificationSequenceZNode:
 
     @staticmethod
     def decode(data: bytes | None, path: str = "/log_dir_event_notification/log_dir_event_") -> int:
-        return _int(_object(data, path), "broker", path)
+        broker_id: int = _int(_object(data, path), "broker", path)
+        return broker_id
 
     @staticmethod
     def sequence_number(name: str) -> int:
@@ -770,12 +744,10 @@ class LogDirEventNotificationSequenceZNode:
 # ---------------------------------------------------------------------------------------------
 # /cluster/id, /latest_producer_id_block, /feature
 
-class ClusterIdZNode:
+class ClusterIdZNode(FixedPathZNode):
     """``/cluster/id``: ``{"version":"1","id":"<22-char id>"}`` -- note the version is a string."""
 
-    @staticmethod
-    def path() -> str:
-        return "/cluster/id"
+    PATH = "/cluster/id"
 
     @staticmethod
     def encode(cluster_id: str) -> bytes:
@@ -784,7 +756,8 @@ class ClusterIdZNode:
     @staticmethod
     def decode(data: bytes | None) -> str:
         path = ClusterIdZNode.path()
-        return _str(_object(data, path), "id", path)
+        cluster_id: str = _str(_object(data, path), "id", path)
+        return cluster_id
 
 
 @dataclass(frozen=True)
@@ -794,15 +767,12 @@ class ProducerIdBlock:
     block_end: int  # inclusive
 
 
-class ProducerIdBlockZNode:
+class ProducerIdBlockZNode(FixedPathZNode):
     """``/latest_producer_id_block``: the last claimed block,
     ``{"version":1,"broker":N,"block_start":"0","block_end":"999"}``; no data until the first claim."""
 
+    PATH = "/latest_producer_id_block"
     BLOCK_SIZE = 1000
-
-    @staticmethod
-    def path() -> str:
-        return "/latest_producer_id_block"
 
     @staticmethod
     def encode(block: ProducerIdBlock) -> bytes:
@@ -828,17 +798,14 @@ class FeatureZNodeData:
     version: int = 1
 
 
-class FeatureZNode:
+class FeatureZNode(FixedPathZNode):
     """``/feature`` (KIP-584, written by the 2.7+ controller): version 1,
     ``{"features":{},"version":1,"status":1}`` in Kafka's hash order. Decoding also reads the
     3.3+ version 2 (no ``min_version_level``; min is then reported as 1)."""
 
+    PATH = "/feature"
     ENABLED = 1
     DISABLED = 0
-
-    @staticmethod
-    def path() -> str:
-        return "/feature"
 
     @staticmethod
     def encode(node: FeatureZNodeData) -> bytes:
@@ -846,7 +813,7 @@ class FeatureZNode:
                            "max_version_level": node.features[name][1]}
                     for name in java_hashmap_order(list(node.features))}
         values = {"version": 1, "status": node.status, "features": features}
-        return _json.dumps({k: values[k] for k in scala_mutable_map_order(list(values), initial=3)})
+        return _mutable_map_json(values, initial=3)
 
     @staticmethod
     def decode(data: bytes | None) -> FeatureZNodeData:
@@ -871,31 +838,33 @@ class FeatureZNode:
 # ---------------------------------------------------------------------------------------------
 # /consumers: ZooKeeper-era consumer groups (old consumer, OffsetCommit v0, pykafka)
 
-class ConsumerPathZNode:
+class ConsumerPathZNode(FixedPathZNode):
     """``/consumers`` and the per-group containers that Burrow's kafka_zk module,
     KafkaOffsetMonitor and pykafka read."""
 
-    @staticmethod
-    def path() -> str:
-        return "/consumers"
+    PATH = "/consumers"
 
-    @staticmethod
-    def group_path(group: str) -> str:
-        return f"/consumers/{_name('group', group)}"
+    @classmethod
+    def group_path(cls, group: str) -> str:
+        return f"{cls.PATH}/{_name('group', group)}"
 
-    @staticmethod
-    def offsets_path(group: str, topic: str | None = None) -> str:
-        base = f"{ConsumerPathZNode.group_path(group)}/offsets"
+    @classmethod
+    def _group_child(cls, group: str, kind: str, topic: str | None = None) -> str:
+        """``/consumers/<group>/<kind>``, or its per-topic child when ``topic`` is given."""
+        base = f"{cls.group_path(group)}/{kind}"
         return base if topic is None else f"{base}/{_name('topic', topic)}"
 
-    @staticmethod
-    def ids_path(group: str) -> str:
-        return f"{ConsumerPathZNode.group_path(group)}/ids"
+    @classmethod
+    def offsets_path(cls, group: str, topic: str | None = None) -> str:
+        return cls._group_child(group, "offsets", topic)
 
-    @staticmethod
-    def owners_path(group: str, topic: str | None = None) -> str:
-        base = f"{ConsumerPathZNode.group_path(group)}/owners"
-        return base if topic is None else f"{base}/{_name('topic', topic)}"
+    @classmethod
+    def ids_path(cls, group: str) -> str:
+        return cls._group_child(group, "ids")
+
+    @classmethod
+    def owners_path(cls, group: str, topic: str | None = None) -> str:
+        return cls._group_child(group, "owners", topic)
 
 
 class ConsumerOffsetZNode:
@@ -958,7 +927,7 @@ class ConsumerIdZNode:
                 raise ValueError(f"{path}: neither JSON nor UTF-8 text: {_json._preview(raw)}") from None
         obj = _object(raw, path)
         subscription = _dict(obj, "subscription", path)
-        for topic, count in subscription.items():
+        for topic in subscription:
             _int(subscription, topic, path)
         return ConsumerRegistration(dict(subscription), _str(obj, "pattern", path, "static"),
                                     _long_text(obj, "timestamp", path, None), _int(obj, "version", path, 1))

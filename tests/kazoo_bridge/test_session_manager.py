@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from kazoo_bridge.session import SessionManager
-from tests.kazoo_bridge.conftest import wait_until
+from tests.store_contract.backends import wait_until
 from zk_compat import layout
 from zk_compat.layout import BrokerIdInUseError
 from zk_compat.store import ChildrenWatch, DataWatch

@@ -9,10 +9,16 @@ import uuid
 import pytest
 from kazoo.protocol.states import Callback
 
-from kazoo_bridge.store import connect
-from tests.kazoo_bridge.conftest import CONNECTION_TIMEOUT_MS, SESSION_TIMEOUT_MS, ZooKeeperBackend, wait_until
-from tests.kazoo_bridge.proxy import FaultProxy
 from kazoo_bridge.local_server import free_port
+from kazoo_bridge.store import connect
+from tests.kazoo_bridge.proxy import FaultProxy
+from tests.store_contract.backends import (
+    CONNECTION_TIMEOUT_MS,
+    SESSION_TIMEOUT_MS,
+    Recorder,
+    ZooKeeperBackend,
+    wait_until,
+)
 from zk_compat.store import (
     ChildrenWatch,
     ConnectionLossError,
@@ -23,14 +29,6 @@ from zk_compat.store import (
     SessionState,
     WatchedEvent,
 )
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[WatchedEvent] = []
-
-    def __call__(self, event: WatchedEvent) -> None:
-        self.events.append(event)
 
 
 @pytest.fixture

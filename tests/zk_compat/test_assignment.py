@@ -7,7 +7,6 @@ from collections import Counter
 
 import pytest
 
-from kbroker.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 from zk_compat.assignment import (
     BrokerMetadata,
     RackAwareMode,
@@ -16,6 +15,7 @@ from zk_compat.assignment import (
     broker_metadatas,
     rack_alternated_brokers,
 )
+from zk_compat.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
 def test_kafkas_own_example_with_a_fixed_start():

@@ -107,7 +107,16 @@ def test_crash_between_snapshot_and_journal_reset_replays_nothing_twice(tmp_path
         assert data == b"2" and stat.version == 1
 
 
-def test_torn_last_journal_record_is_cut_off(tmp_path, caplog):
+def _tear_off_the_tail(raw: bytes) -> bytes:
+    return raw[:-3]  # the last record lost its tail in a crash
+
+
+def _flip_the_last_byte(raw: bytes) -> bytes:
+    return raw[:-1] + bytes([raw[-1] ^ 0xFF])  # a damaged disk block
+
+
+@pytest.mark.parametrize("damage", [_tear_off_the_tail, _flip_the_last_byte], ids=["torn", "corrupt"])
+def test_a_bad_last_journal_record_is_cut_off_and_replay_stops_there(tmp_path, caplog, damage):
     directory = tmp_path / "meta"
     with reopen(directory) as server:
         store = server.connect()
@@ -115,8 +124,7 @@ def test_torn_last_journal_record_is_cut_off(tmp_path, caplog):
         size_after_first = os.path.getsize(directory / "journal")
         store.create("/b", b"2")
     journal = directory / "journal"
-    raw = journal.read_bytes()
-    journal.write_bytes(raw[:-3])  # the second record lost its tail in a crash
+    journal.write_bytes(damage(journal.read_bytes()))
     with caplog.at_level(logging.WARNING, logger="zk_compat.embedded"):
         with reopen(directory) as server:
             store = server.connect()
@@ -127,21 +135,6 @@ def test_torn_last_journal_record_is_cut_off(tmp_path, caplog):
     assert os.path.getsize(journal) > size_after_first
     with reopen(directory) as server:
         assert server.connect().get("/c")[0] == b"3"
-
-
-def test_corrupt_journal_record_stops_replay_there(tmp_path):
-    directory = tmp_path / "meta"
-    with reopen(directory) as server:
-        store = server.connect()
-        store.create("/a", b"1")
-        store.create("/b", b"2")
-    journal = directory / "journal"
-    raw = bytearray(journal.read_bytes())
-    raw[-1] ^= 0xFF
-    journal.write_bytes(bytes(raw))
-    with reopen(directory) as server:
-        store = server.connect()
-        assert store.exists("/a") is not None and store.exists("/b") is None
 
 
 def test_corrupt_snapshot_refuses_to_start(tmp_path):

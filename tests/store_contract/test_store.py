@@ -1,12 +1,14 @@
-"""The MetadataStore contract, run against the embedded store and against a real ZooKeeper
-through kazoo_bridge: same calls, same results, same exceptions."""
+"""The MetadataStore contract, written once and run on every store (``backends.BACKENDS``): the
+embedded store in memory and journaled, and a real ZooKeeper through kazoo_bridge. Same calls,
+same results, same exceptions: ZooKeeper's versions, errors, sequential and ephemeral nodes,
+one-shot watches, atomic multi and sessions."""
 from __future__ import annotations
 
 import threading
 
 import pytest
 
-from tests.kazoo_bridge.conftest import assert_expired_then_connected, wait_until
+from tests.store_contract.backends import Recorder, wait_until
 from zk_compat.store import (
     BadVersionError,
     CheckVersionOp,
@@ -27,14 +29,6 @@ from zk_compat.store import (
     Transaction,
     WatchedEvent,
 )
-
-
-class Recorder:
-    def __init__(self) -> None:
-        self.events: list[WatchedEvent] = []
-
-    def __call__(self, event: WatchedEvent) -> None:
-        self.events.append(event)
 
 
 def test_store_is_a_metadata_store(store):
@@ -110,7 +104,7 @@ def test_node_exists(store):
     store.create("/a")
     with pytest.raises(NodeExistsError) as info:
         store.create("/a", b"x")
-    assert info.value.path == "/a"
+    assert info.value.path == "/a" and info.value.code == -110
     with pytest.raises(NodeExistsError):
         store.create("/")
 
@@ -129,7 +123,7 @@ def test_delete_checks_version_and_children(store):
 
 
 def test_recursive_delete_removes_the_subtree_and_checks_the_top_version(store):
-    for path in ("/t/a/1", "/t/a/2", "/t/b"):
+    for path in ("/t/a/1", "/t/a/2", "/t/b", "/u/a/1", "/u/b"):
         store.create(path, makepath=True)
     store.create("/keep")
     store.set("/t", b"v1")
@@ -137,7 +131,8 @@ def test_recursive_delete_removes_the_subtree_and_checks_the_top_version(store):
         store.delete("/t", version=0, recursive=True)
     assert store.get_children("/t") == ["a", "b"]  # nothing deleted
     store.delete("/t", version=1, recursive=True)
-    assert store.exists("/t") is None and store.exists("/keep") is not None
+    store.delete("/u", recursive=True)  # any version
+    assert store.exists("/t") is None and store.exists("/u") is None and store.exists("/keep") is not None
 
 
 def test_children_are_sorted_and_counted(store):
@@ -167,19 +162,23 @@ def test_invalid_paths_and_data_are_rejected_before_reaching_the_server(store):
 
 # --- sequential nodes -----------------------------------------------------------------------------
 
-def test_sequential_names_use_the_parents_cversion(store):
+def test_sequence_suffix_counts_creates_only_as_zookeeper_does(store):
+    # ZooKeeper 3.8, measured: the suffix counts the creates under the parent, not the deletions;
+    # the cversion it reports counts both (2 * creates - children, DataNode.copyStat)
     store.create("/config/changes", makepath=True)
     first = store.create("/config/changes/config_change_", b"1", sequence=True)
     second = store.create("/config/changes/config_change_", b"2", sequence=True)
     assert first == "/config/changes/config_change_0000000000"
     assert second == "/config/changes/config_change_0000000001"
-    store.delete(first)  # deletions advance cversion but not the suffix (ZooKeeper's DataNode.copyStat)
+    store.delete(first)
     assert store.exists("/config/changes").cversion == 3
     assert store.create("/config/changes/config_change_", sequence=True) == "/config/changes/config_change_0000000002"
+    assert store.exists("/config/changes").cversion == 4
     store.create("/config/changes/plain")
     store.delete("/config/changes/plain")
     assert store.exists("/config/changes").cversion == 6
     assert store.create("/config/changes/config_change_", sequence=True) == "/config/changes/config_change_0000000004"
+    assert store.exists("/config/changes").cversion == 7
     assert store.get(second)[0] == b"2"
 
 
@@ -228,7 +227,7 @@ def test_session_ids_are_distinct(backend, store):
     other.close()
 
 
-def test_expire_session_drops_ephemerals_and_watches_and_reports_lost_then_connected(store):
+def test_expire_session_drops_ephemerals_and_watches_and_reports_lost_then_connected(backend, store):
     states: list[SessionState] = []
     store.add_listener(states.append)
     store.create("/controller", b"x", ephemeral=True)
@@ -238,7 +237,7 @@ def test_expire_session_drops_ephemerals_and_watches_and_reports_lost_then_conne
     old_id = store.session_id
     store.expire_session()
     store.drain_events()
-    assert_expired_then_connected(states)
+    backend.assert_expired_then_connected(states)
     assert store.session_id != old_id
     assert store.exists("/controller") is None
     store.set("/p", b"changed")
@@ -289,31 +288,25 @@ def test_removed_listener_is_not_called(store):
 
 # --- watches --------------------------------------------------------------------------------------
 
-def test_data_watch_fires_once_with_changed(store):
-    store.create("/a", b"1")
+# (whether /a exists first, the read that arms the watch, the changes, the one event they fire)
+ONE_SHOT_WATCHES = {
+    "get-fires-changed-once": (True, "get", [("set", b"2"), ("set", b"3")], EventType.CHANGED),
+    "exists-on-a-missing-node-fires-created": (False, "exists", [("create",)], EventType.CREATED),
+    "get-fires-deleted": (True, "get", [("delete",)], EventType.DELETED),
+}
+
+
+@pytest.mark.parametrize("exists, arm, changes, fired", ONE_SHOT_WATCHES.values(), ids=ONE_SHOT_WATCHES.keys())
+def test_a_data_watch_fires_once_after_the_change(store, exists, arm, changes, fired):
+    if exists:
+        store.create("/a", b"1")
     seen = Recorder()
-    store.get("/a", watch=seen)
-    store.set("/a", b"2")
-    store.set("/a", b"3")
+    found = getattr(store, arm)("/a", watch=seen)
+    assert (found is not None) == exists
+    for change, *args in changes:
+        getattr(store, change)("/a", *args)
     store.drain_events()
-    assert seen.events == [WatchedEvent(EventType.CHANGED, "/a")]
-
-
-def test_exists_watch_on_missing_node_fires_created(store):
-    seen = Recorder()
-    assert store.exists("/later", watch=seen) is None
-    store.create("/later")
-    store.drain_events()
-    assert seen.events == [WatchedEvent(EventType.CREATED, "/later")]
-
-
-def test_get_watch_fires_deleted(store):
-    store.create("/a")
-    seen = Recorder()
-    store.get("/a", watch=seen)
-    store.delete("/a")
-    store.drain_events()
-    assert seen.events == [WatchedEvent(EventType.DELETED, "/a")]
+    assert seen.events == [WatchedEvent(fired, "/a")]
 
 
 def test_child_watch_fires_child_then_deleted_for_the_node_itself(store):
@@ -434,6 +427,7 @@ def test_multi_is_all_or_nothing(store):
     assert isinstance(info.value.results[0], RolledBackError) and info.value.results[1] is info.value
     assert store.exists("/controller") is None
     assert store.get("/controller_epoch") == (b"1", store.exists("/controller_epoch"))
+    assert store.exists("/controller_epoch").version == 1
     store.drain_events()
     assert seen.events == []
 
@@ -448,7 +442,7 @@ def test_multi_reports_the_first_failing_operation(store):
     assert store.exists("/b") is None
 
 
-def test_multi_success_results(store):
+def test_multi_success_applies_everything_with_one_zxid(store):
     store.create("/controller_epoch", b"0")
     results = store.multi([CheckVersionOp("/controller_epoch", 0),
                            CreateOp("/controller", b"me", ephemeral=True),
@@ -503,13 +497,13 @@ def test_concurrent_compare_and_set_loses_no_update(backend, store):
                 except BadVersionError:
                     continue
 
-    threads = [threading.Thread(target=bump, args=(s, 25)) for s in sessions]
+    threads = [threading.Thread(target=bump, args=(s, 50)) for s in sessions]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     data, stat = store.get("/counter")
-    assert data == b"100" and stat.version == 100
+    assert data == b"200" and stat.version == 200
     for s in sessions[1:]:
         s.close()
 

@@ -74,6 +74,8 @@ cdef class Appender:
     cdef int _acquire(self) except -1
     cdef void _release(self) noexcept
     cdef int _reserve(self, Py_ssize_t nbufs, Py_ssize_t nops, Py_ssize_t nsyncs) except -1
+    cdef int _take_injected(self) noexcept
+    cdef long long _write_one(self, int fd, long long position, object bufs, bint single) except -1
     cdef long long _stage(self, int fd, long long pos, object bufs, bint single) except -1
     cdef int _stage_syncs(self, object sync_fds) except -1
     cdef void _release_views(self) noexcept

@@ -156,6 +156,21 @@ cdef int pwritev_all(iovec* iov, WriteOp* op) noexcept nogil:
     return 0
 
 
+cdef inline void* grow_array(void* array, Py_ssize_t* cap, Py_ssize_t need,
+                             size_t item_size) except? NULL:
+    """``array`` (of ``*cap`` items of ``item_size`` bytes) grown to hold at least ``need``
+    items, at least doubling ``*cap`` when it grows; contents kept, as PyMem_Realloc does."""
+    cdef void* p
+    if need <= cap[0]:
+        return array
+    need = max(need, 2 * cap[0])
+    p = PyMem_Realloc(array, <size_t>need * item_size)
+    if p == NULL:
+        raise MemoryError()
+    cap[0] = need
+    return p
+
+
 cdef int fdatasync_retry(int fd) noexcept nogil:
     while fdatasync(fd) != 0:
         if errno != EINTR:
@@ -239,36 +254,20 @@ cdef class Appender:
     cdef int _reserve(self, Py_ssize_t nbufs, Py_ssize_t nops, Py_ssize_t nsyncs) except -1:
         """Grow the staging arrays (never shrinks). Only called while no view is held:
         Py_buffer structs are not moved under an exporter's feet."""
-        cdef void* p
-        if nbufs > self._views_cap:
-            nbufs = max(nbufs, 2 * self._views_cap)
-            p = PyMem_Realloc(self._views, nbufs * sizeof(Py_buffer))
-            if p == NULL:
-                raise MemoryError()
-            self._views = <Py_buffer*>p
-            self._views_cap = nbufs
-        if nbufs > self._iov_cap:
-            nbufs = max(nbufs, 2 * self._iov_cap)
-            p = PyMem_Realloc(self._iov, nbufs * sizeof(iovec))
-            if p == NULL:
-                raise MemoryError()
-            self._iov = <iovec*>p
-            self._iov_cap = nbufs
-        if nops > self._ops_cap:
-            nops = max(nops, 2 * self._ops_cap)
-            p = PyMem_Realloc(self._ops, nops * sizeof(WriteOp))
-            if p == NULL:
-                raise MemoryError()
-            self._ops = <WriteOp*>p
-            self._ops_cap = nops
-        if nsyncs > self._syncs_cap:
-            nsyncs = max(nsyncs, 2 * self._syncs_cap)
-            p = PyMem_Realloc(self._syncs, nsyncs * sizeof(SyncOp))
-            if p == NULL:
-                raise MemoryError()
-            self._syncs = <SyncOp*>p
-            self._syncs_cap = nsyncs
+        self._views = <Py_buffer*>grow_array(self._views, &self._views_cap, nbufs, sizeof(Py_buffer))
+        self._iov = <iovec*>grow_array(self._iov, &self._iov_cap, nbufs, sizeof(iovec))
+        self._ops = <WriteOp*>grow_array(self._ops, &self._ops_cap, nops, sizeof(WriteOp))
+        self._syncs = <SyncOp*>grow_array(self._syncs, &self._syncs_cap, nsyncs, sizeof(SyncOp))
         return 0
+
+    cdef int _take_injected(self) noexcept:
+        """Count one write against inject_error(): the errno it must fail with, or 0."""
+        cdef int err = self._inject_errno
+        if err and self._inject_after > 0:
+            self._inject_after -= 1
+            return 0
+        self._inject_errno = 0  # one-shot
+        return err
 
     cdef long long _stage(self, int fd, long long pos, object bufs, bint single) except -1:
         """Pin the buffers of one (fd, position, bufs) entry and cut it into WriteOps of at
@@ -306,12 +305,7 @@ cdef class Appender:
             total += view.len
         if total == 0:
             return 0  # empty writes issue nothing and do not advance the injection counter
-        if self._inject_errno:
-            if self._inject_after == 0:
-                inject = self._inject_errno
-                self._inject_errno = 0
-            else:
-                self._inject_after -= 1
+        inject = self._take_injected()
         start = first_iov
         p = pos
         while start < self._niov:
@@ -399,18 +393,12 @@ cdef class Appender:
 
     cdef Py_ssize_t _alloc_slot(self) except -1:
         """Take a free slot (its view not acquired yet), adding a chunk when none is left."""
-        cdef Py_ssize_t i, k, first, ncap
+        cdef Py_ssize_t i, k, first
         cdef AsyncSlot* chunk
         cdef AsyncSlot* s
-        cdef void* p
         if self._free_head < 0:
-            if self._nchunks == self._chunks_cap:
-                ncap = max(<Py_ssize_t>4, 2 * self._chunks_cap)
-                p = PyMem_Realloc(self._chunks, ncap * sizeof(AsyncSlot*))
-                if p == NULL:
-                    raise MemoryError()
-                self._chunks = <AsyncSlot**>p
-                self._chunks_cap = ncap
+            self._chunks = <AsyncSlot**>grow_array(self._chunks, &self._chunks_cap,
+                                                   max(<Py_ssize_t>4, self._nchunks + 1), sizeof(AsyncSlot*))
             chunk = <AsyncSlot*>PyMem_Malloc(SLOT_CHUNK * sizeof(AsyncSlot))
             if chunk == NULL:
                 raise MemoryError()
@@ -498,32 +486,27 @@ cdef class Appender:
 
     # -- public API ----------------------------------------------------------------------
 
-    def write(self, int fd, long long position, buf):
-        """Write all of ``buf`` at ``position``; returns len(buf)."""
+    cdef long long _write_one(self, int fd, long long position, object bufs, bint single) except -1:
+        """write() (``single``: bufs is one buffer) and writev(): one entry, no sync."""
         cdef long long total
+        cdef Py_ssize_t n = 1 if single else len(bufs)
         self._acquire()
         try:
-            self._reserve(1, 1, 0)
-            total = self._stage(fd, position, buf, True)
+            self._reserve(n, 1 + n // IOV_MAX, 0)
+            total = self._stage(fd, position, bufs, single)
             self._run()
             return total
         finally:
             self._release_views()
             self._release()
 
+    def write(self, int fd, long long position, buf):
+        """Write all of ``buf`` at ``position``; returns len(buf)."""
+        return self._write_one(fd, position, buf, True)
+
     def writev(self, int fd, long long position, bufs):
         """Write the buffers back to back from ``position``; returns the total length."""
-        cdef long long total
-        cdef Py_ssize_t n = len(bufs)
-        self._acquire()
-        try:
-            self._reserve(n, 1 + n // IOV_MAX, 0)
-            total = self._stage(fd, position, bufs, False)
-            self._run()
-            return total
-        finally:
-            self._release_views()
-            self._release()
+        return self._write_one(fd, position, bufs, False)
 
     def submit(self, writes, sync_fds=()):
         """Write many (fd, position, bufs) at once (io_uring: one submission), then
@@ -618,12 +601,7 @@ cdef class Appender:
             if s.left == 0:
                 self._complete(i, 0, True)  # nothing to write; does not consume inject_error
                 return
-            if self._inject_errno:
-                if self._inject_after == 0:
-                    inject = self._inject_errno
-                    self._inject_errno = 0
-                else:
-                    self._inject_after -= 1
+            inject = self._take_injected()
             if inject:
                 self._complete(i, inject, True)  # never issued: the file gets none of it
             else:

@@ -95,6 +95,38 @@ static void kb_crc32c_build_shift(uint32_t tab[4][256], size_t nzeros) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KB_CRC32C_X86 1
 
+/* Consume whole blocks of 3 * stream bytes as three interleaved streams: independent dependency
+ * chains keep the crc32 unit busy every cycle, then the streams' CRCs are merged with ``shift``,
+ * the "append ``stream`` zero bytes" operator.  Always inlined with constant arguments, so each
+ * call compiles to the loop it would be if written out by hand. */
+__attribute__((target("sse4.2"), always_inline))
+static inline uint64_t kb_crc32c_hw_3way(uint64_t c0, const unsigned char **pp, size_t *np,
+                                         size_t stream, uint32_t shift[4][256]) {
+    const unsigned char *p = *pp;
+    size_t n = *np;
+    while (n >= 3 * stream) {
+        uint64_t c1 = 0, c2 = 0;
+        const unsigned char *end = p + stream;
+        do {
+            uint64_t w0, w1, w2;
+            memcpy(&w0, p, 8);
+            memcpy(&w1, p + stream, 8);
+            memcpy(&w2, p + 2 * stream, 8);
+            c0 = __builtin_ia32_crc32di(c0, w0);
+            c1 = __builtin_ia32_crc32di(c1, w1);
+            c2 = __builtin_ia32_crc32di(c2, w2);
+            p += 8;
+        } while (p < end);
+        c0 = kb_crc32c_shift(shift, (uint32_t)c0) ^ (uint32_t)c1;
+        c0 = kb_crc32c_shift(shift, (uint32_t)c0) ^ (uint32_t)c2;
+        p += 2 * stream;
+        n -= 3 * stream;
+    }
+    *pp = p;
+    *np = n;
+    return c0;
+}
+
 __attribute__((target("sse4.2")))
 static uint32_t kb_crc32c_hw_raw(uint32_t crc, const unsigned char *p, size_t n) {
     uint64_t c0 = crc;
@@ -103,43 +135,9 @@ static uint32_t kb_crc32c_hw_raw(uint32_t crc, const unsigned char *p, size_t n)
         c0 = __builtin_ia32_crc32qi((uint32_t)c0, *p++);
         n--;
     }
-    /* Three independent dependency chains keep the crc32 unit busy every cycle. */
-    while (n >= 3 * KB_CRC32C_LONG) {
-        uint64_t c1 = 0, c2 = 0;
-        const unsigned char *end = p + KB_CRC32C_LONG;
-        do {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p, 8);
-            memcpy(&w1, p + KB_CRC32C_LONG, 8);
-            memcpy(&w2, p + 2 * KB_CRC32C_LONG, 8);
-            c0 = __builtin_ia32_crc32di(c0, w0);
-            c1 = __builtin_ia32_crc32di(c1, w1);
-            c2 = __builtin_ia32_crc32di(c2, w2);
-            p += 8;
-        } while (p < end);
-        c0 = kb_crc32c_shift(kb_crc32c_long_shift, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = kb_crc32c_shift(kb_crc32c_long_shift, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * KB_CRC32C_LONG;
-        n -= 3 * KB_CRC32C_LONG;
-    }
-    while (n >= 3 * KB_CRC32C_SHORT) {
-        uint64_t c1 = 0, c2 = 0;
-        const unsigned char *end = p + KB_CRC32C_SHORT;
-        do {
-            uint64_t w0, w1, w2;
-            memcpy(&w0, p, 8);
-            memcpy(&w1, p + KB_CRC32C_SHORT, 8);
-            memcpy(&w2, p + 2 * KB_CRC32C_SHORT, 8);
-            c0 = __builtin_ia32_crc32di(c0, w0);
-            c1 = __builtin_ia32_crc32di(c1, w1);
-            c2 = __builtin_ia32_crc32di(c2, w2);
-            p += 8;
-        } while (p < end);
-        c0 = kb_crc32c_shift(kb_crc32c_short_shift, (uint32_t)c0) ^ (uint32_t)c1;
-        c0 = kb_crc32c_shift(kb_crc32c_short_shift, (uint32_t)c0) ^ (uint32_t)c2;
-        p += 2 * KB_CRC32C_SHORT;
-        n -= 3 * KB_CRC32C_SHORT;
-    }
+    /* LONG blocks amortise the merge; SHORT ones take most of what is left. */
+    c0 = kb_crc32c_hw_3way(c0, &p, &n, KB_CRC32C_LONG, kb_crc32c_long_shift);
+    c0 = kb_crc32c_hw_3way(c0, &p, &n, KB_CRC32C_SHORT, kb_crc32c_short_shift);
     while (n >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);

@@ -35,6 +35,13 @@ cdef class _AbstractIndex:
     cdef int _resize_file(self, Py_ssize_t size) except -1
     cdef int _truncate_entries(self, Py_ssize_t n) except -1
     cdef Py_ssize_t _norm_entry(self, Py_ssize_t n) except -1
+    cdef int _check_room(self) except -1
+    cdef char *_new_entry(self) except NULL
+    cdef int _check_relative_offset(self, Py_ssize_t i, int64_t relative_offset) except -1
+    # Defined by each kind of index.
+    cdef tuple _pair(self, Py_ssize_t slot)
+    cdef Py_ssize_t _count_offsets_below(self, int64_t relative_offset) noexcept
+    cdef int _check_entry(self, Py_ssize_t i) except -1
 
 
 cdef class OffsetIndex(_AbstractIndex):

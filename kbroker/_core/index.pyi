@@ -11,10 +11,12 @@ import numpy.typing as npt
 
 class CorruptIndexError(ValueError): ...
 
-class OffsetIndex:
+class _AbstractIndex:
+    """What both indexes share: the file, its mapping and the entry count."""
     path: str
     base_offset: int
-    entry_size: int  # 8
+    writable: bool
+    entry_size: int  # 8 in an OffsetIndex, 12 in a TimeIndex
     def __init__(self, path: str, base_offset: int, max_index_bytes: int = 10485760, writable: bool = True) -> None: ...
     @property
     def entries(self) -> int: ...
@@ -22,6 +24,28 @@ class OffsetIndex:
     def max_entries(self) -> int: ...
     @property
     def is_full(self) -> bool: ...
+    @property
+    def closed(self) -> bool: ...
+    def entry(self, n: int) -> tuple[int, int]:
+        """Entry ``n`` (negative counts from the end), as ``lookup`` returns it."""
+    def truncate_to(self, offset: int) -> None:
+        """Drop every entry with offset >= ``offset``."""
+    def truncate_entries(self, n: int) -> None: ...
+    def reset(self) -> None:
+        """Drop every entry (recovery rebuilds)."""
+    def sanity_check(self) -> None:
+        """Raise CorruptIndexError when the file is not whole entries or its entries are out of order."""
+    def trim(self) -> None:
+        """Shrink the file to exactly its entries (on roll and on close)."""
+    def resize(self, max_index_bytes: int) -> None: ...
+    def flush(self) -> None: ...
+    def close(self) -> None:
+        """Trim and unmap; the object is unusable afterwards."""
+    def array(self) -> npt.NDArray[np.void]:
+        """Read-only numpy view of the valid entries."""
+
+class OffsetIndex(_AbstractIndex):
+    """dtype of array(): [('offset','>u4'),('position','>u4')]."""
     @property
     def last_offset(self) -> int:
         """Absolute offset of the last entry, or base_offset when empty."""
@@ -33,34 +57,9 @@ class OffsetIndex:
         (base_offset, 0) when there is none. Searches the warm tail (last 8 KiB) first."""
     def lookup_by_position(self, position: int) -> tuple[int, int]:
         """Greatest entry with position <= ``position``; (base_offset, 0) when there is none."""
-    def entry(self, n: int) -> tuple[int, int]: ...
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry with offset >= ``offset``."""
-    def truncate_entries(self, n: int) -> None: ...
-    def reset(self) -> None:
-        """Drop every entry (recovery rebuilds)."""
-    def sanity_check(self) -> None:
-        """Raise CorruptIndexError when the file is not whole entries or offsets do not increase."""
-    def trim(self) -> None:
-        """Shrink the file to exactly its entries (on roll and on close)."""
-    def resize(self, max_index_bytes: int) -> None: ...
-    def flush(self) -> None: ...
-    def close(self) -> None:
-        """Trim and unmap; the object is unusable afterwards."""
-    def array(self) -> npt.NDArray[np.void]:
-        """Read-only numpy view of the valid entries (dtype [('offset','>u4'),('position','>u4')])."""
 
-class TimeIndex:
-    path: str
-    base_offset: int
-    entry_size: int  # 12
-    def __init__(self, path: str, base_offset: int, max_index_bytes: int = 10485760, writable: bool = True) -> None: ...
-    @property
-    def entries(self) -> int: ...
-    @property
-    def max_entries(self) -> int: ...
-    @property
-    def is_full(self) -> bool: ...
+class TimeIndex(_AbstractIndex):
+    """dtype of array(): [('timestamp','>i8'),('offset','>u4')]."""
     @property
     def last_entry(self) -> tuple[int, int]:
         """(timestamp, absolute offset) of the last entry, or (-1, base_offset) when empty."""
@@ -70,15 +69,3 @@ class TimeIndex:
     def lookup(self, timestamp: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of the greatest entry with timestamp <= ``timestamp``;
         (-1, base_offset) when there is none."""
-    def entry(self, n: int) -> tuple[int, int]: ...
-    def truncate_to(self, offset: int) -> None:
-        """Drop every entry with offset >= ``offset``."""
-    def truncate_entries(self, n: int) -> None: ...
-    def reset(self) -> None: ...
-    def sanity_check(self) -> None: ...
-    def trim(self) -> None: ...
-    def resize(self, max_index_bytes: int) -> None: ...
-    def flush(self) -> None: ...
-    def close(self) -> None: ...
-    def array(self) -> npt.NDArray[np.void]:
-        """Read-only view, dtype [('timestamp','>i8'),('offset','>u4')]."""

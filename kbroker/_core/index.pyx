@@ -204,6 +204,10 @@ cdef class _AbstractIndex:
     def __cinit__(self):
         self._fd = -1
 
+    def __init__(self, path, int64_t base_offset, Py_ssize_t max_index_bytes=10485760,
+                 bint writable=True):
+        self._open(path, base_offset, max_index_bytes, writable, self.entry_size, self._entry_dtype)
+
     def __dealloc__(self):
         # No trim here: an index dropped without close() is left like after a crash (Kafka's
         # behaviour); the mapping itself is released with the last reference to _map.
@@ -338,6 +342,39 @@ cdef class _AbstractIndex:
             raise IndexError(f"entry {n} out of range (index has {self._entries} entries)")
         return n
 
+    cdef int _check_room(self) except -1:
+        if self._entries >= self._max_entries:
+            raise IndexError(f"{self._kind} {self.path} is full ({self._entries} entries)")
+        return 0
+
+    cdef char *_new_entry(self) except NULL:
+        """Count one more entry and return where to write it (its disk blocks reserved)."""
+        self._reserve((self._entries + 1) * self._esize)
+        self._entries += 1
+        return self._data + (self._entries - 1) * self._esize
+
+    cdef int _check_relative_offset(self, Py_ssize_t i, int64_t relative_offset) except -1:
+        # The relative offset is a Java int32: read as unsigned, above INT32_MAX it is negative.
+        if relative_offset > INT32_MAX:
+            raise CorruptIndexError(f"{self._kind} {self.path}: entry {i} has offset "
+                                    f"{self.base_offset + relative_offset - 4294967296} below base "
+                                    f"{self.base_offset}")
+        return 0
+
+    # What the two kinds of index define.
+
+    cdef tuple _pair(self, Py_ssize_t slot):
+        """Entry ``slot`` as lookups return it; slot -1 (nothing found) gives the no-entry pair."""
+        raise NotImplementedError
+
+    cdef Py_ssize_t _count_offsets_below(self, int64_t relative_offset) noexcept:
+        """Number of leading entries whose relative offset is below ``relative_offset``."""
+        return 0
+
+    cdef int _check_entry(self, Py_ssize_t i) except -1:
+        """sanity_check() of entry ``i`` against entry ``i - 1``."""
+        return 0
+
     @property
     def entries(self):
         """Number of valid entries."""
@@ -359,9 +396,33 @@ cdef class _AbstractIndex:
     def closed(self):
         return self._fd < 0
 
+    def entry(self, Py_ssize_t n):
+        """Entry ``n`` (negative counts from the end): (absolute offset, position) in an
+        OffsetIndex, (timestamp, absolute offset) in a TimeIndex."""
+        return self._pair(self._norm_entry(n))
+
+    def truncate_to(self, offset):
+        """Drop every entry with offset >= ``offset`` (all of them when several share it)."""
+        cdef int64_t target = _as_i64(offset, "offset")
+        self._check_writable()
+        if target <= self.base_offset:
+            self._truncate_entries(0)
+        else:
+            self._truncate_entries(self._count_offsets_below(target - self.base_offset))
+
     def truncate_entries(self, Py_ssize_t n):
         """Keep only the first ``n`` entries (0 <= n <= entries)."""
         self._truncate_entries(n)
+
+    def sanity_check(self):
+        """Raise CorruptIndexError when the file is not whole entries or its entries are out of
+        order: offsets must increase in an OffsetIndex (and positions be non-negative), timestamps
+        increase and offsets not go back in a TimeIndex; no offset is below the base offset."""
+        self._check_open()
+        self._check_length()
+        cdef Py_ssize_t i
+        for i in range(self._entries):
+            self._check_entry(i)
 
     def reset(self):
         """Drop every entry and restore the preallocated size given at open (recovery rebuilds)."""
@@ -439,10 +500,8 @@ cdef class OffsetIndex(_AbstractIndex):
     """Kafka's ``.index``: maps offsets to positions in the segment's ``.log`` file."""
 
     entry_size = 8
-
-    def __init__(self, path, int64_t base_offset, Py_ssize_t max_index_bytes=10485760,
-                 bint writable=True):
-        self._open(path, base_offset, max_index_bytes, writable, 8, _OFFSET_DTYPE)
+    _entry_dtype = _OFFSET_DTYPE
+    _kind = "index"
 
     cdef Py_ssize_t c_slot_for_offset(self, int64_t offset) noexcept nogil:
         if offset < self.base_offset:   # also keeps offset - base from overflowing
@@ -463,8 +522,7 @@ cdef class OffsetIndex(_AbstractIndex):
     cdef int c_append(self, int64_t offset, int64_t position) except -1:
         cdef char *p
         self._check_writable()
-        if self._entries >= self._max_entries:   # checked first, as Kafka does
-            raise IndexError(f"index {self.path} is full ({self._entries} entries)")
+        self._check_room()   # checked first, as Kafka does
         if offset < self.base_offset or offset - self.base_offset > INT32_MAX:
             raise ValueError(f"offset {offset} is outside the int32 range of relative offsets "
                              f"from base offset {self.base_offset}")
@@ -473,11 +531,29 @@ cdef class OffsetIndex(_AbstractIndex):
                              f"{self.c_offset_at(self._entries - 1)} in {self.path}")
         if position < 0 or position > INT32_MAX:
             raise ValueError(f"position {position} is outside 0..{INT32_MAX}")
-        self._reserve((self._entries + 1) * 8)
-        p = self._data + self._entries * 8
+        p = self._new_entry()
         kb_put_be32(p, <uint32_t>(offset - self.base_offset))
         kb_put_be32(p + 4, <uint32_t>position)
-        self._entries += 1
+        return 0
+
+    cdef tuple _pair(self, Py_ssize_t slot):
+        if slot < 0:
+            return (self.base_offset, 0)
+        return (self.c_offset_at(slot), self.c_position_at(slot))
+
+    cdef Py_ssize_t _count_offsets_below(self, int64_t relative_offset) noexcept:
+        return _count_below(self._data, self._entries, 8, COL_OFFSET_REL, relative_offset)
+
+    cdef int _check_entry(self, Py_ssize_t i) except -1:
+        cdef int64_t rel = _load(self._data, 8, COL_OFFSET_REL, i), prev
+        self._check_relative_offset(i, rel)
+        if i > 0:
+            prev = _load(self._data, 8, COL_OFFSET_REL, i - 1)
+            if rel <= prev:
+                raise CorruptIndexError(f"index {self.path}: entry {i} offset {self.base_offset + rel} "
+                                        f"is not greater than the previous {self.base_offset + prev}")
+        if _load(self._data, 8, COL_OFFSET_POS, i) > INT32_MAX:
+            raise CorruptIndexError(f"index {self.path}: entry {i} has a negative position")
         return 0
 
     @property
@@ -498,64 +574,21 @@ cdef class OffsetIndex(_AbstractIndex):
         (base_offset, 0) when there is none. Searches the warm tail (last 8 KiB) first."""
         if self._fd < 0:
             self._check_open()
-        cdef Py_ssize_t slot = self.c_slot_for_offset(_index_i64(offset))
-        if slot < 0:
-            return (self.base_offset, 0)
-        return (self.c_offset_at(slot), self.c_position_at(slot))
+        return self._pair(self.c_slot_for_offset(_index_i64(offset)))
 
     def lookup_by_position(self, position):
         """Greatest entry with position <= ``position``; (base_offset, 0) when there is none."""
         if self._fd < 0:
             self._check_open()
-        cdef Py_ssize_t slot = self.c_slot_for_position(_index_i64(position))
-        if slot < 0:
-            return (self.base_offset, 0)
-        return (self.c_offset_at(slot), self.c_position_at(slot))
-
-    def entry(self, Py_ssize_t n):
-        """(absolute offset, position) of entry ``n`` (negative counts from the end)."""
-        n = self._norm_entry(n)
-        return (self.c_offset_at(n), self.c_position_at(n))
-
-    def truncate_to(self, offset):
-        """Drop every entry with offset >= ``offset``."""
-        cdef int64_t target = _as_i64(offset, "offset")
-        self._check_writable()
-        if target <= self.base_offset:
-            self._truncate_entries(0)
-        else:
-            self._truncate_entries(_count_below(self._data, self._entries, 8, COL_OFFSET_REL,
-                                                target - self.base_offset))
-
-    def sanity_check(self):
-        """Raise CorruptIndexError when the file is not whole entries or offsets do not increase
-        (or a relative offset/position is negative as Kafka's int32)."""
-        self._check_open()
-        self._check_length()
-        cdef Py_ssize_t i
-        cdef int64_t rel, prev = -1, pos
-        for i in range(self._entries):
-            rel = _load(self._data, 8, COL_OFFSET_REL, i)
-            pos = _load(self._data, 8, COL_OFFSET_POS, i)
-            if rel > INT32_MAX:
-                raise CorruptIndexError(f"index {self.path}: entry {i} has offset "
-                                        f"{self.base_offset + rel - 4294967296} below base {self.base_offset}")
-            if rel <= prev:
-                raise CorruptIndexError(f"index {self.path}: entry {i} offset {self.base_offset + rel} "
-                                        f"is not greater than the previous {self.base_offset + prev}")
-            if pos > INT32_MAX:
-                raise CorruptIndexError(f"index {self.path}: entry {i} has a negative position")
-            prev = rel
+        return self._pair(self.c_slot_for_position(_index_i64(position)))
 
 
 cdef class TimeIndex(_AbstractIndex):
     """Kafka's ``.timeindex``: maps increasing timestamps to the offsets holding them."""
 
     entry_size = 12
-
-    def __init__(self, path, int64_t base_offset, Py_ssize_t max_index_bytes=10485760,
-                 bint writable=True):
-        self._open(path, base_offset, max_index_bytes, writable, 12, _TIME_DTYPE)
+    _entry_dtype = _TIME_DTYPE
+    _kind = "time index"
 
     cdef Py_ssize_t c_slot_for_timestamp(self, int64_t timestamp) noexcept nogil:
         return _largest_lower_bound(self._data, self._entries, 12, self._warm_entries,
@@ -576,28 +609,48 @@ cdef class TimeIndex(_AbstractIndex):
             last_off = self.c_offset_at(self._entries - 1)
         if timestamp <= last_ts:   # Kafka only indexes a strictly newer max timestamp
             return 0
-        if self._entries >= self._max_entries:
-            raise IndexError(f"time index {self.path} is full ({self._entries} entries)")
+        self._check_room()
         if offset < last_off:
             raise ValueError(f"offset {offset} is below the last indexed offset {last_off} "
                              f"in {self.path}")
         if offset - self.base_offset > INT32_MAX:
             raise ValueError(f"offset {offset} is outside the int32 range of relative offsets "
                              f"from base offset {self.base_offset}")
-        self._reserve((self._entries + 1) * 12)
-        p = self._data + self._entries * 12
+        p = self._new_entry()
         kb_put_be64(p, <uint64_t>timestamp)
         kb_put_be32(p + 8, <uint32_t>(offset - self.base_offset))
-        self._entries += 1
         return 1
+
+    cdef tuple _pair(self, Py_ssize_t slot):
+        if slot < 0:
+            return (-1, self.base_offset)
+        return (self.c_timestamp_at(slot), self.c_offset_at(slot))
+
+    cdef Py_ssize_t _count_offsets_below(self, int64_t relative_offset) noexcept:
+        # Exact with duplicates, which this column may have.
+        return _count_below(self._data, self._entries, 12, COL_TIME_REL, relative_offset)
+
+    cdef int _check_entry(self, Py_ssize_t i) except -1:
+        cdef int64_t ts = _load(self._data, 12, COL_TIME_TS, i), prev_ts
+        cdef int64_t rel = _load(self._data, 12, COL_TIME_REL, i), prev_rel
+        self._check_relative_offset(i, rel)
+        if i == 0:
+            return 0
+        prev_ts = _load(self._data, 12, COL_TIME_TS, i - 1)
+        prev_rel = _load(self._data, 12, COL_TIME_REL, i - 1)
+        if ts <= prev_ts:
+            raise CorruptIndexError(f"time index {self.path}: entry {i} timestamp {ts} is not "
+                                    f"greater than the previous {prev_ts}")
+        if rel < prev_rel:
+            raise CorruptIndexError(f"time index {self.path}: entry {i} offset {self.base_offset + rel} "
+                                    f"is below the previous {self.base_offset + prev_rel}")
+        return 0
 
     @property
     def last_entry(self):
         """(timestamp, absolute offset) of the last entry, or (-1, base_offset) when empty."""
         self._check_open()
-        if self._entries == 0:
-            return (-1, self.base_offset)
-        return (self.c_timestamp_at(self._entries - 1), self.c_offset_at(self._entries - 1))
+        return self._pair(self._entries - 1)
 
     def maybe_append(self, timestamp, offset):
         """Append when ``timestamp`` is greater than the last entry's (Kafka's rule); returns whether it
@@ -609,44 +662,4 @@ cdef class TimeIndex(_AbstractIndex):
         (-1, base_offset) when there is none."""
         if self._fd < 0:
             self._check_open()
-        cdef Py_ssize_t slot = self.c_slot_for_timestamp(_index_i64(timestamp))
-        if slot < 0:
-            return (-1, self.base_offset)
-        return (self.c_timestamp_at(slot), self.c_offset_at(slot))
-
-    def entry(self, Py_ssize_t n):
-        """(timestamp, absolute offset) of entry ``n`` (negative counts from the end)."""
-        n = self._norm_entry(n)
-        return (self.c_timestamp_at(n), self.c_offset_at(n))
-
-    def truncate_to(self, offset):
-        """Drop every entry with offset >= ``offset`` (all of them when several share it)."""
-        cdef int64_t target = _as_i64(offset, "offset")
-        self._check_writable()
-        if target <= self.base_offset:
-            self._truncate_entries(0)
-        else:
-            self._truncate_entries(_count_below(self._data, self._entries, 12, COL_TIME_REL,
-                                                target - self.base_offset))
-
-    def sanity_check(self):
-        """Raise CorruptIndexError when the file is not whole entries, timestamps do not increase,
-        or offsets go backwards / below the base offset."""
-        self._check_open()
-        self._check_length()
-        cdef Py_ssize_t i
-        cdef int64_t ts, prev_ts = 0, rel, prev_rel = 0
-        for i in range(self._entries):
-            ts = _load(self._data, 12, COL_TIME_TS, i)
-            rel = _load(self._data, 12, COL_TIME_REL, i)
-            if rel > INT32_MAX:
-                raise CorruptIndexError(f"time index {self.path}: entry {i} has offset "
-                                        f"{self.base_offset + rel - 4294967296} below base {self.base_offset}")
-            if i > 0 and ts <= prev_ts:
-                raise CorruptIndexError(f"time index {self.path}: entry {i} timestamp {ts} is not "
-                                        f"greater than the previous {prev_ts}")
-            if i > 0 and rel < prev_rel:
-                raise CorruptIndexError(f"time index {self.path}: entry {i} offset {self.base_offset + rel} "
-                                        f"is below the previous {self.base_offset + prev_rel}")
-            prev_ts = ts
-            prev_rel = rel
+        return self._pair(self.c_slot_for_timestamp(_index_i64(timestamp)))

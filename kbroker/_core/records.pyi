@@ -42,16 +42,16 @@ class BatchHeader:
     is_transactional: bool
     is_control: bool
     last_offset_delta: int
+    @property
+    def last_offset(self) -> int: ...     # base_offset + last_offset_delta
     base_timestamp: int
     max_timestamp: int
     producer_id: int
     producer_epoch: int
     base_sequence: int
-    record_count: int
-    @property
-    def last_offset(self) -> int: ...     # base_offset + last_offset_delta
     @property
     def last_sequence(self) -> int: ...   # base_sequence + last_offset_delta, wrapping at INT32_MAX; -1 if none
+    record_count: int
 
 class AppendInfo:
     """What validate() learnt about a buffer of batches."""

@@ -116,68 +116,58 @@ cdef inline int _fail(Problem* pr, int reason, int64_t a, int64_t b, int64_t c, 
     return -1
 
 
+# The message of each Reason: a str.format template over ``where`` (the batch), ``rec`` (where,
+# plus the record a and its byte offset b), a..d (the Problem's numbers) and ``batch_length``
+# (a - 12: the batchLength field of a declared size a). The exception class follows from the
+# Reason's group (see the enum).
+_PROBLEM_TEXT = {
+    R_SHORT: "{where} is truncated: only {b} bytes available, the offset and length fields alone "
+             "need {log_overhead}",
+    R_TRUNCATED: "{where} declares {a} bytes (batchLength {batch_length}) but only {b} bytes are available",
+    R_TOO_SMALL: "{where} declares {a} bytes (batchLength {batch_length}), below the "
+                 "{header_size}-byte v2 batch header ({b} bytes available)",
+    R_CRC: "{where} fails its CRC-32C check: stored 0x{a:08x}, computed 0x{b:08x} over {c} bytes",
+    R_TOO_LARGE: "{where} is {a} bytes, above the limit of {b} bytes",
+    R_LOG_APPEND_TIME: "{where} claims LogAppendTime; producers must send CreateTime",
+    R_MAGIC: "{where} has magic {a}; only magic 2 record batches are accepted",
+    R_CODEC: "{where} uses unknown compression codec {a} (attributes 0x{b:04x})",
+    R_BAD_COUNT: "{where} has invalid record count {a}",
+    R_COUNT_MISMATCH: "{where} has record count {a} but lastOffsetDelta {b} (a client batch has "
+                      "lastOffsetDelta + 1 records)",
+    R_OFFSET_RANGE: "{where} has lastOffsetDelta {a}, impossible for {b} records",
+    R_CONTROL: "{where} is a control batch; clients may not write control records",
+    R_NO_SEQUENCE: "{where} has producerId {a} but invalid baseSequence {b}",
+    R_EMPTY: "produce data holds no record batch",
+    R_REC_OVERRUN: "{rec} declares {c} bytes but only {d} are left in the records section",
+    R_REC_LENGTH_VARINT: "{rec}: record length unreadable, {d} bytes left in the records section",
+    R_REC_MALFORMED: "{rec} is malformed: a field runs past its declared {c} bytes or a varint is too long",
+    R_REC_SIZE: "{rec} declares {c} bytes but its fields take {d}",
+    R_REC_HEADER_COUNT: "{rec} has negative header count {c}",
+    R_REC_HEADER_KEY: "{rec} has a header with negative key length {c}",
+    R_REC_OFFSET: "{rec} has offsetDelta {c}, expected {d}",
+    R_REC_OFFSET_RANGE: "{rec} has offsetDelta {c}, outside 0..lastOffsetDelta ({d})",
+    R_REC_TRAILING: "{where}: {c} bytes remain after the {a} declared records",
+}
+
+
 cdef int _raise_problem(const Problem* pr) except -1:
     cdef int r = pr.reason
-    cdef object a = pr.a, b = pr.b, c = pr.c, d = pr.d
+    cdef object a = pr.a, b = pr.b
     pos, idx = pr.position, pr.batch_index
     where = f"batch {idx} at position {pos}" if idx >= 0 else f"batch at position {pos}"
-    rec = f"{where}, record {a} (byte {b} of the batch)"
-    if r == R_SHORT:
-        raise CorruptRecordError(f"{where} is truncated: only {b} bytes available, the offset and "
-                                 f"length fields alone need {BATCH_LOG_OVERHEAD}", pos, idx)
-    if r == R_TRUNCATED:
-        raise CorruptRecordError(f"{where} declares {a} bytes (batchLength {a - BATCH_LOG_OVERHEAD}) "
-                                 f"but only {b} bytes are available", pos, idx)
-    if r == R_TOO_SMALL:
-        raise CorruptRecordError(f"{where} declares {a} bytes (batchLength {a - BATCH_LOG_OVERHEAD}), "
-                                 f"below the {BATCH_HEADER_SIZE}-byte v2 batch header "
-                                 f"({b} bytes available)", pos, idx)
-    if r == R_CRC:
-        raise CorruptRecordError(f"{where} fails its CRC-32C check: stored 0x{a:08x}, computed "
-                                 f"0x{b:08x} over {c} bytes", pos, idx)
-    if r == R_TOO_LARGE:
-        raise MessageTooLargeError(f"{where} is {a} bytes, above the limit of {b} bytes", pos, idx)
-    if r == R_LOG_APPEND_TIME:
-        raise InvalidTimestampError(f"{where} claims LogAppendTime; producers must send CreateTime",
-                                    pos, idx)
-    if r == R_MAGIC:
-        msg = f"{where} has magic {a}; only magic 2 record batches are accepted"
-    elif r == R_CODEC:
-        msg = f"{where} uses unknown compression codec {a} (attributes 0x{b:04x})"
-    elif r == R_BAD_COUNT:
-        msg = f"{where} has invalid record count {a}"
-    elif r == R_COUNT_MISMATCH:
-        msg = (f"{where} has record count {a} but lastOffsetDelta {b} "
-               f"(a client batch has lastOffsetDelta + 1 records)")
-    elif r == R_OFFSET_RANGE:
-        msg = f"{where} has lastOffsetDelta {a}, impossible for {b} records"
-    elif r == R_CONTROL:
-        msg = f"{where} is a control batch; clients may not write control records"
-    elif r == R_NO_SEQUENCE:
-        msg = f"{where} has producerId {a} but invalid baseSequence {b}"
-    elif r == R_EMPTY:
-        msg = "produce data holds no record batch"
-    elif r == R_REC_OVERRUN:
-        msg = f"{rec} declares {c} bytes but only {d} are left in the records section"
-    elif r == R_REC_LENGTH_VARINT:
-        msg = f"{rec}: record length unreadable, {d} bytes left in the records section"
-    elif r == R_REC_MALFORMED:
-        msg = f"{rec} is malformed: a field runs past its declared {c} bytes or a varint is too long"
-    elif r == R_REC_SIZE:
-        msg = f"{rec} declares {c} bytes but its fields take {d}"
-    elif r == R_REC_HEADER_COUNT:
-        msg = f"{rec} has negative header count {c}"
-    elif r == R_REC_HEADER_KEY:
-        msg = f"{rec} has a header with negative key length {c}"
-    elif r == R_REC_OFFSET:
-        msg = f"{rec} has offsetDelta {c}, expected {d}"
-    elif r == R_REC_OFFSET_RANGE:
-        msg = f"{rec} has offsetDelta {c}, outside 0..lastOffsetDelta ({d})"
-    elif r == R_REC_TRAILING:
-        msg = f"{where}: {c} bytes remain after the {a} declared records"
+    if R_SHORT <= r <= R_CRC:
+        error = CorruptRecordError
+    elif r == R_TOO_LARGE:
+        error = MessageTooLargeError
+    elif r == R_LOG_APPEND_TIME:
+        error = InvalidTimestampError
     else:
-        msg = f"{where}: unknown problem {r}"
-    raise InvalidRecordError(msg, pos, idx)
+        error = InvalidRecordError
+    text = _PROBLEM_TEXT.get(r, "{where}: unknown problem {reason}")
+    raise error(text.format(where=where, rec=f"{where}, record {a} (byte {b} of the batch)",
+                            a=a, b=b, c=pr.c, d=pr.d, reason=r,
+                            batch_length=a - BATCH_LOG_OVERHEAD, log_overhead=BATCH_LOG_OVERHEAD,
+                            header_size=BATCH_HEADER_SIZE), pos, idx)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -341,34 +331,16 @@ def parse_header(buf, Py_ssize_t position=0):
 # ------------------------------------------------------------------------------------------------
 # Varints and records (Kafka's zigzag encoding; ByteUtils.readVarint/readVarlong semantics)
 
-cdef inline const unsigned char* _varint(const unsigned char* p, const unsigned char* end,
-                                         int32_t* out) noexcept nogil:
-    """Zigzag varint of at most 5 bytes; NULL if it runs past ``end`` or is longer. Like Java,
-    bits shifted beyond 32 are dropped."""
-    cdef uint32_t raw = 0
-    cdef unsigned int shift = 0
-    cdef unsigned char b
-    while True:
-        if p >= end:
-            return NULL
-        b = p[0]
-        p += 1
-        raw |= (<uint32_t>(b & 0x7f)) << shift
-        if not (b & 0x80):
-            break
-        shift += 7
-        if shift > 28:
-            return NULL
-    out[0] = <int32_t>((raw >> 1) ^ (0u - (raw & 1u)))
-    return p
-
-
-cdef inline const unsigned char* _varlong(const unsigned char* p, const unsigned char* end,
-                                          int64_t* out) noexcept nogil:
-    """Zigzag varlong of at most 10 bytes; NULL if it runs past ``end`` or is longer."""
+cdef inline const unsigned char* _uvarint(const unsigned char* p, const unsigned char* end,
+                                          unsigned int max_shift, uint64_t* out) noexcept nogil:
+    """Unsigned base-128 varint of at most ``max_shift // 7 + 1`` bytes (bits shifted beyond 64
+    are dropped); NULL if it runs past ``end`` or is longer. NULL in, NULL out, so a chain of
+    reads needs one check at its end."""
     cdef uint64_t raw = 0
     cdef unsigned int shift = 0
     cdef unsigned char b
+    if p == NULL:
+        return NULL
     while True:
         if p >= end:
             return NULL
@@ -378,10 +350,43 @@ cdef inline const unsigned char* _varlong(const unsigned char* p, const unsigned
         if not (b & 0x80):
             break
         shift += 7
-        if shift > 63:
+        if shift > max_shift:
             return NULL
+    out[0] = raw
+    return p
+
+
+cdef inline const unsigned char* _varint(const unsigned char* p, const unsigned char* end,
+                                         int32_t* out) noexcept nogil:
+    """Zigzag varint of at most 5 bytes (see _uvarint; 0 in ``out`` on failure). Like Java,
+    bits shifted beyond 32 are dropped."""
+    cdef uint64_t wide = 0
+    cdef uint32_t raw
+    p = _uvarint(p, end, 28, &wide)
+    raw = <uint32_t>wide
+    out[0] = <int32_t>((raw >> 1) ^ (0u - (raw & 1u)))
+    return p
+
+
+cdef inline const unsigned char* _varlong(const unsigned char* p, const unsigned char* end,
+                                          int64_t* out) noexcept nogil:
+    """Zigzag varlong of at most 10 bytes (see _uvarint)."""
+    cdef uint64_t raw = 0
+    p = _uvarint(p, end, 63, &raw)
     out[0] = <int64_t>((raw >> 1) ^ (<uint64_t>0 - (raw & 1)))
     return p
+
+
+cdef inline const unsigned char* _skip_bytes(const unsigned char* p, const unsigned char* end,
+                                             int32_t* length) noexcept nogil:
+    """Skip a varint-length-prefixed byte field (a negative length is null: nothing follows);
+    NULL if it runs past ``end``. NULL in, NULL out. The length is left in ``length``."""
+    p = _varint(p, end, length)
+    if p == NULL or length[0] <= 0:
+        return p
+    if length[0] > end - p:
+        return NULL
+    return p + length[0]
 
 
 cdef struct RecordInfo:
@@ -416,19 +421,9 @@ cdef const unsigned char* _next_record(const unsigned char* p, const unsigned ch
         return NULL
     p += 1  # attributes: unused
     p = _varlong(p, rec_end, &r.timestamp_delta)
-    if p == NULL:
-        return NULL
     p = _varint(p, rec_end, &r.offset_delta)
-    if p == NULL:
-        return NULL
-    for i in range(2):  # key, then value
-        p = _varint(p, rec_end, &n)
-        if p == NULL:
-            return NULL
-        if n > 0:
-            if n > rec_end - p:
-                return NULL
-            p += n
+    p = _skip_bytes(p, rec_end, &n)  # key
+    p = _skip_bytes(p, rec_end, &n)  # value
     p = _varint(p, rec_end, &count)
     if p == NULL:
         return NULL
@@ -437,26 +432,28 @@ cdef const unsigned char* _next_record(const unsigned char* p, const unsigned ch
         return NULL
     # Each header takes at least 2 bytes, so a huge count fails on bounds, not on time.
     for i in range(count):
-        p = _varint(p, rec_end, &n)
-        if p == NULL:
-            return NULL
-        if n < 0:
+        p = _skip_bytes(p, rec_end, &n)  # header key: null is invalid
+        if p != NULL and n < 0:
             r.reason, r.c = R_REC_HEADER_KEY, n
             return NULL
-        if n > rec_end - p:
-            return NULL
-        p += n
-        p = _varint(p, rec_end, &n)
+        p = _skip_bytes(p, rec_end, &n)  # header value
         if p == NULL:
             return NULL
-        if n > 0:
-            if n > rec_end - p:
-                return NULL
-            p += n
     if p != rec_end:
         r.reason, r.c, r.d = R_REC_SIZE, length, p - body
         return NULL
     r.reason = R_OK
+    return rec_end
+
+
+cdef inline const unsigned char* _walk_record(const unsigned char* p, const unsigned char* end,
+                                              const unsigned char* base, int32_t index,
+                                              RecordInfo* r, Problem* pr) noexcept nogil:
+    """_next_record for record ``index``, reporting a bad one in ``pr`` (its byte offset counted
+    from ``base``)."""
+    cdef const unsigned char* rec_end = _next_record(p, end, r)
+    if rec_end == NULL:
+        _fail(pr, r.reason, index, p - base, r.c, r.d)
     return rec_end
 
 
@@ -563,9 +560,9 @@ cdef int _validate_batch(const unsigned char* p, Py_ssize_t remaining, int64_t m
         end = p + sz
         for i in range(count):
             rec = q
-            q = _next_record(q, end, &ri)
+            q = _walk_record(q, end, p, i, &ri, pr)
             if q == NULL:
-                return _fail(pr, ri.reason, i, rec - p, ri.c, ri.d)
+                return -1
             if from_client:
                 if ri.offset_delta != i:
                     return _fail(pr, R_REC_OFFSET, i, rec - p, ri.offset_delta, i)
@@ -830,7 +827,7 @@ def first_record_at_or_after(batch, int64_t target_timestamp, records=None):
     cdef Py_ssize_t sz = 0
     cdef const unsigned char* p
     cdef const unsigned char* q
-    cdef const unsigned char* rec
+    cdef const unsigned char* base      # what a bad record's byte offset counts from
     cdef const unsigned char* end
     cdef int attributes
     cdef int32_t count, i
@@ -855,20 +852,18 @@ def first_record_at_or_after(batch, int64_t target_timestamp, records=None):
         if records is not None:
             _acquire(records, &rview, False)
             have_records = True
-            q = <const unsigned char*>rview.buf
+            base = q = <const unsigned char*>rview.buf
             end = q + rview.len
         elif attributes & ATTR_CODEC_MASK:
             raise ValueError(f"compressed batch (codec {attributes & ATTR_CODEC_MASK}): pass the "
                              f"decompressed records section as `records`")
         else:
+            base = p
             q = p + BATCH_HEADER_SIZE
             end = p + sz
         for i in range(count):
-            rec = q
-            q = _next_record(q, end, &ri)
+            q = _walk_record(q, end, base, i, &ri, &pr)
             if q == NULL:
-                _fail(&pr, ri.reason, i, rec - (<const unsigned char*>rview.buf if have_records
-                                                else p), ri.c, ri.d)
                 _raise_problem(&pr)
             ts = max_ts if log_append_time else <int64_t>(<uint64_t>base_ts +
                                                           <uint64_t>ri.timestamp_delta)

@@ -50,6 +50,12 @@ cdef int _cmp_out(const void* a, const void* b) noexcept nogil:
     return 0
 
 
+cdef inline void _heap_put(int32_t* heap, tw_bucket* bks, int32_t pos, int32_t b) noexcept nogil:
+    """Place bucket ``b`` at ``pos`` of the bucket heap, keeping its back-pointer in step."""
+    heap[pos] = b
+    bks[b].heap_pos = pos
+
+
 @cython.no_gc_clear  # tp_clear would set _items to None under a still-usable wheel
 cdef class TimingWheel:
     """TimingWheel(tick_ms=1, wheel_size=20, start_ms=0)
@@ -412,11 +418,9 @@ cdef class TimingWheel:
             parent = (pos - 1) >> 1
             if bks[heap[parent]].expiration <= e:
                 break
-            heap[pos] = heap[parent]
-            bks[heap[pos]].heap_pos = pos
+            _heap_put(heap, bks, pos, heap[parent])
             pos = parent
-        heap[pos] = b
-        bks[b].heap_pos = pos
+        _heap_put(heap, bks, pos, b)
 
     cdef void _heap_down(self, int32_t pos) noexcept:
         cdef int32_t* heap = self._heap
@@ -432,11 +436,9 @@ cdef class TimingWheel:
                 child += 1
             if e <= bks[heap[child]].expiration:
                 break
-            heap[pos] = heap[child]
-            bks[heap[pos]].heap_pos = pos
+            _heap_put(heap, bks, pos, heap[child])
             pos = child
-        heap[pos] = b
-        bks[b].heap_pos = pos
+        _heap_put(heap, bks, pos, b)
 
     cdef int32_t _heap_pop(self) noexcept:
         """Unschedule and return the earliest bucket (the heap must not be empty)."""

@@ -1,12 +1,15 @@
-"""The timer adapters: asyncio's loop (the default) and a timing wheel driven by its owner."""
+"""kbroker.timers as the group coordinator uses it: asyncio's loop (the default) and a timing wheel,
+here moved by the test's own clock."""
 from __future__ import annotations
 
 import asyncio
-import heapq
 
 import pytest
 
-from kbroker.coordinator import GroupConfig, GroupCoordinator, LoopTimer, WheelTimer
+from kbroker._core.timewheel import TimingWheel
+from kbroker.coordinator import GroupConfig, GroupCoordinator
+from kbroker.timers import LoopTimer, WheelTimer
+from tests.oracles.timer_oracle import HeapTimer
 
 from .conftest import settle
 
@@ -23,45 +26,11 @@ async def test_loop_timer_runs_due_callbacks_and_honours_cancel():
     assert fired == ["due"]
 
 
-class ListWheel:
-    """The TimingWheel contract (add/cancel/advance returning due items) over a heap."""
-
-    def __init__(self) -> None:
-        self.heap: list = []
-        self.seq = 0
-        self.cancelled: set[int] = set()
-
-    def add(self, expire_ms, item):
-        self.seq += 1
-        heapq.heappush(self.heap, (expire_ms, self.seq, item))
-        return self.seq
-
-    def cancel(self, handle):
-        self.cancelled.add(handle)
-        return True
-
-    def advance(self, now_ms):
-        due = []
-        while self.heap and self.heap[0][0] <= now_ms:
-            _, seq, item = heapq.heappop(self.heap)
-            if seq not in self.cancelled:
-                due.append(item)
-        return due
-
-
-def _wheels():
-    yield pytest.param(ListWheel, id="contract")
-    try:
-        from kbroker._core.timewheel import TimingWheel
-    except ImportError:  # the compiled wheel is built by others; the contract run still covers us
-        return
-    yield pytest.param(lambda: TimingWheel(1, 20, 0), id="timewheel")
-
-
-@pytest.mark.parametrize("make_wheel", list(_wheels()))
+@pytest.mark.parametrize("make_wheel", [pytest.param(HeapTimer, id="oracle"),
+                                        pytest.param(lambda: TimingWheel(1, 20, 0), id="timewheel")])
 async def test_session_expiry_driven_by_a_wheel(make_wheel):
     now = [0]
-    timer = WheelTimer(make_wheel())
+    timer = WheelTimer(lambda: now[0], wheel=make_wheel())
     coordinator = GroupCoordinator(GroupConfig(group_initial_rebalance_delay_ms=0), clock=lambda: now[0],
                                    timer=timer)
     join = await coordinator.join_group("g", "", client_id="c", client_host="h", session_timeout_ms=10_000,
@@ -75,12 +44,27 @@ async def test_session_expiry_driven_by_a_wheel(make_wheel):
     now[0] = 10_000
     assert timer.advance(now[0]) >= 1
     assert coordinator.describe_group("g").state == "Empty"
+    timer.wheel.close()
 
 
 async def test_wheel_timer_runs_callbacks_that_schedule_due_work():
-    timer = WheelTimer(ListWheel())
+    timer = WheelTimer(lambda: 0, wheel=HeapTimer())
     ran = []
     timer.add(5, lambda: (ran.append("first"), timer.add(3, lambda: ran.append("chained"))))
     assert timer.advance(5) == 2
     assert ran == ["first", "chained"]
     await asyncio.sleep(0)
+    timer.wheel.close()
+
+
+async def test_wheel_timer_runs_due_callbacks_from_the_loop_by_itself():
+    now = [1000]
+    timer = WheelTimer(lambda: now[0])
+    fired = []
+    timer.add(1000, lambda: fired.append("due"))  # due now: the loop runs it, nobody calls advance
+    cancelled = timer.add(999, lambda: fired.append("cancelled"))
+    timer.cancel(cancelled)
+    timer.add(10**12, lambda: fired.append("far future"))
+    await settle()
+    assert fired == ["due"]
+    timer.wheel.close()

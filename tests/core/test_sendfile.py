@@ -65,11 +65,15 @@ def _send(sock, fd, offset, count):
     return send_range(sock.fileno(), fd, offset, count)
 
 
-def _copy(sock, fd, offset, count, _buf=bytearray(64 << 10)):
+_COPY_BUF = bytearray(64 << 10)
+_ODD_BUF = bytearray(4099)
+
+
+def _copy(sock, fd, offset, count, _buf=_COPY_BUF):
     return copy_range(sock.fileno(), fd, offset, count, _buf)
 
 
-def _copy_odd(sock, fd, offset, count, _buf=bytearray(4099)):
+def _copy_odd(sock, fd, offset, count, _buf=_ODD_BUF):
     return copy_range(sock.fileno(), fd, offset, count, _buf)
 
 

@@ -30,17 +30,25 @@ group object exists.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import logging
 import uuid
 from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from kbroker import errors
-from kbroker.coordinator.offsets_log import (GroupMetadataRecord, MemberRecord, OffsetAndMetadata,
-                                             TopicPartition)
-from kbroker.coordinator.timer import Timer
+from kbroker.config import load_config
+from kbroker.coordinator.offsets_log import (
+    GroupMetadataRecord,
+    MemberIdentity,
+    MemberRecord,
+    OffsetAndMetadata,
+    TopicPartition,
+)
+from kbroker.timers import Timer
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +65,7 @@ FENCED_INSTANCE_ID = errors.FencedInstanceIdError.code  # 82
 CONSUMER_PROTOCOL_TYPE = "consumer"
 
 
-class GroupState(str, enum.Enum):
+class GroupState(str, enum.Enum):  # noqa: UP042  (str() must stay the member name; StrEnum changes it)
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
@@ -84,53 +92,51 @@ _VALID_PREVIOUS: dict[GroupState, frozenset[GroupState]] = {
 }
 
 
+_DEFAULTS = load_config()  # the config registry's values, which are Kafka's defaults
+
+
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
-    """The broker settings the coordinator reads, with Kafka's defaults."""
-    group_min_session_timeout_ms: int = 6000
-    group_max_session_timeout_ms: int = 1800000
-    group_initial_rebalance_delay_ms: int = 3000
-    group_max_size: int = 2147483647
-    offset_metadata_max_bytes: int = 4096
-    offsets_retention_ms: int = 10080 * 60 * 1000
-    offsets_topic_num_partitions: int = 50
+    """The broker settings the coordinator reads. Defaults come from the config registry, where
+    Kafka's defaults are written down once."""
+    group_min_session_timeout_ms: int = _DEFAULTS.group_min_session_timeout_ms
+    group_max_session_timeout_ms: int = _DEFAULTS.group_max_session_timeout_ms
+    group_initial_rebalance_delay_ms: int = _DEFAULTS.group_initial_rebalance_delay_ms
+    group_max_size: int = _DEFAULTS.group_max_size
+    offset_metadata_max_bytes: int = 4096  # Kafka's default; not a registry key (yet)
+    offsets_retention_ms: int = _DEFAULTS.offsets_retention_minutes * 60_000
+    offsets_topic_num_partitions: int = _DEFAULTS.offsets_topic_num_partitions
     # Kafka's GroupCoordinator.NewMemberJoinTimeoutMs: how long a brand-new member's JoinGroup may
     # be held before the member is dropped (it cannot heartbeat yet, so the session cannot tell).
     new_member_join_timeout_ms: int = 300000
 
     @classmethod
     def from_broker_config(cls, cfg: Any) -> GroupConfig:
-        """Pick the group settings out of a ``BrokerConfig`` (missing attributes keep the defaults)."""
-        base = cls()
+        """Pick the group settings out of a ``BrokerConfig`` (attributes it lacks keep the
+        defaults); ``offsets.retention.minutes`` becomes ``offsets_retention_ms``."""
+        values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls) if hasattr(cfg, f.name)}
         minutes = getattr(cfg, "offsets_retention_minutes", None)
-        return cls(
-            group_min_session_timeout_ms=getattr(cfg, "group_min_session_timeout_ms",
-                                                 base.group_min_session_timeout_ms),
-            group_max_session_timeout_ms=getattr(cfg, "group_max_session_timeout_ms",
-                                                 base.group_max_session_timeout_ms),
-            group_initial_rebalance_delay_ms=getattr(cfg, "group_initial_rebalance_delay_ms",
-                                                     base.group_initial_rebalance_delay_ms),
-            group_max_size=getattr(cfg, "group_max_size", base.group_max_size),
-            offset_metadata_max_bytes=getattr(cfg, "offset_metadata_max_bytes", base.offset_metadata_max_bytes),
-            offsets_retention_ms=minutes * 60_000 if minutes is not None else base.offsets_retention_ms,
-            offsets_topic_num_partitions=getattr(cfg, "offsets_topic_num_partitions",
-                                                 base.offsets_topic_num_partitions),
-        )
+        if minutes is not None:
+            values["offsets_retention_ms"] = minutes * 60_000
+        return cls(**values)
 
 
 # --- results handed back to request handlers --------------------------------------------------
 
 @dataclass(frozen=True, slots=True)
-class JoinMember:
+class GroupResult:
+    """What every answer of a group starts with: Kafka's error code (NONE, 0, on success)."""
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class JoinMember(MemberIdentity):
     """One entry of the leader's JoinGroup ``Members``: metadata for the chosen protocol."""
-    member_id: str
-    group_instance_id: str | None
     metadata: bytes
 
 
 @dataclass(frozen=True, slots=True)
-class JoinResult:
-    error: int
+class JoinResult(GroupResult):
     member_id: str
     generation_id: int = -1
     protocol_type: str | None = None
@@ -141,24 +147,20 @@ class JoinResult:
 
 
 @dataclass(frozen=True, slots=True)
-class SyncResult:
-    error: int
+class SyncResult(GroupResult):
     assignment: bytes = b""
     protocol_type: str | None = None
     protocol_name: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class LeaveMemberResult:
-    member_id: str
-    group_instance_id: str | None
+class LeaveMemberResult(MemberIdentity):
     error: int
 
 
 @dataclass(frozen=True, slots=True)
-class LeaveResult:
+class LeaveResult(GroupResult):
     """``error`` is the top-level code; ``members`` the per-member codes (LeaveGroup v3+)."""
-    error: int
     members: tuple[LeaveMemberResult, ...] = ()
 
     @property
@@ -170,9 +172,7 @@ class LeaveResult:
 
 
 @dataclass(frozen=True, slots=True)
-class MemberDescription:
-    member_id: str
-    group_instance_id: str | None
+class MemberDescription(MemberIdentity):
     client_id: str
     client_host: str
     metadata: bytes
@@ -180,10 +180,9 @@ class MemberDescription:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupDescription:
+class GroupDescription(GroupResult):
     """DescribeGroups for one group. ``protocol_name`` is DescribeGroups' ``ProtocolData``; member
     metadata and assignment are filled only when the group is Stable, as Kafka does."""
-    error: int
     group_id: str
     state: str
     protocol_type: str = ""
@@ -311,6 +310,14 @@ class Group:
 
     def has_all_members_joined(self) -> bool:
         return not self.pending_members and all(m.join_future is not None for m in self.members.values())
+
+    def _named_member(self, member_id: str, group_instance_id: str | None) -> tuple[int, Member | None]:
+        """The member a request names, or (its error, None): FENCED_INSTANCE_ID when the instance
+        id now belongs to another member id, UNKNOWN_MEMBER_ID when there is no such member."""
+        if self.is_static_member_fenced(member_id, group_instance_id):
+            return FENCED_INSTANCE_ID, None
+        member = self.members.get(member_id)
+        return (NONE, member) if member is not None else (UNKNOWN_MEMBER_ID, None)
 
     def is_static_member_fenced(self, member_id: str, group_instance_id: str | None) -> bool:
         """A request naming an instance id whose current member id is another one."""
@@ -801,11 +808,9 @@ class Group:
     def heartbeat(self, member_id: str, group_instance_id: str | None, generation_id: int) -> int:
         if self.state is DEAD:
             return COORDINATOR_NOT_AVAILABLE
-        if self.is_static_member_fenced(member_id, group_instance_id):
-            return FENCED_INSTANCE_ID
-        member = self.members.get(member_id)
+        error, member = self._named_member(member_id, group_instance_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return error
         if generation_id != self.generation_id:
             return ILLEGAL_GENERATION
         if self.state is EMPTY:
@@ -828,11 +833,9 @@ class Group:
             if self.state is PREPARING_REBALANCE:
                 self.try_complete_join()
             return NONE
-        if self.is_static_member_fenced(member_id, group_instance_id):
-            return FENCED_INSTANCE_ID
-        member = self.members.get(member_id)
+        error, member = self._named_member(member_id, group_instance_id)
         if member is None:
-            return UNKNOWN_MEMBER_ID
+            return error
         self.remove_member(member, f"member {member_id} left the group")
         return NONE
 

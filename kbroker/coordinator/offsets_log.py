@@ -16,7 +16,7 @@ int32 length, arrays int32 count, all big-endian.
                                      sessionTimeout int32 | subscription bytes | assignment bytes]
 
 A null value (tombstone) deletes its key. Records travel in record batch v2 (magic 2, no
-compression, CRC-32C over attributes..end), built here as a client would: baseOffset 0,
+compression), built with ``kbroker.log.batches`` as a client would: baseOffset 0,
 partitionLeaderEpoch -1, no producer id, so the partition log assigns the offsets.
 
 The group of a record decides its partition: ``abs(javaStringHashCode(group)) % partitions``.
@@ -26,8 +26,10 @@ from __future__ import annotations
 import inspect
 import logging
 import struct
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+
+from kbroker.log import batches as record_batches
 
 log = logging.getLogger(__name__)
 
@@ -39,39 +41,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 
 TopicPartition = tuple[str, int]
 AppendFn = Callable[[int, bytearray], "int | Awaitable[int]"]
-
-
-# --- CRC-32C -------------------------------------------------------------------------------
-
-def _table_crc32c() -> Callable[..., int]:
-    table = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-
-    def crc32c(data: Any, crc: int = 0) -> int:
-        crc ^= 0xFFFFFFFF
-        for byte in bytes(data):
-            crc = (crc >> 8) ^ table[(crc ^ byte) & 0xFF]
-        return crc ^ 0xFFFFFFFF
-
-    return crc32c
-
-
-try:
-    from kbroker._core.records import crc32c as _crc32c
-except ImportError:  # the compiled core is not built (e.g. a docs build)
-    try:
-        from crc32c import crc32c as _crc32c
-    except ImportError:
-        _crc32c = _table_crc32c()
-
-
-def crc32c(data: Any) -> int:
-    """CRC-32C (Castagnoli) of ``data``."""
-    return _crc32c(data)
 
 
 # --- partition choice ----------------------------------------------------------------------
@@ -106,9 +75,16 @@ class OffsetAndMetadata:
 
 
 @dataclass(frozen=True, slots=True)
-class MemberRecord:
+class MemberIdentity:
+    """Who a group member is (Kafka's MemberIdentity): the id the coordinator gave it and, for a
+    static member, its ``group.instance.id``. The stored record and the group's answers about a
+    member start with these two fields."""
     member_id: str
     group_instance_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberRecord(MemberIdentity):
     client_id: str
     client_host: str
     rebalance_timeout_ms: int
@@ -316,64 +292,15 @@ def decode_group_metadata_value(value: bytes | memoryview) -> GroupMetadataRecor
     return GroupMetadataRecord(protocol_type, generation, protocol, leader, state_ts, tuple(members))
 
 
-# --- record batch v2 -----------------------------------------------------------------------
-
-_BATCH_HEADER = struct.Struct(">qiibIhiqqqhii")  # baseOffset .. recordCount: 61 bytes
-_CRC_START = 21
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
-
-
-def _varint(out: bytearray, value: int) -> None:
-    """Append a zigzag varint (Kafka's varint and varlong share the encoding)."""
-    z = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-
-
-def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
-    z = shift = 0
-    while True:
-        if pos >= len(buf) or shift > 63:
-            raise ValueError("bad varint in record")
-        byte = buf[pos]
-        pos += 1
-        z |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (z >> 1) ^ -(z & 1), pos
-        shift += 7
-
+# --- record batch v2 ------------------------------------------------------------------------
 
 def build_batch(records: Sequence[tuple[bytes, bytes | None]], timestamp_ms: int, *, attributes: int = 0,
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1) -> bytearray:
     """One uncompressed magic-2 batch of (key, value) records, all stamped ``timestamp_ms``
     (CreateTime), shaped as a client sends it: baseOffset 0, partitionLeaderEpoch -1; no producer
-    unless given (transaction markers carry one, with the control and transactional bits)."""
-    if not records:
-        raise ValueError("a batch needs at least one record")
-    body = bytearray()
-    for delta, (key, value) in enumerate(records):
-        rec = bytearray(b"\x00")  # attributes
-        _varint(rec, 0)  # timestampDelta
-        _varint(rec, delta)  # offsetDelta
-        _varint(rec, len(key))
-        rec += key
-        if value is None:
-            _varint(rec, -1)
-        else:
-            _varint(rec, len(value))
-            rec += value
-        _varint(rec, 0)  # no headers
-        _varint(body, len(rec))
-        body += rec
-    n = len(records)
-    batch = bytearray(_BATCH_HEADER.pack(0, _BATCH_HEADER.size - 12 + len(body), -1, 2, 0, attributes, n - 1,
-                                         timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, n))
-    batch += body
-    struct.pack_into(">I", batch, 17, crc32c(memoryview(batch)[_CRC_START:]))
-    return batch
+    unless given (transactional offset commits carry one). ``__transaction_state`` uses it too."""
+    return record_batches.build_batch([(key, value, timestamp_ms) for key, value in records], attributes=attributes,
+                               producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence)
 
 
 @dataclass(frozen=True, slots=True)
@@ -385,54 +312,13 @@ class _Batch:
 
 
 def iter_batches(data: bytes | bytearray | memoryview) -> Iterator[_Batch]:
-    """Walk the magic-2 batches of ``data``, checking each CRC, decoding the records.
-    A truncated batch at the end is ignored (a log read may stop mid-batch)."""
-    buf = memoryview(data)
-    pos = 0
-    while len(buf) - pos >= _BATCH_HEADER.size:
-        (base_offset, length, _epoch, magic, crc, attributes, _last_delta, _base_ts, _max_ts,
-         producer_id, _producer_epoch, _base_seq, count) = _BATCH_HEADER.unpack_from(buf, pos)
-        end = pos + 12 + length
-        if length < _BATCH_HEADER.size - 12:
-            raise ValueError(f"impossible batch length {length} at byte {pos}")
-        if end > len(buf):
-            break
-        if magic != 2:
-            raise ValueError(f"__consumer_offsets batch with magic {magic} at byte {pos}")
-        if crc32c(buf[pos + _CRC_START:end]) != crc:
-            raise ValueError(f"CRC mismatch in __consumer_offsets batch at byte {pos}")
-        section = buf[pos + _BATCH_HEADER.size:end]
-        codec = attributes & 7
-        if codec:
-            from kbroker.log.compression import decompress_records  # rare: we never compress
-
-            section = memoryview(decompress_records(codec, section))
-        yield _Batch(base_offset, attributes, producer_id, _decode_records(section, count))
-        pos = end
-
-
-def _decode_records(section: memoryview, count: int) -> list[tuple[bytes | None, bytes | None]]:
-    out: list[tuple[bytes | None, bytes | None]] = []
-    pos = 0
-    for _ in range(count):
-        length, pos = _read_varint(section, pos)
-        end = pos + length
-        p = pos + 1  # attributes
-        _, p = _read_varint(section, p)  # timestampDelta
-        _, p = _read_varint(section, p)  # offsetDelta
-        fields: list[bytes | None] = []
-        for _ in range(2):
-            n, p = _read_varint(section, p)
-            if n < 0:
-                fields.append(None)
-            else:
-                fields.append(bytes(section[p:p + n]))
-                p += n
-        if p > end or end > len(section):
-            raise ValueError("record runs past its length")
-        out.append((fields[0], fields[1]))
-        pos = end
-    return out
+    """Walk the magic-2 batches of ``data``, checking each CRC, decoding the records' keys and
+    values. A truncated batch at the end is ignored (a log read may stop mid-batch); a corrupt
+    one raises ``record_batches.CorruptBatchError``, a ValueError."""
+    for batch in record_batches.iter_batches(data, verify_crc=True):
+        header = batch.header
+        yield _Batch(header.base_offset, header.attributes, header.producer_id,
+                     [(key, value) for _, _, _, _, key, value in batch.records()])
 
 
 # --- the log ---------------------------------------------------------------------------------
@@ -470,7 +356,7 @@ class OffsetsLog:
         once the transaction's COMMIT marker follows it in the partition."""
         return build_batch([(encode_offset_commit_key(group_id, t, p), encode_offset_commit_value(v))
                             for (t, p), v in offsets.items()], now_ms,
-                           attributes=_TRANSACTIONAL if producer_id >= 0 else 0,
+                           attributes=record_batches.TRANSACTIONAL if producer_id >= 0 else 0,
                            producer_id=producer_id, producer_epoch=producer_epoch)
 
     @staticmethod
@@ -499,10 +385,10 @@ class OffsetsLog:
         pending_txn: dict[int, dict[tuple[str, str, int], tuple[int, OffsetAndMetadata]]] = {}
         for chunk in batches:
             for batch in iter_batches(chunk):
-                if batch.attributes & _CONTROL:
+                if batch.attributes & record_batches.CONTROL:
                     self._apply_marker(batch, pending_txn, offsets)
                     continue
-                transactional = bool(batch.attributes & _TRANSACTIONAL)
+                transactional = bool(batch.attributes & record_batches.TRANSACTIONAL)
                 for key_bytes, value_bytes in batch.records:
                     if key_bytes is None:
                         log.warning("__consumer_offsets-%d: record without a key ignored", partition)
@@ -538,14 +424,11 @@ class OffsetsLog:
 
     @staticmethod
     def _apply_marker(batch: _Batch, pending_txn: dict, offsets: dict) -> None:
-        if not batch.records or batch.records[0][0] is None:
-            return
-        key = batch.records[0][0]
-        if len(key) < 4:
-            return
-        committed = struct.unpack_from(">h", key, 2)[0] == 1  # ControlRecordType: 0 ABORT, 1 COMMIT
+        kind = record_batches.control_type(batch.records[0][0]) if batch.records else None
+        if kind is None:
+            return  # a control key Kafka would refuse
         staged = pending_txn.pop(batch.producer_id, {})
-        if committed:
+        if kind == record_batches.COMMIT:
             for tp_key, (batch_offset, value) in staged.items():
                 current = offsets.get(tp_key)
                 if current is None or current[0] < batch_offset:

@@ -1,4 +1,9 @@
 """Kafka's storage layout: partition logs made of segments, spread over log directories."""
+try:
+    from kbroker._core import appender, index, records  # noqa: F401  every module below uses them
+except ImportError as exc:  # no pure-Python stand-in: it would hide a many times slower broker
+    raise ImportError(f"kbroker's compiled core is missing ({exc}); build it with `make build`") from exc
+
 from .cleaner import CleanStats, clean_log
 from .config import LogConfig
 from .leader_epoch import LeaderEpochCache
@@ -7,5 +12,5 @@ from .names import TopicPartition
 from .partition_log import AppendResult, PartitionLog, UnexpectedAppendOffsetError
 from .segment import FileSlice, Segment
 
-__all__ = ["AppendResult", "CleanStats", "clean_log", "FileSlice", "LeaderEpochCache", "LogConfig", "LogManager", "PartitionLog", "Segment",
-           "TopicPartition", "UnexpectedAppendOffsetError"]
+__all__ = ["AppendResult", "CleanStats", "clean_log", "FileSlice", "LeaderEpochCache", "LogConfig", "LogManager",
+           "PartitionLog", "Segment", "TopicPartition", "UnexpectedAppendOffsetError"]

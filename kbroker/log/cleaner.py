@@ -27,10 +27,13 @@ For logs whose ``cleanup.policy`` includes ``compact``. Kafka's model:
   grouped into one cleaned segment while their sizes add up to at most ``segment.bytes``; a
   segment with a ``.txnindex`` always starts a group, so that file (named after its base, never
   touched here) stays right: aborted transactions and their markers are never removed.
-* **Swap** (in ``PartitionLog.replace_segments``, on the log's own thread): ``<base>.log.cleaned``
-  and its indexes are renamed ``.swap``, the old segments ``.deleted`` (removed after
-  ``file.delete.delay.ms``, a fetch may still send from them), the ``.swap`` files to their final
-  names. ``complete_interrupted_swaps`` finishes or rolls back on the next start.
+* **Swap** (in ``PartitionLog.replace_segments``, on the log's own thread; the file steps are in
+  ``swap.py``): ``<base>.log.cleaned`` and its indexes are renamed ``.swap``, the old segments
+  ``.deleted`` (removed after ``file.delete.delay.ms``, a fetch may still send from them), the
+  ``.swap`` files to their final names. ``swap.complete_interrupted_swaps`` finishes or rolls back
+  on the next start.
+
+Records are read and batches rebuilt with ``batches.py``; this module decides what survives.
 
 Threading: the scan and copy (``run_job``) read only inactive segments, through duplicated file
 descriptors taken when the job is prepared, and write only ``*.cleaned`` files; they run on the
@@ -46,19 +49,20 @@ import logging
 import mmap
 import os
 import queue
-import struct
 import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from kbroker._core import records
 from kbroker._core.index import OffsetIndex, TimeIndex
 
-from .compression import GZIP, LZ4, SNAPPY, ZSTD, decompress_records
+from . import batches
 from .config import INT64_MAX, LogConfig
+from .names import CLEANED_SUFFIX, TopicPartition, segment_file_stem, segment_paths
 from .producer_snapshot import TXN_INDEX_SUFFIX
-from .names import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TopicPartition, segment_file_stem
+from .swap import remove_segment_files
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
@@ -66,129 +70,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 INT32_MAX = (1 << 31) - 1
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_CONTROL = 0x20
 _WRITE_CHUNK = 1 << 20
 
 
 class CleanerAborted(Exception):
     """The job was cancelled (its log is being deleted or the broker stops)."""
-
-
-def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[Path, Path, Path]:
-    """``.log``, ``.index`` and ``.timeindex`` of the segment at ``base_offset``, plus ``suffix``."""
-    stem = segment_file_stem(base_offset)
-    return (directory / f"{stem}{LOG_SUFFIX}{suffix}", directory / f"{stem}{INDEX_SUFFIX}{suffix}",
-            directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}")
-
-
-def fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# -- records -------------------------------------------------------------------------------------
-
-def _varint(buf, pos: int) -> tuple[int, int]:
-    raw = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        raw |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return (raw >> 1) ^ -(raw & 1), pos
-        shift += 7
-        if shift > 63:
-            raise ValueError("varint too long")
-
-
-def iter_records(section, count: int):
-    """(start, end, offset_delta, timestamp_delta, key or None, value is null) per record of an
-    uncompressed records section; ``section[start:end]`` is the whole record, length included."""
-    pos = 0
-    n = len(section)
-    for _ in range(count):
-        start = pos
-        length, pos = _varint(section, pos)
-        end = pos + length
-        if length < 1 or end > n:
-            raise ValueError("record runs past the end of its batch")
-        ts_delta, p = _varint(section, pos + 1)  # skip the attributes byte
-        off_delta, p = _varint(section, p)
-        key_len, p = _varint(section, p)
-        key = None
-        if key_len >= 0:
-            key = bytes(section[p:p + key_len])
-            p += key_len
-        value_len, p = _varint(section, p)
-        yield start, end, off_delta, ts_delta, key, value_len < 0
-        pos = end
-
-
-def records_section(batch, header: records.BatchHeader) -> bytes | memoryview:
-    body = memoryview(batch)[records.HEADER_SIZE:header.size]
-    if header.compression:
-        return decompress_records(header.compression, body)
-    return body
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    """Kafka's framings: gzip stream, xerial-framed snappy, LZ4 frame, zstd frame."""
-    if codec == GZIP:
-        import zlib
-
-        co = zlib.compressobj(6, zlib.DEFLATED, 31)
-        return co.compress(data) + co.flush()
-    if codec == SNAPPY:
-        import cramjam
-
-        out = bytearray(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
-        for i in range(0, len(data), 32 * 1024):
-            block = bytes(cramjam.snappy.compress_raw(data[i:i + 32 * 1024]))
-            out += struct.pack(">i", len(block)) + block
-        return bytes(out)
-    if codec == LZ4:
-        import lz4.frame
-
-        return lz4.frame.compress(data)
-    if codec == ZSTD:
-        import zstandard
-
-        return zstandard.ZstdCompressor().compress(data)
-    raise ValueError(f"unknown codec {codec}")
-
-
-def rebuild_batch(batch, header: records.BatchHeader, kept: list[tuple[int, int]], section,
-                  max_timestamp: int) -> bytes:
-    """The batch with only the records at ``section[start:end]`` for each (start, end) in ``kept``;
-    header fields kept (base offset, last offset delta, sequence, epochs, codec); an empty list
-    gives an empty batch (record count 0, uncompressed, as Kafka writes one)."""
-    head = bytearray(bytes(batch[:records.HEADER_SIZE]))
-    attributes = header.attributes
-    if kept:
-        body = b"".join(bytes(section[s:e]) for s, e in kept)
-        if header.compression:
-            try:
-                body = compress(header.compression, body)
-            except ImportError:
-                attributes &= ~7  # the codec's library is missing: store the records uncompressed
-    else:
-        body = b""
-        attributes &= ~7
-        max_timestamp = header.max_timestamp
-    struct.pack_into(">i", head, 8, records.HEADER_SIZE - records.LOG_OVERHEAD + len(body))
-    struct.pack_into(">h", head, 21, attributes)
-    struct.pack_into(">q", head, 35, max_timestamp)
-    struct.pack_into(">i", head, 57, len(kept))
-    out = head + body
-    struct.pack_into(">I", out, 17, records.crc32c(memoryview(out)[21:]))
-    return bytes(out)
 
 
 # -- jobs -----------------------------------------------------------------------------------------
@@ -197,7 +84,7 @@ def rebuild_batch(batch, header: records.BatchHeader, kept: list[tuple[int, int]
 class Source:
     """An inactive segment as the job saw it: the object (to check it is still there at swap
     time), a duplicated fd (reads survive a concurrent delete), its size and mtime."""
-    segment: "Segment"
+    segment: Segment
     fd: int
     base_offset: int
     size: int
@@ -218,14 +105,14 @@ class CleanStats:
     batches_emptied: int = 0
     discarded: int = 0  # results thrown away because the log changed under the job
 
-    def add(self, other: "CleanStats") -> None:
+    def add(self, other: CleanStats) -> None:
         for f in dataclasses.fields(self):
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
 @dataclass
 class CleanJob:
-    plog: "PartitionLog"
+    plog: PartitionLog
     tp: TopicPartition
     directory: Path
     config: LogConfig
@@ -274,7 +161,7 @@ class Cleanable:
         return self.dirty_bytes / self.total_bytes if self.total_bytes else 0.0
 
 
-def cleanable_range(plog: "PartitionLog", checkpoint_offset: int | None, now: int,
+def cleanable_range(plog: PartitionLog, checkpoint_offset: int | None, now: int,
                     last_stable_offset: int | None = None) -> Cleanable | None:
     """The cleanable section of a compacted log (see the module doc); None when it has none."""
     if plog.offline or not plog.config.compact:
@@ -313,16 +200,16 @@ def should_clean(found: Cleanable | None, config: LogConfig) -> bool:
             and (found.must_clean or found.ratio >= config.min_cleanable_dirty_ratio))
 
 
-def prepare_job(plog: "PartitionLog", found: Cleanable) -> CleanJob:
+def prepare_job(plog: PartitionLog, found: Cleanable) -> CleanJob:
     """On the log's thread: snapshot the cleanable segments (duplicated fds) and group them."""
     segments = plog.segments[:found.end_index]
     sources = []
     try:
         for segment in segments:
             fd = os.dup(segment.fd)
+            txn_index = plog.directory / f"{segment_file_stem(segment.base_offset)}{TXN_INDEX_SUFFIX}"
             sources.append(Source(segment, fd, segment.base_offset, segment.written_size,
-                                  os.fstat(fd).st_mtime_ns, segment.offset_index.entries,
-                                  (plog.directory / f"{segment_file_stem(segment.base_offset)}{TXN_INDEX_SUFFIX}").exists()))
+                                  os.fstat(fd).st_mtime_ns, segment.offset_index.entries, txn_index.exists()))
     except OSError:
         for source in sources:
             os.close(source.fd)
@@ -363,17 +250,19 @@ def group_sources(sources: list[Source], end_offset: int, config: LogConfig) -> 
     return groups
 
 
-def _batches(source: Source):
-    """(batch bytes view holder, headers) of a source segment, read through its own fd."""
+def _source_batches(job: CleanJob, source: Source) -> Iterator[tuple[records.BatchHeader, mmap.mmap]]:
+    """(header, the segment mapped read-only) for each batch of a source segment, read through its
+    own fd; a batch's bytes are ``mapping[header.position:header.position + header.size]`` (a
+    copy). Raises CleanerAborted once the job is cancelled."""
     if source.size == 0:
-        return None, []
-    mm = mmap.mmap(source.fd, source.size, prot=mmap.PROT_READ)
-    view = memoryview(mm)
-    try:
-        headers, _, _ = records.scan_batches(view, verify_crc=False)
-    finally:
-        view.release()
-    return mm, headers
+        return
+    with mmap.mmap(source.fd, source.size, prot=mmap.PROT_READ) as mm:
+        with memoryview(mm) as view:  # released before the mapping closes
+            headers, _, _ = records.scan_batches(view, verify_crc=False)
+        for header in headers:
+            if job.cancelled.is_set():
+                raise CleanerAborted()
+            yield header, mm
 
 
 def scan_producers(job: CleanJob) -> tuple[dict[int, int], set[int]]:
@@ -385,33 +274,21 @@ def scan_producers(job: CleanJob) -> tuple[dict[int, int], set[int]]:
     open_txn: dict[int, list[int]] = {}
     unsafe: set[int] = set()
     for source in job.sources:
-        mm, headers = _batches(source)
-        if mm is None:
-            continue
-        try:
-            for header in headers:
-                if job.cancelled.is_set():
-                    raise CleanerAborted()
-                pid = header.producer_id
-                if pid >= 0:
-                    last_batch[pid] = header.last_offset
-                if not header.is_transactional:
-                    continue
-                if not header.is_control:
-                    open_txn.setdefault(pid, []).append(header.base_offset)
-                    continue
-                section = records_section(mm[header.position:header.position + header.size], header)
-                marker = next(iter_records(section, header.record_count), None)
-                committed = False
-                if marker is not None and marker[4] is not None and len(marker[4]) >= 4:
-                    committed = struct.unpack_from(">h", marker[4], 2)[0] == 1
-                batches = open_txn.pop(pid, [])
-                if not committed:
-                    unsafe.update(batches)
-        finally:
-            mm.close()
-    for batches in open_txn.values():
-        unsafe.update(batches)
+        for header, mm in _source_batches(job, source):
+            pid = header.producer_id
+            if pid >= 0:
+                last_batch[pid] = header.last_offset
+            if not header.is_transactional:
+                continue
+            if not header.is_control:
+                open_txn.setdefault(pid, []).append(header.base_offset)
+                continue
+            marker = batches.read_marker(mm[header.position:header.position + header.size])
+            transaction = open_txn.pop(pid, [])
+            if marker is None or marker[0] != batches.COMMIT:
+                unsafe.update(transaction)
+    for transaction in open_txn.values():
+        unsafe.update(transaction)
     return last_batch, unsafe
 
 
@@ -419,24 +296,14 @@ def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int], s
     """key -> last offset over the dirty segments, plus what ``scan_producers`` found."""
     last_batch, unsafe = scan_producers(job)
     offset_map: dict[bytes, int] = {}
-    for i, source in enumerate(job.sources):
-        if i < job.dirty_from:
-            continue
-        mm, headers = _batches(source)
-        if mm is None:
-            continue
-        try:
-            for header in headers:
-                if job.cancelled.is_set():
-                    raise CleanerAborted()
-                if header.is_control or header.base_offset in unsafe:
-                    continue
-                section = records_section(mm[header.position:header.position + header.size], header)
-                for _, _, off_delta, _, key, _ in iter_records(section, header.record_count):
-                    if key is not None:
-                        offset_map[key] = header.base_offset + off_delta
-        finally:
-            mm.close()
+    for source in job.sources[job.dirty_from:]:
+        for header, mm in _source_batches(job, source):
+            if header.is_control or header.base_offset in unsafe:
+                continue
+            section = batches.records_section(mm[header.position:header.position + header.size], header)
+            for _, _, offset_delta, _, key, _ in batches.iter_records(section, header.record_count):
+                if key is not None:
+                    offset_map[key] = header.base_offset + offset_delta
     return offset_map, last_batch, unsafe
 
 
@@ -445,11 +312,7 @@ class _CleanedWriter:
 
     def __init__(self, directory: Path, base: int, config: LogConfig) -> None:
         self.paths = segment_paths(directory, base, CLEANED_SUFFIX)
-        for path in self.paths:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        remove_segment_files(directory, base, CLEANED_SUFFIX)
         self.config = config
         self.fd = os.open(self.paths[0], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         self.offset_index = OffsetIndex(str(self.paths[1]), base, config.segment_index_bytes, True)
@@ -509,7 +372,7 @@ class _CleanedWriter:
 
 
 def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], last_batch: dict[int, int],
-                unsafe: set[int] = frozenset()) -> None:
+                unsafe: set[int] | frozenset[int] = frozenset()) -> None:
     sources = [job.sources[i] for i in group]
     writer = _CleanedWriter(job.directory, sources[0].base_offset, job.config)
     stats = job.stats
@@ -518,32 +381,20 @@ def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], l
             stats.segments_read += 1
             stats.bytes_read += source.size
             retain_deletes = source.mtime_ns // 1_000_000 > job.delete_horizon_ms
-            mm, headers = _batches(source)
-            if mm is None:
-                continue
-            try:
-                for header in headers:
-                    if job.cancelled.is_set():
-                        raise CleanerAborted()
-                    batch = mm[header.position:header.position + header.size]  # a copy: mm closes below
-                    if header.base_offset in unsafe:
-                        stats.records_read += header.record_count
-                        out = (batch, header.max_timestamp)
-                    else:
-                        out = _filter_batch(batch, header, offset_map, last_batch, retain_deletes, stats)
-                    if out is not None:
-                        writer.add(out[0], header.last_offset, out[1])
-            finally:
-                mm.close()
+            for header, mm in _source_batches(job, source):
+                batch = mm[header.position:header.position + header.size]
+                if header.base_offset in unsafe:
+                    stats.records_read += header.record_count
+                    out = (batch, header.max_timestamp)
+                else:
+                    out = _filter_batch(batch, header, offset_map, last_batch, retain_deletes, stats)
+                if out is not None:
+                    writer.add(out[0], header.last_offset, out[1])
         stats.bytes_written += writer.finish(max(s.mtime_ns for s in sources))
         stats.segments_written += 1
     except BaseException:
         writer.close()
-        for path in writer.paths:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
+        remove_segment_files(job.directory, sources[0].base_offset, CLEANED_SUFFIX)
         raise
 
 
@@ -553,20 +404,20 @@ def _filter_batch(batch: bytes, header: records.BatchHeader, offset_map: dict[by
     stats.records_read += header.record_count
     if header.is_control:
         return batch, header.max_timestamp
-    section = records_section(batch, header)
+    section = batches.records_section(batch, header)
     kept: list[tuple[int, int]] = []
     max_ts = -1
-    for start, end, off_delta, ts_delta, key, tombstone in iter_records(section, header.record_count):
+    for start, end, offset_delta, timestamp_delta, key, value in batches.iter_records(section, header.record_count):
         if key is None:
             continue  # Kafka refuses keyless records on compacted topics; the cleaner drops them
-        offset = header.base_offset + off_delta
+        offset = header.base_offset + offset_delta
         latest = offset_map.get(key)
         if latest is not None and offset < latest:
             continue
-        if tombstone and not retain_deletes:
-            continue
+        if value is None and not retain_deletes:
+            continue  # a tombstone past the delete horizon
         kept.append((start, end))
-        max_ts = max(max_ts, header.base_timestamp + ts_delta)
+        max_ts = max(max_ts, header.base_timestamp + timestamp_delta)
     stats.records_removed += header.record_count - len(kept)
     if len(kept) == header.record_count:
         return batch, header.max_timestamp
@@ -575,9 +426,9 @@ def _filter_batch(batch: bytes, header: records.BatchHeader, offset_map: dict[by
     if not kept:
         if header.producer_id >= 0 and last_batch.get(header.producer_id) == header.last_offset:
             stats.batches_emptied += 1
-            return rebuild_batch(batch, header, [], section, max_ts), header.max_timestamp
+            return batches.rebuild_batch(batch, section, [], max_ts), header.max_timestamp
         return None
-    return rebuild_batch(batch, header, kept, section, max_ts), max_ts
+    return batches.rebuild_batch(batch, section, kept, max_ts), max_ts
 
 
 def run_job(job: CleanJob) -> None:
@@ -613,7 +464,7 @@ def apply_job(job: CleanJob, fault: Callable[[str], None] | None = None) -> bool
                                                  [s.size for s in job.sources]) is not None
     if not ok:
         log.info("%s: the log changed while it was cleaned; discarding the result", job.tp)
-    for n, group in enumerate(job.groups):
+    for group in job.groups:
         sources = [job.sources[i] for i in group]
         if not ok or plog.offline or not plog.replace_segments([s.segment for s in sources],
                                                                [s.size for s in sources], fault):
@@ -626,7 +477,7 @@ def apply_job(job: CleanJob, fault: Callable[[str], None] | None = None) -> bool
     return ok
 
 
-def clean_log(plog: "PartitionLog", checkpoint_offset: int | None = None, now: int | None = None,
+def clean_log(plog: PartitionLog, checkpoint_offset: int | None = None, now: int | None = None,
               last_stable_offset: int | None = None, force: bool = False,
               fault: Callable[[str], None] | None = None) -> tuple[int | None, CleanStats]:
     """Clean one log synchronously on the calling thread (tests, tools). Returns the new cleaner
@@ -643,62 +494,6 @@ def clean_log(plog: "PartitionLog", checkpoint_offset: int | None = None, now: i
     ok = apply_job(job, fault)
     job.stats.logs_cleaned = int(ok)
     return (job.end_offset if ok else None), job.stats
-
-
-# -- recovery ------------------------------------------------------------------------------------
-
-def complete_interrupted_swaps(directory: Path) -> set[int]:
-    """At log load, before segments are opened (Kafka's rules in Log.loadSegments):
-    ``*.cleaned`` files are deleted (the swap had not begun); for each ``<base>.log.swap`` (its
-    data was complete and synced before it got that name) every segment whose base offset lies in
-    [base, next offset of the swap) is deleted and the swap renamed to ``<base>.log``; index
-    ``.swap`` files are deleted (the indexes of swapped segments are rebuilt). Returns the base
-    offsets of swapped-in segments, whose indexes the caller must rebuild."""
-    swaps: list[int] = []
-    leftovers: list[str] = []
-    for entry in os.scandir(directory):
-        name = entry.name
-        if name.endswith(CLEANED_SUFFIX):
-            os.unlink(entry.path)
-        elif name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and name.split(".", 1)[0].isdigit():
-            swaps.append(int(name.split(".", 1)[0]))
-        elif name.endswith(SWAP_SUFFIX):
-            leftovers.append(entry.path)
-    for path in leftovers:
-        os.unlink(path)  # index swaps: rebuilt below or belonging to a swap that never completed
-    if not swaps:
-        return set()
-    bases = sorted(int(e.name[:-len(LOG_SUFFIX)]) for e in os.scandir(directory)
-                   if e.name.endswith(LOG_SUFFIX) and e.name[:-len(LOG_SUFFIX)].isdigit())
-    for base in sorted(swaps):
-        swap_log = segment_paths(directory, base, SWAP_SUFFIX)[0]
-        next_offset = base
-        size = swap_log.stat().st_size
-        if size:
-            with open(swap_log, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as mm:
-                view = memoryview(mm)
-                try:
-                    headers, _, _ = records.scan_batches(view, verify_crc=False)
-                finally:
-                    view.release()
-            if headers:
-                next_offset = headers[-1].last_offset + 1
-        for old in bases:
-            if old == base or base <= old < next_offset:
-                for path in segment_paths(directory, old):
-                    try:
-                        os.unlink(path)
-                    except FileNotFoundError:
-                        pass
-                log.info("%s: completing an interrupted cleaner swap: segment %d replaced", directory, old)
-        for path in segment_paths(directory, base)[1:]:
-            try:
-                os.unlink(path)
-            except FileNotFoundError:
-                pass
-        os.rename(swap_log, segment_paths(directory, base)[0])
-    fsync_dir(directory)
-    return set(swaps)
 
 
 # -- the cleaner thread --------------------------------------------------------------------------

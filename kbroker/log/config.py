@@ -7,8 +7,9 @@ the typed ``LogConfig`` the log layer reads. Topic overrides use Kafka's topic k
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 INT64_MAX = (1 << 63) - 1
 
@@ -176,7 +177,7 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @classmethod
-    def from_broker_properties(cls, props: Mapping[str, str]) -> "LogConfig":
+    def from_broker_properties(cls, props: Mapping[str, str]) -> LogConfig:
         """Broker defaults from ``log.*`` properties (finer units win, as in Kafka)."""
         values: dict[str, Any] = {}
         for key in KEYS:
@@ -199,7 +200,7 @@ class LogConfig:
             out[key.topic_key] = str(value).lower() if isinstance(value, bool) else str(value)
         return out
 
-    def with_overrides(self, overrides: Mapping[str, str]) -> "LogConfig":
+    def with_overrides(self, overrides: Mapping[str, str]) -> LogConfig:
         """This config with topic-level overrides (``segment.bytes=...``) applied."""
         values: dict[str, Any] = {}
         for name, text in overrides.items():

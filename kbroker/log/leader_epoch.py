@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import bisect
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .checkpoint import VERSION, entry_lines, write_durably
 

@@ -25,26 +25,26 @@ from __future__ import annotations
 
 import struct
 import zlib
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from kbroker import errors
-from kbroker._core import records as core_records
-from kbroker.log.compression import decompress_records
 
-NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
-CODEC_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08          # magic 1 attributes and batch attributes alike
-NO_TIMESTAMP = -1
-LOG_OVERHEAD = 12                    # offset + size
+from . import batches
+from .batches import (
+    CODEC_MASK,
+    LOG_APPEND_TIME as TIMESTAMP_TYPE_MASK,  # magic 1 attributes and batch attributes alike
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+)
+from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress_records, decompress_records
+
 RECORD_OVERHEAD = {0: 14, 1: 22}     # crc + magic + attributes + [timestamp] + key length + value length
 MAGIC_OFFSET = 16                    # the magic byte sits at byte 16 in both formats
 
 _ENTRY = struct.Struct(">qiIbb")     # offset, size, crc, magic, attributes
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_BATCH_HEAD = struct.Struct(">qiibI")                 # baseOffset, batchLength, epoch, magic, crc
-_BATCH_REST = struct.Struct(">hiqqqhii")              # attributes .. recordCount (from byte 21)
-_XERIAL_HEADER = b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1)
 _LZ4_MAGIC = 0x184D2204
 
 
@@ -190,25 +190,12 @@ def decompress(codec: int, data, magic: int) -> bytes:
 
 def compress(codec: int, data: bytes, magic: int = 2) -> bytes:
     """Kafka's framing for ``codec``; LZ4 for magic 0 gets Kafka's broken header checksum."""
-    if codec == GZIP:
-        c = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        return c.compress(data) + c.flush()
-    if codec == SNAPPY:
-        import cramjam
-
-        out = bytearray(_XERIAL_HEADER)
-        for i in range(0, len(data), 32 * 1024):
-            block = bytes(cramjam.snappy.compress_raw(data[i:i + 32 * 1024]))
-            out += _I32.pack(len(block)) + block
-        return bytes(out)
-    if codec == LZ4:
-        import lz4.frame
-
-        frame = lz4.frame.compress(data, block_linked=False, store_size=False, content_checksum=False)
-        if magic == 0:
-            frame = frame[:6] + bytes([(xxh32(frame[:6]) >> 8) & 0xFF]) + frame[7:]
-        return frame
-    raise errors.InvalidRecordError(f"cannot compress with codec {codec}")
+    if codec not in (GZIP, SNAPPY, LZ4):
+        raise errors.InvalidRecordError(f"cannot compress with codec {codec}")
+    frame = compress_records(codec, data)
+    if codec == LZ4 and magic == 0:
+        frame = frame[:6] + bytes([(xxh32(frame[:6]) >> 8) & 0xFF]) + frame[7:]
+    return frame
 
 
 def _lz4_frame_decode(data: bytes, check_header: bool = True) -> bytes:
@@ -320,62 +307,13 @@ def encode_wrapper(codec: int, records: Iterable[LegacyRecord], *, magic: int = 
 
 # --- magic 2 batches -----------------------------------------------------------------------------
 
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
-def _varint(n: int, out: bytearray) -> None:
-    z = _zigzag(n)
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-
-
-def _read_varint(buf, p: int) -> tuple[int, int]:
-    shift = z = 0
-    while True:
-        b = buf[p]
-        p += 1
-        z |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise _corrupt("varint too long")
-    return (z >> 1) ^ -(z & 1), p
-
-
 def build_batch(records: list[LegacyRecord], codec: int = NONE, base_offset: int = 0) -> bytearray:
     """One magic-2 batch (CreateTime, no producer id) holding ``records`` in order, offset deltas
     0..n-1; base timestamp = the first record's, max timestamp = the largest (-1 if none)."""
     if not records:
         raise errors.InvalidRecordError("no record to write")
-    base_ts = records[0].timestamp
-    body = bytearray()
-    for delta, r in enumerate(records):
-        rec = bytearray(b"\x00")
-        _varint(r.timestamp - base_ts, rec)
-        _varint(delta, rec)
-        for field in (r.key, r.value):
-            if field is None:
-                _varint(-1, rec)
-            else:
-                _varint(len(field), rec)
-                rec += field
-        _varint(0, rec)  # headers
-        _varint(len(rec), body)
-        body += rec
-    if codec != NONE:
-        body = bytearray(compress(codec, bytes(body)))
-    max_ts = max(r.timestamp for r in records)
-    rest = _BATCH_REST.pack(codec, len(records) - 1, base_ts, max_ts if max_ts >= 0 else NO_TIMESTAMP,
-                            -1, -1, -1, len(records))
-    crc = core_records.crc32c(rest + body)
-    out = bytearray(_BATCH_HEAD.pack(base_offset, 49 + len(body), -1, 2, crc))
-    out += rest
-    out += body
-    return out
+    return batches.build_batch([(r.key, r.value, r.timestamp) for r in records], codec=codec,
+                               base_offset=base_offset)
 
 
 def up_convert(buf) -> bytearray:
@@ -404,46 +342,20 @@ class BatchRecord(NamedTuple):
 def read_batches(buf, from_offset: int = 0) -> Iterable[BatchRecord]:
     """The records of stored magic-2 batches at offsets >= ``from_offset``; control batches are
     skipped, headers dropped. A truncated last batch ends the walk."""
-    view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
-    pos, end = 0, len(view)
-    while pos + 61 <= end:
-        base_offset, length, _, magic, _ = _BATCH_HEAD.unpack_from(view, pos)
-        stop = pos + 12 + length
-        if stop > end:
-            break
-        if magic != 2:
-            raise errors.CorruptMessageError(f"stored batch at offset {base_offset} has magic {magic}")
-        attributes, last_delta, base_ts, max_ts, _, _, _, count = _BATCH_REST.unpack_from(view, pos + 21)
-        start = pos
-        pos = stop
-        if attributes & 0x20 or base_offset + last_delta < from_offset:
+    for batch in batches.iter_batches(buf, verify_crc=False):
+        header = batch.header
+        if header.is_control or header.last_offset < from_offset:
             continue  # control batch, or wholly before the fetch offset
-        log_append = bool(attributes & TIMESTAMP_TYPE_MASK)
-        data = view[start + 61:stop]
-        codec = attributes & CODEC_MASK
-        if codec != NONE:
-            data = decompress_records(codec, data)
-        p = 0
-        for _ in range(count):
-            size, p = _read_varint(data, p)
-            rec_end = p + size
-            p += 1  # attributes
-            ts_delta, p = _read_varint(data, p)
-            offset_delta, p = _read_varint(data, p)
-            fields = []
-            for _ in range(2):
-                n, p = _read_varint(data, p)
-                if n < 0:
-                    fields.append(None)
-                else:
-                    fields.append(bytes(data[p:p + n]))
-                    p += n
-            p = rec_end  # headers: not representable in magic 0/1
-            offset = base_offset + offset_delta
+        log_append = header.timestamp_type == 1
+        for _, _, offset_delta, timestamp_delta, key, value in batch.records():
+            offset = header.base_offset + offset_delta
             if offset < from_offset:
                 continue
-            timestamp = max_ts if log_append else (base_ts + ts_delta if base_ts >= 0 else NO_TIMESTAMP)
-            yield BatchRecord(offset, timestamp, log_append, fields[0], fields[1])
+            if log_append:
+                timestamp = header.max_timestamp
+            else:
+                timestamp = header.base_timestamp + timestamp_delta if header.base_timestamp >= 0 else NO_TIMESTAMP
+            yield BatchRecord(offset, timestamp, log_append, key, value)
 
 
 class LegacyBytes(bytes):

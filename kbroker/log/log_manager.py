@@ -15,14 +15,14 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 from kbroker import errors
 from kbroker._core.appender import Appender, open_appender
 
 from . import checkpoint
-from .cleaner import CleanJob, CleanStats, CleanerThread, apply_job, cleanable_range, prepare_job, should_clean
+from .cleaner import CleanerThread, CleanJob, CleanStats, apply_job, cleanable_range, prepare_job, should_clean
 from .config import LogConfig
 from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
 from .partition_log import PartitionLog, WriteTracker, now_ms
@@ -260,7 +260,7 @@ class LogManager:
                 plog.truncated_to = None
             lso = self.last_stable_offset(tp) if self.last_stable_offset is not None else None
             found = cleanable_range(plog, self.cleaner_offsets.get(tp), now, lso)
-            if should_clean(found, plog.config) and (best is None or found.ratio > best[1].ratio):
+            if found is not None and should_clean(found, plog.config) and (best is None or found.ratio > best[1].ratio):
                 best = (plog, found)
         if best is None:
             return None

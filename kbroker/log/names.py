@@ -1,13 +1,17 @@
-"""Kafka's names for things on disk: ``<topic>-<partition>`` directories, 20-digit segment files."""
+"""Kafka's names for things on disk: ``<topic>-<partition>`` directories, 20-digit segment files
+and the suffixes a segment's files take while the cleaner replaces them or a delete is pending."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import NamedTuple
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"          # the cleaner's output, before the swap begins
+SWAP_SUFFIX = ".swap"                # complete cleaner output, being swapped in
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 # Kafka's legal topic names: at most 249 characters of [a-zA-Z0-9._-], not "." or "..".
@@ -31,6 +35,13 @@ def validate_topic_name(topic: str) -> None:
 
 def segment_file_stem(base_offset: int) -> str:
     return f"{base_offset:020d}"
+
+
+def segment_paths(directory: Path, base_offset: int, suffix: str = "") -> tuple[Path, Path, Path]:
+    """``.log``, ``.index`` and ``.timeindex`` of the segment at ``base_offset``, plus ``suffix``."""
+    stem = segment_file_stem(base_offset)
+    return (directory / f"{stem}{LOG_SUFFIX}{suffix}", directory / f"{stem}{INDEX_SUFFIX}{suffix}",
+            directory / f"{stem}{TIME_INDEX_SUFFIX}{suffix}")
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:

@@ -18,20 +18,30 @@ import logging
 import mmap
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from kbroker import errors
 from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import CorruptIndexError
 
-from .cleaner import CLEANED_SUFFIX, SWAP_SUFFIX, complete_interrupted_swaps, fsync_dir, segment_paths
 from .compression import decompress_records
 from .config import LogConfig
 from .leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from .names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TopicPartition
+from .names import (
+    CLEANED_SUFFIX,
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    SWAP_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TopicPartition,
+    segment_paths,
+)
 from .segment import FileSlice, Segment
+from .swap import complete_interrupted_swaps, fsync_dir, rename_segment_files
 
 log = logging.getLogger(__name__)
 
@@ -64,9 +74,9 @@ class WriteTracker:
     def __init__(self, appender: Appender) -> None:
         self.appender = appender
         self._next_tag = 1
-        self._owners: dict[int, "PartitionLog"] = {}
+        self._owners: dict[int, PartitionLog] = {}
 
-    def new_tag(self, plog: "PartitionLog") -> int:
+    def new_tag(self, plog: PartitionLog) -> int:
         tag = self._next_tag
         self._next_tag += 1
         self._owners[tag] = plog
@@ -80,7 +90,7 @@ class WriteTracker:
                 owner._write_done(tag, err)
         return len(done)
 
-    def drain(self, plog: "PartitionLog") -> None:
+    def drain(self, plog: PartitionLog) -> None:
         while plog._pending:
             self.reap(wait=True)
 
@@ -89,7 +99,7 @@ class PartitionLog:
     def __init__(self, directory: Path, tp: TopicPartition, config: LogConfig, appender: Appender, *,
                  recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
                  recover: bool = True, clock: Callable[[], int] = now_ms,
-                 on_io_error: Callable[["PartitionLog", OSError], None] | None = None,
+                 on_io_error: Callable[[PartitionLog, OSError], None] | None = None,
                  tracker: WriteTracker | None = None) -> None:
         self.directory = directory
         self.directory_name = str(directory)
@@ -500,12 +510,8 @@ class PartitionLog:
         first = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
         for segment in list(self.segments[first:]):
             if segment.size:
-                with mmap.mmap(segment.fd, segment.size, prot=mmap.PROT_READ) as mm:
-                    view = memoryview(mm)
-                    try:
-                        headers, _, _ = records.scan_batches(view, verify_crc=False)
-                    finally:
-                        view.release()
+                with mmap.mmap(segment.fd, segment.size, prot=mmap.PROT_READ) as mm, memoryview(mm) as view:
+                    headers, _, _ = records.scan_batches(view, verify_crc=False)
                 yield from headers
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -630,16 +636,12 @@ class PartitionLog:
         if first is None:
             return False
         base = old[0].base_offset
-        cleaned, swap, final = (segment_paths(self.directory, base, suffix) for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX, ""))
+        cleaned, swap, final = (segment_paths(self.directory, base, suffix)
+                                for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX, ""))
         step = fault or (lambda name: None)
         try:
             step("cleaned")
-            for i in (1, 2, 0):
-                os.rename(cleaned[i], swap[i])
-                if i == 1:
-                    step("swap-partial")
-            fsync_dir(self.directory)
-            step("swap")
+            rename_segment_files(self.directory, cleaned, swap, step, "swap")
             now = self._clock()
             for n, segment in enumerate(old):
                 segment.mark_deleted()
@@ -648,12 +650,7 @@ class PartitionLog:
                     step("deleted-partial")
             fsync_dir(self.directory)
             step("deleted")
-            for i in (1, 2, 0):
-                os.rename(swap[i], final[i])
-                if i == 1:
-                    step("final-partial")
-            fsync_dir(self.directory)
-            step("final")
+            rename_segment_files(self.directory, swap, final, step, "final")
             segment = Segment(self.directory, base, self.config, self._appender, active=False,
                               created_ms=old[0].created_ms)
         except OSError as exc:

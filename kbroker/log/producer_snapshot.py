@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from kbroker._core.records import crc32c
 from kbroker.log.producer_state import AbortedTxn, BatchMetadata, ProducerEntry, ProducerStateManager

@@ -125,8 +125,8 @@ class ProducerStateManager:
                 f"producer {producer_id} has epoch {epoch}, older than the current {entry.epoch}")
         if epoch > entry.epoch:
             if first_sequence != 0:
-                raise errors.OutOfOrderSequenceNumberError(
-                    f"producer {producer_id} bumped its epoch to {epoch} but starts at sequence {first_sequence}, not 0")
+                raise errors.OutOfOrderSequenceNumberError(f"producer {producer_id} bumped its epoch to {epoch} "
+                                                           f"but starts at sequence {first_sequence}, not 0")
             return None
         duplicate = entry.duplicate_of(first_sequence, last_sequence)
         if duplicate is not None:

@@ -216,13 +216,9 @@ class Segment:
         self.bytes_since_last_index_entry = 0
         valid = 0
         if self.size:
-            with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mm:
-                view = memoryview(mm)
-                try:
-                    headers, valid, status = records.scan_batches(view, verify_crc=True)
-                    valid = self._reindex(headers, valid)
-                finally:
-                    view.release()
+            with mmap.mmap(self.fd, self.size, prot=mmap.PROT_READ) as mm, memoryview(mm) as view:
+                headers, valid, _ = records.scan_batches(view, verify_crc=True)
+            valid = self._reindex(headers, valid)
         cut = self.size - valid
         if cut:
             log.warning("%s: found %d bytes of invalid or torn data at byte position %d; truncating",

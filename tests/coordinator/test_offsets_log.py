@@ -7,11 +7,22 @@ import struct
 import pytest
 
 from kbroker.coordinator import GroupConfig, GroupCoordinator, OffsetAndMetadata, java_string_hash, partition_for
-from kbroker.coordinator.offsets_log import (GroupKey, GroupMetadataRecord, MemberRecord, OffsetKey, OffsetsLog,
-                                             build_batch, decode_group_metadata_value, decode_key,
-                                             decode_offset_commit_value, encode_group_metadata_key,
-                                             encode_group_metadata_value, encode_offset_commit_key,
-                                             encode_offset_commit_value, iter_batches)
+from kbroker.coordinator.offsets_log import (
+    GroupKey,
+    GroupMetadataRecord,
+    MemberRecord,
+    OffsetKey,
+    OffsetsLog,
+    build_batch,
+    decode_group_metadata_value,
+    decode_key,
+    decode_offset_commit_value,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+    iter_batches,
+)
 from tests.oracles import batch_oracle
 
 from .conftest import Env, ManualTimer, settle

@@ -6,11 +6,10 @@ import time
 
 import pytest
 
-from kbroker._core import records
 from kbroker.log import LogConfig, LogManager, PartitionLog, TopicPartition, clean_log
 from kbroker.log.checkpoint import CLEANER_OFFSET, read_checkpoint
-from kbroker.log.cleaner import CLEANED_SUFFIX, SWAP_SUFFIX
 from kbroker.log.compression import decompress_records
+from kbroker.log.names import CLEANED_SUFFIX, SWAP_SUFFIX
 from tests.oracles.batch_oracle import build_batch, build_control_batch, parse_batches, parse_records
 
 from .helpers import TP, read_all
@@ -63,13 +62,15 @@ def decode(data: bytes) -> list[tuple[int, bytes | None, bytes | None]]:
         assert batch["crc_valid"]
         recs = batch["records"]
         if recs is None:
-            section = decompress_records(batch["compression"], data[batch["position"] + 61:batch["position"] + batch["size"]])
+            start = batch["position"]
+            section = decompress_records(batch["compression"], data[start + 61:start + batch["size"]])
             recs = parse_records(section, batch["record_count"], batch["base_offset"], batch["base_timestamp"])
         out += [(r["offset"], r["key"], r["value"]) for r in recs]
     return out
 
 
-def check(plog: PartitionLog, model: Model, tombstones_gone: bool = False) -> list[tuple[int, bytes | None, bytes | None]]:
+def check(plog: PartitionLog, model: Model,
+          tombstones_gone: bool = False) -> list[tuple[int, bytes | None, bytes | None]]:
     """Every stored record is the one appended at its offset; reading from the start gives the
     latest value of every key (tombstones dropped or kept)."""
     stored = decode(read_all(plog, 0))

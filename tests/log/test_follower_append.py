@@ -8,7 +8,7 @@ import pytest
 
 from kbroker import errors
 from kbroker._core import records
-from kbroker.log import LogConfig, PartitionLog, UnexpectedAppendOffsetError
+from kbroker.log import PartitionLog, UnexpectedAppendOffsetError
 from tests.oracles.batch_oracle import build_control_batch
 
 from .helpers import TP, make_batch, offsets_of, open_log, read_all

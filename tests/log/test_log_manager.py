@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import errno
-import os
 import logging
+import os
 import subprocess
 
 import pytest

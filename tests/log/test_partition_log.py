@@ -202,7 +202,7 @@ def test_retention_by_time_deletes_whole_old_segments(tmp_path, appender):
 def test_retention_only_below_the_high_watermark(tmp_path, appender):
     plog = open_log(tmp_path, appender, segment_bytes=1024, retention_ms=1, file_delete_delay_ms=0,
                     clock=lambda: 10**9)
-    for i in range(10):
+    for _ in range(10):
         plog.append(make_batch(2, ts=1))
     assert plog.delete_old_segments() == 0  # high watermark still 0
     plog.update_high_watermark(plog.log_end_offset)
@@ -343,11 +343,11 @@ def test_failed_async_write_takes_the_log_offline_and_hides_what_follows(tmp_pat
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_compressed_batch_that_does_not_decompress_is_refused(tmp_path, appender, codec):
     """A valid CRC over an undecodable payload would poison every consumer: CORRUPT_MESSAGE, as Kafka."""
-    from tests.oracles.batch_oracle import build_batch, recompute_crc
-
     import cramjam
     import lz4.frame
     import zstandard
+
+    from tests.oracles.batch_oracle import build_batch, recompute_crc
 
     records_ = [(b"k", b"v" * 200, [], 5)] * 3
     plain = build_batch(records=records_)[61:]

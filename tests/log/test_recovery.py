@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from kbroker.log import LogConfig, PartitionLog
+from kbroker.log import PartitionLog
 
 from .helpers import TP, make_batch, offsets_of, open_log, read_all, values_of
 

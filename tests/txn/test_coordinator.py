@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import struct
 
-import pytest
-
 from kbroker import errors
 from kbroker.txn import state_log
 from kbroker.txn.coordinator import TransactionCoordinator

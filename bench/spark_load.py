@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
          .mode("append").save())
         elapsed = time.perf_counter() - start
         print(json.dumps({"phase": "write", "rows": args.rows, "elapsed_s": round(elapsed, 2),
-                          "rows_s": round(args.rows / elapsed), "mb_s": round(args.rows * args.size / elapsed / 1e6, 2)}),
+                          "rows_s": round(args.rows / elapsed),
+                          "mb_s": round(args.rows * args.size / elapsed / 1e6, 2)}),
               flush=True)
         start = time.perf_counter()
         got = (spark.read.format("kbroker").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)

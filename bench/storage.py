@@ -23,9 +23,7 @@ import threading
 import time
 from pathlib import Path
 
-from kbroker._core import index as core_index
-from kbroker._core import sendfile as core_sendfile
-from kbroker._core import timewheel as core_timewheel
+from kbroker._core import index as core_index, sendfile as core_sendfile, timewheel as core_timewheel
 from kbroker._core.appender import io_uring_available, open_appender
 from kbroker.log import LogConfig, LogManager, TopicPartition
 

@@ -13,15 +13,27 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from zk_compat import layout
 from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
-from zk_compat.znodes import (BrokerIdsZNode, BrokerIdZNode, ConfigEntityChangeNotificationSequenceZNode,
-                              ConfigEntityChangeNotificationZNode, ControllerZNode, DeleteTopicsZNode,
-                              IsrChangeNotificationZNode, PartitionState, PreferredReplicaElectionZNode,
-                              ReassignPartitionsZNode, TopicPartitionStateZNode, TopicsZNode, TopicZNode)
+from zk_compat.znodes import (
+    BrokerIdsZNode,
+    BrokerIdZNode,
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ControllerZNode,
+    DeleteTopicsZNode,
+    IsrChangeNotificationZNode,
+    PartitionState,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    TopicPartitionStateZNode,
+    TopicsZNode,
+    TopicZNode,
+)
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +237,8 @@ class ClusterView:
                     snap.state_versions[(topic, index)] = found[1]
         snap.deleting = sorted(self._children(DeleteTopicsZNode.path()))
         snap.isr_changes = sorted(self._children(IsrChangeNotificationZNode.path()))
-        for path, decode, attr in ((ReassignPartitionsZNode.path(), ReassignPartitionsZNode.decode, "reassign_requests"),
+        for path, decode, attr in ((ReassignPartitionsZNode.path(), ReassignPartitionsZNode.decode,
+                                    "reassign_requests"),
                                    (PreferredReplicaElectionZNode.path(), PreferredReplicaElectionZNode.decode,
                                     "preferred_requests")):
             data = self._get(path)

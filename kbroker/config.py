@@ -11,9 +11,10 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from kbroker.log.config import KEYS as LOG_KEYS, ConfigError, LogConfig, parse_bool, parse_int, parse_str
@@ -138,7 +139,8 @@ ACCEPTED_UNUSED = frozenset({
     "queued.max.requests", "background.threads", "inter.broker.protocol.version",
     "log.message.format.version", "log.preallocate",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "listener.security.protocol.map",
-    "inter.broker.listener.name", "security.inter.broker.protocol", "log.cleaner.dedupe.buffer.size", "fetch.purgatory.purge.interval.requests",
+    "inter.broker.listener.name", "security.inter.broker.protocol", "log.cleaner.dedupe.buffer.size",
+    "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests", "max.connections", "max.connections.per.ip",
 })
 
@@ -154,7 +156,7 @@ class Listener:
     port: int
 
     @classmethod
-    def parse(cls, text: str) -> "Listener":
+    def parse(cls, text: str) -> Listener:
         name, sep, rest = text.partition("://")
         host, colon, port = rest.rpartition(":")
         if not sep or not colon or not port.isdigit():
@@ -223,7 +225,8 @@ def build_config(raw: dict[str, tuple[str, str]]) -> BrokerConfig:
             try:
                 value = definition.parse(text)
             except ValueError:
-                raise ConfigError(f"{where}: {key}: expected {definition.rule or 'a valid value'}, got {text!r}") from None
+                raise ConfigError(
+                    f"{where}: {key}: expected {definition.rule or 'a valid value'}, got {text!r}") from None
             if not definition.check(value):
                 raise ConfigError(f"{where}: {key}: expected {definition.rule}, got {text!r}")
             values[definition.attr] = value

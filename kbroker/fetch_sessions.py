@@ -40,7 +40,7 @@ class SessionPartition:
 class FetchSession:
     session_id: int
     epoch: int
-    partitions: "OrderedDict[tuple[str, int], SessionPartition]" = field(default_factory=OrderedDict)
+    partitions: OrderedDict[tuple[str, int], SessionPartition] = field(default_factory=OrderedDict)
     last_used: float = 0.0
 
 

@@ -17,26 +17,26 @@ from __future__ import annotations
 
 import bisect
 import logging
-import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
 from kbroker import errors
 from kbroker._core import records as core_records
-from kbroker.log import FileSlice, PartitionLog, TopicPartition
+from kbroker.clock import monotonic_ms, wall_ms
+from kbroker.log import (
+    FileSlice,
+    PartitionLog,
+    TopicPartition,
+    batches as markers,  # transaction markers: control batches, written and read below txn
+    producer_snapshot,
+)
 from kbroker.log.partition_log import AppendResult
-from kbroker.log import producer_snapshot
 from kbroker.log.producer_state import ProducerStateManager
-from kbroker.txn import markers
 
 log = logging.getLogger(__name__)
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
-
-
-def now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class ReadResult(NamedTuple):
@@ -177,7 +177,7 @@ class Partition:
                       controller_epoch: int) -> bool:
         """Returns True when this is a new leadership (not just a new ISR or epoch)."""
         new = not self.is_leader
-        now = now_ms()
+        now = monotonic_ms()
         if new or leader_epoch != self.leader_epoch:
             # Kafka's leader epoch cache entry: this epoch starts at the current log end offset
             self.log.leader_epochs.assign(leader_epoch, self.log.log_end_offset)
@@ -259,7 +259,7 @@ class Partition:
         """WriteTxnMarkers: append the COMMIT/ABORT control batch that closes the producer's
         transaction here; returns its offset. An older producer epoch or coordinator epoch is refused."""
         self.producer_state.check_marker_epoch(producer_id, producer_epoch, coordinator_epoch)
-        batch = markers.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, int(time.time() * 1000))
+        batch = markers.control_batch(producer_id, producer_epoch, commit, coordinator_epoch, wall_ms())
         info = core_records.validate(batch, len(batch), False)
         result = self.log.append_validated(batch, info, self.leader_epoch)
         self._complete(producer_id, producer_epoch, result.first_offset, commit, True, coordinator_epoch)

@@ -9,15 +9,12 @@ from the wheel when it does, so long polls leave nothing behind.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
-from typing import Any, Hashable, Iterable
+from collections.abc import Hashable, Iterable
+from typing import Any
 
+from kbroker.clock import monotonic_ms
 from kbroker.timers import LoopWheel
-
-
-def monotonic_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 class DelayedOperation:

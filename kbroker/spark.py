@@ -38,12 +38,18 @@ import json
 import random
 import re
 import uuid
-from datetime import datetime, timezone
-from typing import Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime
 
-from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStreamReader,
-                                    DataSourceStreamWriter, DataSourceWriter, InputPartition,
-                                    WriterCommitMessage)
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 from pyspark.sql.types import StructType
 
 try:  # Spark >= 4.2: admission control for latestOffset(start, limit)
@@ -214,7 +220,7 @@ def _read(options: dict, part: KafkaPartition) -> Iterator[tuple]:
                 ts_type, ts = m.timestamp()
                 headers = m.headers()
                 yield (m.key(), m.value(), part.topic, part.partition, off,
-                       datetime.fromtimestamp(ts / 1000, tz=timezone.utc) if ts >= 0 else None,
+                       datetime.fromtimestamp(ts / 1000, tz=UTC) if ts >= 0 else None,
                        [(k, v) for k, v in headers] if headers else [])
                 if off + 1 >= part.end:
                     done = True
@@ -290,7 +296,7 @@ class _StreamReader(DataSourceStreamReader):
             take = min(n, cap * n // total)
             out[t][p] += take
             given += take
-        for (t, p), n in sorted(lag.items()):  # hand out the rounding remainder
+        for t, p in sorted(lag):  # hand out the rounding remainder
             if given >= cap:
                 break
             extra = min(cap - given, latest[t][p] - out[t][p])

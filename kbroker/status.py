@@ -19,23 +19,16 @@ import json
 import logging
 from urllib.parse import urlsplit
 
+from kbroker.handlers.context import BrokerContext
+from kbroker.log import TopicPartition
+
 log = logging.getLogger(__name__)
 
 _REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
 
 
-def parse_listener(text: str) -> tuple[str, int] | None:
-    """``http://host:port`` -> (host, port); empty -> None. Raises ValueError for anything else."""
-    if not text:
-        return None
-    parts = urlsplit(text)
-    if parts.scheme != "http" or not parts.hostname or parts.port is None:
-        raise ValueError(f"status.listener must look like http://HOST:PORT, not {text!r}")
-    return parts.hostname, parts.port
-
-
 class StatusServer:
-    def __init__(self, broker, host: str, port: int) -> None:
+    def __init__(self, broker: BrokerContext, host: str, port: int) -> None:
         self.broker = broker
         self.host = host
         self.port = port
@@ -56,7 +49,7 @@ class StatusServer:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
             method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
             code, body = self._answer(method, urlsplit(target).path)
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             code, body = 400, {"error": "a GET request line and headers were expected"}
         except Exception:
             log.exception("status request failed")
@@ -91,13 +84,14 @@ class StatusServer:
     # -- views --------------------------------------------------------------------------------
 
     def brokers(self) -> dict:
-        b = self.broker
-        return {"controller_id": b.controller_id(),
-                "brokers": [{"id": x.id, "host": x.host, "port": x.port, "rack": x.rack} for x in b.live_brokers()]}
+        topics = self.broker.topics
+        return {"controller_id": topics.controller_id(),
+                "brokers": [{"id": x.id, "host": x.host, "port": x.port, "rack": x.rack}
+                            for x in topics.live_brokers()]}
 
     def partitions(self) -> list[dict]:
         out = []
-        for tp, p in sorted(self.broker.partitions.items()):
+        for tp, p in sorted(self.broker.replicas.partitions.items()):
             plog = p.log
             out.append({
                 "topic": tp.topic, "partition": tp.partition,
@@ -109,13 +103,11 @@ class StatusServer:
         return out
 
     def under_replicated(self) -> int:
-        return sum(1 for p in self.broker.partitions.values()
+        return sum(1 for p in self.broker.replicas.partitions.values()
                    if p.is_leader and len(p.isr) < len(p.replicas))
 
     def groups(self) -> list[dict]:
-        from kbroker.log import TopicPartition
-        bridge = self.broker.coordinator
-        coordinator = bridge.coordinator if bridge is not None else None
+        coordinator = self.broker.groups.coordinator
         if coordinator is None:
             return []
         _, overviews = coordinator.list_groups()
@@ -127,8 +119,8 @@ class StatusServer:
             except Exception:  # moved away meanwhile
                 continue
             committed = []
-            for (topic, index), (offset, _, _, code) in sorted(offsets.items()):
-                partition = self.broker.partitions.get(TopicPartition(topic, index))
+            for (topic, index), (offset, _, _, _code) in sorted(offsets.items()):
+                partition = self.broker.replicas.partitions.get(TopicPartition(topic, index))
                 hw = partition.high_watermark if partition is not None and partition.is_leader else None
                 committed.append({"topic": topic, "partition": index, "offset": offset, "high_watermark": hw,
                                   "lag": None if hw is None or offset < 0 else max(0, hw - offset)})

@@ -17,30 +17,38 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Protocol, TypeVar
 
 from kbroker import errors
+from kbroker.config import BrokerConfig
+from kbroker.coordinator.coordinator import GroupCoordinator
+from kbroker.log.names import TopicPartition
 from kbroker.partition import error_code_of
 from zk_compat import layout
+from zk_compat.store import MetadataStore
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
+T = TypeVar("T")
 OFFSET_METADATA_TOO_LARGE = 12
 DEFAULT_METADATA_MAX_BYTES = 4096
 
 
-async def _blocking(broker, fn: Callable[[], Any]) -> Any:
-    if broker.cluster is not None:
-        return await broker.cluster.run_blocking(fn)
-    return fn()
+class StoreAccess(Protocol):
+    """What these functions need of the broker: its metadata store, and a way to call it that keeps
+    the event loop free (off the loop for ZooKeeper, directly for the embedded store)."""
+    store: MetadataStore
+    config: BrokerConfig
+
+    async def run_blocking(self, fn: Callable[[], T]) -> T: ...
 
 
-async def commit_v0(broker, group: str, offsets: Mapping[TopicPartition, tuple[int, str | None]]
+async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[TopicPartition, tuple[int, str | None]]
                     ) -> dict[TopicPartition, int]:
     """OffsetCommit v0: each (offset, metadata) written to ZooKeeper (the metadata is checked
     against offset.metadata.max.bytes, then dropped, as Kafka does). A code per partition."""
-    max_metadata = getattr(broker.config, "offset_metadata_max_bytes", DEFAULT_METADATA_MAX_BYTES)
+    max_metadata = getattr(ctx.config, "offset_metadata_max_bytes", DEFAULT_METADATA_MAX_BYTES)
     codes: dict[TopicPartition, int] = {}
     todo: dict[TopicPartition, int] = {}
     for tp, (offset, metadata) in offsets.items():
@@ -51,7 +59,7 @@ async def commit_v0(broker, group: str, offsets: Mapping[TopicPartition, tuple[i
         else:
             todo[tp] = offset
     if todo:
-        store = broker.store
+        store = ctx.store
 
         def write() -> dict[TopicPartition, int]:
             out = {}
@@ -64,16 +72,16 @@ async def commit_v0(broker, group: str, offsets: Mapping[TopicPartition, tuple[i
                     out[(topic, partition)] = error_code_of(exc)
             return out
 
-        codes.update(await _blocking(broker, write))
+        codes.update(await ctx.run_blocking(write))
     return {tp: codes[tp] for tp in offsets}
 
 
-async def fetch_v0(broker, group: str, partitions: list[TopicPartition], known: Callable[[str, int], bool]
+async def fetch_v0(ctx: StoreAccess, group: str, partitions: list[TopicPartition], known: Callable[[str, int], bool]
                    ) -> dict[TopicPartition, tuple[int, int]]:
     """OffsetFetch v0: (offset, error code) per partition from ZooKeeper. An unknown partition or
     one without an offset node is (-1, UNKNOWN_TOPIC_OR_PARTITION), as Kafka answers."""
     unknown = (-1, errors.UnknownTopicOrPartitionError.code)
-    store = broker.store
+    store = ctx.store
     wanted = [tp for tp in partitions if known(*tp)]
 
     def read() -> dict[TopicPartition, tuple[int, int]]:
@@ -86,7 +94,7 @@ async def fetch_v0(broker, group: str, partitions: list[TopicPartition], known: 
                 out[(topic, partition)] = (-1, error_code_of(exc))
         return out
 
-    found = await _blocking(broker, read) if wanted and group else {}
+    found = await ctx.run_blocking(read) if wanted and group else {}
     return {tp: found.get(tp, unknown) for tp in partitions}
 
 
@@ -95,8 +103,10 @@ class ZkOffsetMirror:
 
     ``poll_once`` is one pass; ``run`` loops it every ``interval_ms`` until cancelled."""
 
-    def __init__(self, broker, interval_ms: int = 10000, clock: Callable[[], float] = time.monotonic) -> None:
-        self.broker = broker
+    def __init__(self, ctx: StoreAccess, groups: Callable[[], GroupCoordinator | None], interval_ms: int = 10000,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.ctx = ctx
+        self.groups = groups  # the group coordinator, once it runs
         self.interval = max(interval_ms, 1) / 1000
         self.clock = clock
         self._written: dict[tuple[str, str, int], int] = {}   # (group, topic, partition) -> offset
@@ -113,7 +123,7 @@ class ZkOffsetMirror:
                 log.warning("mirroring committed offsets to ZooKeeper failed", exc_info=True)
 
     def _changes(self) -> dict[str, dict[TopicPartition, int]]:
-        coordinator = self.broker.coordinator.coordinator if self.broker.coordinator is not None else None
+        coordinator = self.groups()
         if coordinator is None:
             return {}
         code, groups = coordinator.list_groups()
@@ -141,7 +151,7 @@ class ZkOffsetMirror:
         changes = self._changes()
         if not changes:
             return 0
-        store = self.broker.store
+        store = self.ctx.store
 
         def write() -> list[tuple[str, str, int, int]]:
             done = []
@@ -154,7 +164,7 @@ class ZkOffsetMirror:
                         log.warning("mirroring %s %s-%d to ZooKeeper failed: %s", group, topic, partition, exc)
             return done
 
-        done = await _blocking(self.broker, write)
+        done = await self.ctx.run_blocking(write)
         now = self.clock()
         for group, topic, partition, offset in done:
             self._written[(group, topic, partition)] = offset

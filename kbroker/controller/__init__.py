@@ -30,7 +30,8 @@ ControlledShutdown; the controller moves each leadership it holds to the first l
 assignment order that is in the ISR (``ControlledShutdownPartitionLeaderElectionStrategy``), takes it
 out of every ISR (leader_epoch + 1 each), and answers the partitions it could not move (it is their
 only ISR member while another replica lives; Kafka also counts those with no other live replica,
-which makes the last broker of a cluster wait out every retry for nothing). Until it leaves ``/brokers/ids`` it is never elected leader again.
+which makes the last broker of a cluster wait out every retry for nothing). Until it leaves
+``/brokers/ids`` it is never elected leader again.
 
 ISR change notifications (``IsrChangeNotificationHandler``): leaders write one per ISR change; every
 broker already watches the state znodes, so the controller only deletes them.

@@ -44,7 +44,7 @@ class ReplicaState:
 
 
 class BrokerChannel:
-    def __init__(self, owner: "ControllerChannel", target: LiveBroker) -> None:
+    def __init__(self, owner: ControllerChannel, target: LiveBroker) -> None:
         self.owner = owner
         self.target = target
         self.connection = BrokerConnection(target.host, target.port, f"controller-{owner.broker_id}",
@@ -109,11 +109,9 @@ class BrokerChannel:
 
 
 class ControllerChannel:
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.broker_id = broker.broker_id
-        cfg = broker.config
-        self.timeout_s = cfg.request_timeout_ms / 1000
+    def __init__(self, broker_id: int, request_timeout_ms: int) -> None:
+        self.broker_id = broker_id
+        self.timeout_s = request_timeout_ms / 1000
         self.backoff_s = 0.2
         self.channels: dict[int, BrokerChannel] = {}
         self.metadata_version = 0
@@ -145,7 +143,8 @@ class ControllerChannel:
         key = (tuple(sorted(snap.brokers.items())),
                tuple(sorted((tp, s.leader, s.leader_epoch, tuple(s.isr), snap.state_versions.get(tp, -1))
                             for tp, s in snap.states.items())),
-               tuple(sorted((t, tuple(sorted((p, tuple(r)) for p, r in a.items()))) for t, a in snap.assignments.items())),
+               tuple(sorted((t, tuple(sorted((p, tuple(r)) for p, r in a.items())))
+                            for t, a in snap.assignments.items())),
                controller_epoch)
         if key != self._metadata_key:
             self._metadata_key = key

@@ -18,8 +18,14 @@ from typing import TYPE_CHECKING
 
 from kbroker.cluster import Snapshot
 from zk_compat import layout
-from zk_compat.store import BadVersionError, NoNodeError
-from zk_compat.znodes import PartitionState, PreferredReplicaElectionZNode, ReassignPartitionsZNode, TopicAssignment
+from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from zk_compat.znodes import (
+    PartitionState,
+    PreferredReplicaElectionZNode,
+    ReassignPartitionsZNode,
+    TopicAssignment,
+    TopicZNode,
+)
 
 if TYPE_CHECKING:
     from kbroker.controller import Controller
@@ -27,7 +33,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def start_requested(ctl: "Controller", snap: Snapshot) -> bool:
+def start_requested(ctl: Controller, snap: Snapshot) -> bool:
     """Turn new entries of /admin/reassign_partitions into moves recorded in the topic znodes."""
     by_topic: dict[str, dict[int, list[int]]] = {}
     for (topic, index), target in snap.reassign_requests.items():
@@ -64,12 +70,12 @@ def start_requested(ctl: "Controller", snap: Snapshot) -> bool:
     return wrote
 
 
-def progress(ctl: "Controller", snap: Snapshot) -> bool:
+def progress(ctl: Controller, snap: Snapshot) -> bool:
     """Complete every move whose target replicas are all in the ISR."""
     wrote = False
     live = set(snap.brokers) - ctl.shutting_down
     finished: list[tuple[str, int]] = []
-    for (topic, index), (adding, removing) in sorted(snap.moving.items()):
+    for (topic, index), (_adding, removing) in sorted(snap.moving.items()):
         if not ctl.active:
             break
         replicas = snap.assignments.get(topic, {}).get(index, [])
@@ -112,7 +118,7 @@ def progress(ctl: "Controller", snap: Snapshot) -> bool:
     return wrote
 
 
-def _forget_requests(ctl: "Controller", snap: Snapshot, finished: list[tuple[str, int]]) -> None:
+def _forget_requests(ctl: Controller, snap: Snapshot, finished: list[tuple[str, int]]) -> None:
     """Drop finished (or pointless) entries from /admin/reassign_partitions; delete it when empty."""
     if not snap.reassign_requests:
         return
@@ -135,7 +141,7 @@ def _forget_requests(ctl: "Controller", snap: Snapshot, finished: list[tuple[str
         pass
 
 
-def elect_preferred(ctl: "Controller", snap: Snapshot, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
+def elect_preferred(ctl: Controller, snap: Snapshot, partitions: list[tuple[str, int]]) -> list[tuple[str, int]]:
     """Preferred replica election: the first replica in assignment order leads again when it is
     alive and in the ISR. Returns the partitions whose leader changed."""
     live = set(snap.brokers) - ctl.shutting_down
@@ -162,7 +168,7 @@ def elect_preferred(ctl: "Controller", snap: Snapshot, partitions: list[tuple[st
     return moved
 
 
-def requested_preferred(ctl: "Controller", snap: Snapshot) -> bool:
+def requested_preferred(ctl: Controller, snap: Snapshot) -> bool:
     """Serve /admin/preferred_replica_election, then delete it (Kafka's handler does)."""
     if not snap.preferred_requests:
         return False
@@ -192,7 +198,7 @@ def imbalanced_partitions(snap: Snapshot, percentage: int) -> list[tuple[str, in
     return sorted(out)
 
 
-def _write_assignment(ctl: "Controller", topic: str, assignment: TopicAssignment, version: int) -> bool:
+def _write_assignment(ctl: Controller, topic: str, assignment: TopicAssignment, version: int) -> bool:
     """Compare-and-set on the topic znode as read (a CreatePartitions or a cancel written meanwhile is not
     overwritten: the change fires the watch and the next event works from the new content), fenced by the
     controller epoch."""
@@ -207,3 +213,53 @@ def _write_assignment(ctl: "Controller", topic: str, assignment: TopicAssignment
         log.warning("controller epoch moved on: broker %d stops acting as controller", ctl.broker_id)
         ctl.active = False
         return False
+
+
+def request_moves(store: MetadataStore, moves: dict[tuple[str, int], list[int]],
+                  cancels: list[tuple[str, int]]) -> None:
+    """AlterPartitionReassignments: add ``moves`` to /admin/reassign_partitions (the controller starts
+    them) and cancel ``cancels``, putting their original replicas back in the topic znode."""
+    path = ReassignPartitionsZNode.path()
+    # The request entries go first: an entry left behind for a cancelled partition would make the
+    # controller start the same move again as soon as the assignment is back to the original.
+    while True:
+        try:
+            data, stat = store.get(path)
+        except NoNodeError:
+            if not moves:
+                break
+            try:
+                store.create(path, ReassignPartitionsZNode.encode(moves), makepath=True)
+                break
+            except NodeExistsError:
+                continue
+        merged = {**ReassignPartitionsZNode.decode(data), **moves}
+        for key in cancels:
+            merged.pop(key, None)
+        try:
+            if merged:
+                store.set(path, ReassignPartitionsZNode.encode(merged), version=stat.version)
+            else:
+                store.delete(path, version=stat.version)
+            break
+        except NoNodeError:
+            continue
+        except BadVersionError:
+            continue
+    for topic, index in cancels:  # back to the original replicas: the ones that were not being added
+        while True:  # compare-and-set: the controller may be completing this very move
+            try:
+                data, stat = store.get(TopicZNode.path(topic))
+            except NoNodeError:
+                break
+            assignment = TopicZNode.decode(topic, data)
+            if index not in assignment.adding_replicas and index not in assignment.removing_replicas:
+                break  # finished (or cancelled) meanwhile
+            adding = assignment.adding_replicas.pop(index, [])
+            assignment.removing_replicas.pop(index, None)
+            assignment.partitions[index] = [r for r in assignment.partitions[index] if r not in adding]
+            try:
+                layout.set_topic_assignment(store, topic, assignment, stat.version)
+                break
+            except BadVersionError:
+                continue

@@ -3,125 +3,100 @@ loading of that topic, and FindCoordinator's answer.
 
 A single broker coordinates every group. In ZooKeeper mode this broker coordinates the groups of
 the ``__consumer_offsets`` partitions it leads: it loads a partition when it becomes its leader
-and forgets its groups when the leadership moves away (``leadership_changed``). Writes to the
-topic wait until the ISR has them (acks=all, as Kafka's appendForGroup), so a commit that was
-acknowledged survives the coordinator's death.
+and forgets its groups when the leadership moves away (a leadership listener of the replica
+manager). Writes to the topic wait until the ISR has them (acks=all, as Kafka's appendForGroup), so
+a commit that was acknowledged survives the coordinator's death.
 """
 from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import TYPE_CHECKING, Iterator
+from collections.abc import Awaitable
 
 from kbroker import errors
-from kbroker._core import records
+from kbroker.clock import wall_ms
+from kbroker.cluster import LiveBroker
+from kbroker.config import BrokerConfig
 from kbroker.coordinator.coordinator import GroupCoordinator
 from kbroker.coordinator.group import GroupConfig
-from kbroker.coordinator.timer import wall_clock_ms
+from kbroker.internal_topics import OFFSETS_TOPIC, ensure_internal_topic, offsets_topic_configs, stored_batches
 from kbroker.log import TopicPartition
-from kbroker.replication.delayed_produce import append_internal
+from kbroker.partition import Partition
+from kbroker.replica_manager import ReplicaManager
 from kbroker.timers import WheelTimer
-
-if TYPE_CHECKING:
-    from kbroker.broker import Broker
+from kbroker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 
 class CoordinatorBridge:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, topics: TopicAdmin, clustered: bool) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.topics = topics
+        self.clustered = clustered
         self.coordinator: GroupCoordinator | None = None
+        replicas.leadership_listeners.append(self._leadership_changed)
+        replicas.marker_listeners.append(self._marker_written)
 
     async def start(self) -> None:
-        broker = self.broker
-        cfg = broker.config
-        if OFFSETS_TOPIC not in broker.topics and broker.cluster is None:
+        cfg = self.config
+        if OFFSETS_TOPIC not in self.topics.topics and not self.clustered:
             self._create_offsets_topic(1)
-        info = broker.topics.get(OFFSETS_TOPIC)
+        info = self.topics.topics.get(OFFSETS_TOPIC)
         partitions = len(info.assignment) if info is not None else cfg.offsets_topic_num_partitions
         group_config = dataclasses.replace(GroupConfig.from_broker_config(cfg), offsets_topic_num_partitions=partitions)
         # Session, rebalance and join deadlines run on a Cython timing wheel driven by the loop.
-        self.timer = WheelTimer(wall_clock_ms)
-        clustered = broker.cluster is not None
-        self.coordinator = GroupCoordinator(group_config, append=self._append, clock=wall_clock_ms, timer=self.timer,
-                                            active_partitions=() if clustered else None)
+        self.timer = WheelTimer(wall_ms)
+        self.coordinator = GroupCoordinator(group_config, append=self._append, clock=wall_ms, timer=self.timer,
+                                            active_partitions=() if self.clustered else None)
         for p in range(partitions):
-            if not clustered or broker.partition(TopicPartition(OFFSETS_TOPIC, p)) is not None:
+            partition = self.replicas.partition(TopicPartition(OFFSETS_TOPIC, p))
+            if not self.clustered or partition is not None:
                 self.coordinator.begin_loading(p)
-                self.coordinator.load_partition(p, self._stored_batches(p))
+                self.coordinator.load_partition(p, stored_batches(partition))
 
     def _create_offsets_topic(self, factor: int) -> None:
-        cfg = self.broker.config
-        self.broker.create_topic(OFFSETS_TOPIC, self.coordinator.config.offsets_topic_num_partitions
-                                 if self.coordinator is not None else cfg.offsets_topic_num_partitions, factor,
-                                 configs={"cleanup.policy": "compact",
-                                          "segment.bytes": str(cfg.offsets_topic_segment_bytes),
-                                          "compression.type": "producer"})
+        partitions = (self.coordinator.config.offsets_topic_num_partitions if self.coordinator is not None
+                      else self.config.offsets_topic_num_partitions)
+        self.topics.create_now(OFFSETS_TOPIC, partitions, factor, configs=offsets_topic_configs(self.config))
 
     def ensure_offsets_topic(self) -> None:
         """ZooKeeper mode creates ``__consumer_offsets`` on the first FindCoordinator, as Kafka
         does, and only once enough brokers are alive for offsets.topic.replication.factor."""
-        ensure_internal_topic(self.broker, OFFSETS_TOPIC, self.broker.config.offsets_topic_replication_factor,
-                              "offsets.topic.replication.factor", self._create_offsets_topic)
+        ensure_internal_topic(self.topics.topics, len(self.topics.live_brokers()), OFFSETS_TOPIC,
+                              self.config.offsets_topic_replication_factor, "offsets.topic.replication.factor",
+                              self._create_offsets_topic)
 
-    def leadership_changed(self, partition: int, leader: bool) -> None:
+    def coordinator_endpoint(self, group_id: str) -> LiveBroker | None:
+        """The group coordinator: the leader of the group's ``__consumer_offsets`` partition."""
+        assert self.coordinator is not None
+        return self.topics.leader_endpoint(OFFSETS_TOPIC, self.coordinator.partition_for(group_id))
+
+    def _leadership_changed(self, partition: Partition, leader: bool) -> None:
         """This broker became (or stopped being) the leader of ``__consumer_offsets-<partition>``."""
-        if self.coordinator is None:
+        if partition.tp.topic != OFFSETS_TOPIC or self.coordinator is None:
             return  # start() loads what this broker leads by then
+        index = partition.tp.partition
         if leader:
-            self.coordinator.begin_loading(partition)
-            self.coordinator.load_partition(partition, self._stored_batches(partition))
+            self.coordinator.begin_loading(index)
+            self.coordinator.load_partition(index, stored_batches(self.replicas.partition(partition.tp)))
         else:
-            self.coordinator.unload_partition(partition)
+            self.coordinator.unload_partition(index)
+
+    async def _marker_written(self, producer_id: int, commit: bool, tp: TopicPartition) -> None:
+        """A transaction's marker reached a ``__consumer_offsets`` partition: its offsets count (or go)."""
+        if tp.topic == OFFSETS_TOPIC and self.coordinator is not None:
+            await self.coordinator.complete_txn_offsets(producer_id, commit, tp.partition)
 
     async def stop(self) -> None:
         if self.coordinator is not None:
             self.coordinator.shutdown()
             self.timer.wheel.close()
 
-    def _append(self, partition: int, batch: bytearray):
+    def _append(self, partition: int, batch: bytearray) -> int | Awaitable[int]:
         try:
-            return append_internal(self.broker, TopicPartition(OFFSETS_TOPIC, partition), batch,
-                                   self.broker.config.offsets_commit_timeout_ms)
+            return self.replicas.append_internal(TopicPartition(OFFSETS_TOPIC, partition), batch,
+                                                 self.config.offsets_commit_timeout_ms)
         except errors.NotLeaderOrFollowerError:
             raise errors.NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not led here") from None
-
-    def _stored_batches(self, partition: int) -> Iterator[memoryview]:
-        return stored_batches(self.broker, TopicPartition(OFFSETS_TOPIC, partition))
-
-
-def ensure_internal_topic(broker, name: str, factor: int, factor_key: str, create) -> None:
-    """Create an internal topic with ``create(factor)`` unless it exists; refuse with
-    COORDINATOR_NOT_AVAILABLE while fewer brokers live than its replication factor."""
-    if name in broker.topics:
-        return
-    live = len(broker.live_brokers())
-    if live < factor:
-        raise errors.CoordinatorNotAvailableError(
-            f"{live} live broker(s) do not meet {factor_key}={factor} for {name}")
-    try:
-        create(factor)
-    except errors.TopicAlreadyExistsError:
-        pass  # another broker created it meanwhile
-
-
-def stored_batches(broker, tp: TopicPartition) -> Iterator[memoryview]:
-    """Every whole batch of a partition this broker leads, for loading a coordinator's state."""
-    target = broker.partition(tp)
-    if target is None:
-        return
-    plog = target.log
-    offset = plog.log_start_offset
-    while offset < plog.log_end_offset:
-        chunk = plog.read_bytes(offset, 1 << 20)
-        headers, valid, _ = records.scan_batches(chunk, verify_crc=True)
-        if not headers:
-            log.warning("%s: unreadable batch at offset %d; stopping the load there", tp, offset)
-            return
-        view = memoryview(chunk)
-        for h in headers:
-            yield view[h.position:h.position + h.size]
-        offset = headers[-1].last_offset + 1

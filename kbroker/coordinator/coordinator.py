@@ -33,16 +33,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from kbroker import errors
-from kbroker.coordinator.group import (CONSUMER_PROTOCOL_TYPE, DEAD, EMPTY, FENCED_INSTANCE_ID, NONE,
-                                       PREPARING_REBALANCE, REBALANCE_IN_PROGRESS, STABLE, UNKNOWN_MEMBER_ID,
-                                       Group, GroupConfig, GroupDescription, GroupOverview, JoinResult,
-                                       LeaveMemberResult, LeaveResult, SyncResult)
-from kbroker.coordinator.offsets_log import (AppendFn, OffsetAndMetadata, OffsetsLog, TopicPartition,
-                                             is_awaitable)
-from kbroker.coordinator.timer import LoopTimer, Timer, wall_clock_ms
+from kbroker.clock import wall_ms
+from kbroker.coordinator.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    DEAD,
+    EMPTY,
+    FENCED_INSTANCE_ID,
+    NONE,
+    PREPARING_REBALANCE,
+    REBALANCE_IN_PROGRESS,
+    STABLE,
+    UNKNOWN_MEMBER_ID,
+    Group,
+    GroupConfig,
+    GroupDescription,
+    GroupOverview,
+    JoinResult,
+    LeaveMemberResult,
+    LeaveResult,
+    SyncResult,
+)
+from kbroker.coordinator.offsets_log import AppendFn, OffsetAndMetadata, OffsetsLog, TopicPartition, is_awaitable
+from kbroker.timers import LoopTimer, Timer
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +116,13 @@ class GroupCoordinator:
     ``append(partition, batch) -> offset`` (or an awaitable of it) writes a batch to a partition of
     ``__consumer_offsets``; without it, state lives in memory only. ``clock()`` gives milliseconds
     (wall clock: it also stamps commits) and ``timer`` schedules deadlines on that scale (see
-    ``kbroker.coordinator.timer``). ``active_partitions`` are the partitions this broker is the
+    ``kbroker.timers``). ``active_partitions`` are the partitions this broker is the
     coordinator for; None means all of them (a single broker). Partitions change hands through
     ``begin_loading``/``load_partition`` and ``unload_partition``.
     """
 
     def __init__(self, config: GroupConfig | None = None, *, append: AppendFn | None = None,
-                 clock: Callable[[], int] = wall_clock_ms, timer: Timer | None = None,
+                 clock: Callable[[], int] = wall_ms, timer: Timer | None = None,
                  active_partitions: Iterable[int] | None = None) -> None:
         self.config = config or GroupConfig()
         self._clock = clock

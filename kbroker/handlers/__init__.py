@@ -2,31 +2,22 @@
 registered keys (at the versions the protocol package implements), so what we advertise cannot
 drift from what we serve.
 
-A handler takes (broker, header, request body, connection) and returns a response body (a dict or
-message object), an awaitable of one, ``NO_RESPONSE`` or ``CLOSE``.
+A handler takes (context, header, request body, connection) and returns a response body (a dict or
+message object), an awaitable of one, ``NO_RESPONSE`` or ``CLOSE``. The context
+(``handlers.context.BrokerContext``) is what a handler may use of the broker: the replica manager,
+the topic admin, the coordinators, and in ZooKeeper mode the controller's parts.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
-
-from kbroker.network.connection import CLOSE, NO_RESPONSE
-
-Handler = Callable[[Any, Any, Any, Any], Any]
-HANDLERS: dict[int, Handler] = {}
-
-
-def handles(api_key: int) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        if api_key in HANDLERS:
-            raise RuntimeError(f"two handlers for api key {api_key}")
-        HANDLERS[api_key] = fn
-        return fn
-    return register
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import HANDLERS, Handler, handles
+from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 
 
 def load_all() -> dict[int, Handler]:
-    from . import admin, api_versions, controller, fetch, groups, metadata, produce, txn  # noqa: F401  (registration)
+    """Import every handler module (each registers its APIs) and return the registry."""
+    from . import admin, api_versions, controller, fetch, groups, metadata, produce, txn  # noqa: F401
     return HANDLERS
 
 
-__all__ = ["CLOSE", "HANDLERS", "NO_RESPONSE", "handles", "load_all"]
+__all__ = ["CLOSE", "BrokerContext", "HANDLERS", "Handler", "NO_RESPONSE", "handles", "load_all"]

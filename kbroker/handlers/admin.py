@@ -5,12 +5,15 @@ fails the others."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from kbroker import errors
 from kbroker.log import TopicPartition
 from kbroker.log.config import ConfigError
 
-from . import handles
+from .context import BrokerContext
+from .registry import handles
 
 log = logging.getLogger(__name__)
 
@@ -31,79 +34,83 @@ def _error(exc: Exception) -> tuple[int, str]:
     return errors.UnknownServerError.code, str(exc)
 
 
-@handles(19)
-def create_topics(broker, header, request, conn):
-    return _create_topics(broker, header, request)
-
-
-async def _create_topics(broker, header, request):
+async def _each(items, first: Callable[[Any], dict], act: Callable[[Any, dict], Awaitable[None]]) -> list[dict]:
+    """One result per item: ``first(item)`` is its answer so far, ``act(item, answer)`` does the work; an
+    exception becomes that item's error code and message, and the others carry on."""
     results = []
-    for topic in request.topics:
-        out = {"name": topic.name, "error_code": 0, "error_message": None}
+    for item in items:
+        out = first(item)
         try:
-            assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
-            configs = {c.name: c.value for c in topic.configs if c.value is not None}
-            info = await broker.create_topic_async(topic.name, topic.num_partitions, topic.replication_factor,
-                                                   assignment, configs, validate_only=request.validate_only)
-            out["topic_id"] = info.topic_id
-            out["num_partitions"] = len(info.assignment)
-            out["replication_factor"] = len(next(iter(info.assignment.values())))
-            if header.api_version >= 5:  # the new topic's effective configs, as Kafka returns them
-                out["configs"] = [{"name": n, "value": v, "read_only": False, "is_sensitive": False,
-                                   "config_source": SOURCE_DYNAMIC_TOPIC if n in configs else SOURCE_DEFAULT}
-                                  for n, v in sorted(broker.config.log.with_overrides(configs).topic_values().items())]
+            await act(item, out)
         except Exception as exc:
             out["error_code"], out["error_message"] = _error(exc)
         results.append(out)
-    return {"throttle_time_ms": 0, "topics": results}
+    return results
+
+
+def _named(name: str | None) -> dict:
+    return {"name": name, "error_code": 0, "error_message": None}
+
+
+@handles(19)
+def create_topics(ctx: BrokerContext, header, request, conn):
+    return _create_topics(ctx, header, request)
+
+
+async def _create_topics(ctx: BrokerContext, header, request) -> dict:
+    async def create(topic, out: dict) -> None:
+        assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
+        configs = {c.name: c.value for c in topic.configs if c.value is not None}
+        info = await ctx.topics.create(topic.name, topic.num_partitions, topic.replication_factor,
+                                       assignment, configs, validate_only=request.validate_only)
+        out["topic_id"] = info.topic_id
+        out["num_partitions"] = len(info.assignment)
+        out["replication_factor"] = len(next(iter(info.assignment.values())))
+        if header.api_version >= 5:  # the new topic's effective configs, as Kafka returns them
+            out["configs"] = [{"name": n, "value": v, "read_only": False, "is_sensitive": False,
+                               "config_source": SOURCE_DYNAMIC_TOPIC if n in configs else SOURCE_DEFAULT}
+                              for n, v in sorted(ctx.config.log.with_overrides(configs).topic_values().items())]
+
+    return {"throttle_time_ms": 0, "topics": await _each(request.topics, lambda t: _named(t.name), create)}
 
 
 @handles(20)
-def delete_topics(broker, header, request, conn):
-    return _delete_topics(broker, header, request)
+def delete_topics(ctx: BrokerContext, header, request, conn):
+    return _delete_topics(ctx, header, request)
 
 
-async def _delete_topics(broker, header, request):
+async def _delete_topics(ctx: BrokerContext, header, request) -> dict:
     names = [t.name for t in request.topics] if header.api_version >= 6 else list(request.topic_names)
-    results = []
-    for name in names:
-        out = {"name": name, "error_code": 0}
-        try:
-            if name is None:
-                raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
-            await broker.delete_topic_async(name)
-        except Exception as exc:
-            out["error_code"], out["error_message"] = _error(exc)
-        results.append(out)
-    return {"throttle_time_ms": 0, "responses": results}
+
+    async def delete(name: str | None, out: dict) -> None:
+        if name is None:
+            raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
+        await ctx.topics.delete(name)
+
+    return {"throttle_time_ms": 0, "responses": await _each(names, lambda n: {"name": n, "error_code": 0}, delete)}
 
 
 @handles(37)
-def create_partitions(broker, header, request, conn):
-    return _create_partitions(broker, request)
+def create_partitions(ctx: BrokerContext, header, request, conn):
+    async def create(topic, out: dict) -> None:
+        await ctx.topics.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+
+    return _results(_each(request.topics, lambda t: _named(t.name), create))
 
 
-async def _create_partitions(broker, request) -> dict:
-    results = []
-    for topic in request.topics:
-        out = {"name": topic.name, "error_code": 0, "error_message": None}
-        try:
-            await broker.create_partitions_async(topic.name, topic.count, validate_only=request.validate_only)
-        except Exception as exc:
-            out["error_code"], out["error_message"] = _error(exc)
-        results.append(out)
-    return {"throttle_time_ms": 0, "results": results}
+async def _results(results: Awaitable[list[dict]]) -> dict:
+    return {"throttle_time_ms": 0, "results": await results}
 
 
 @handles(21)
-def delete_records(broker, header, request, conn):
+def delete_records(ctx: BrokerContext, header, request, conn):
     topics = []
     for topic in request.topics:
         parts = []
         for p in topic.partitions:
             out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             try:
-                partition = broker.partition(TopicPartition(topic.name, p.partition_index))
+                partition = ctx.replicas.partition(TopicPartition(topic.name, p.partition_index))
                 if partition is None:
                     raise errors.UnknownTopicOrPartitionError(f"{topic.name}-{p.partition_index} is not hosted here")
                 offset = partition.high_watermark if p.offset == -1 else p.offset
@@ -116,13 +123,13 @@ def delete_records(broker, header, request, conn):
 
 
 @handles(32)
-def describe_configs(broker, header, request, conn):
+def describe_configs(ctx: BrokerContext, header, request, conn):
     results = []
     for resource in request.resources:
         out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                "resource_name": resource.resource_name, "configs": []}
         try:
-            entries = _config_entries(broker, resource.resource_type, resource.resource_name)
+            entries = _config_entries(ctx, resource.resource_type, resource.resource_name)
             wanted = resource.configuration_keys
             for name, value, source, read_only in entries:
                 if wanted is not None and name not in wanted:
@@ -138,33 +145,33 @@ def describe_configs(broker, header, request, conn):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _config_entries(broker, resource_type: int, name: str) -> list[tuple[str, str, int, bool]]:
+def _config_entries(ctx: BrokerContext, resource_type: int, name: str) -> list[tuple[str, str, int, bool]]:
     if resource_type == TOPIC_RESOURCE:
-        info = broker.topics.get(name)
+        info = ctx.topics.topics.get(name)
         if info is None:
             raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-        effective = broker.config.log.with_overrides(info.configs).topic_values()
-        defaults = broker.config.log.topic_values()
+        effective = ctx.config.log.with_overrides(info.configs).topic_values()
+        defaults = ctx.config.log.topic_values()
         return [(k, v, SOURCE_DYNAMIC_TOPIC if k in info.configs else
                  (SOURCE_DEFAULT if v == defaults[k] else SOURCE_STATIC_BROKER), False)
                 for k, v in sorted(effective.items())]
     if resource_type == BROKER_RESOURCE:
-        if name not in ("", str(broker.broker_id)):
-            raise errors.InvalidRequestError(f"this is broker {broker.broker_id}, not {name}")
-        return [(k, v, SOURCE_STATIC_BROKER, True) for k, v in sorted(broker.broker_config_strings().items())]
+        if name not in ("", str(ctx.broker_id)):
+            raise errors.InvalidRequestError(f"this is broker {ctx.broker_id}, not {name}")
+        return [(k, v, SOURCE_STATIC_BROKER, True) for k, v in sorted(ctx.broker_config_strings().items())]
     raise errors.InvalidRequestError(f"unsupported config resource type {resource_type}")
 
 
 @handles(33)
-def alter_configs(broker, header, request, conn):
+def alter_configs(ctx: BrokerContext, header, request, conn):
     # AlterConfigs replaces the whole set of a topic's overrides.
-    return _alter_each(broker, request, lambda info, resource: {c.name: c.value for c in resource.configs
+    return _alter_each(ctx, request, lambda info, resource: {c.name: c.value for c in resource.configs
                                                                 if c.value is not None})
 
 
 @handles(44)
-def incremental_alter_configs(broker, header, request, conn):
-    return _alter_each(broker, request, _apply_operations)
+def incremental_alter_configs(ctx: BrokerContext, header, request, conn):
+    return _alter_each(ctx, request, _apply_operations)
 
 
 def _apply_operations(info, resource) -> dict[str, str]:
@@ -185,38 +192,36 @@ def _apply_operations(info, resource) -> dict[str, str]:
     return new
 
 
-async def _alter_each(broker, request, new_overrides) -> dict:
+async def _alter_each(ctx: BrokerContext, request, new_overrides) -> dict:
     """One response per resource: topic resources only; ``new_overrides(topic info, resource)``
     computes the topic's new override set."""
-    responses = []
-    for resource in request.resources:
-        out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
-               "resource_name": resource.resource_name}
-        try:
-            if resource.resource_type != TOPIC_RESOURCE:
-                raise errors.InvalidRequestError("only topic configs can be altered (broker configs are static here)")
-            info = broker.topics.get(resource.resource_name)
-            if info is None:
-                raise errors.UnknownTopicOrPartitionError(f"topic {resource.resource_name!r} does not exist")
-            await broker.alter_topic_configs_async(resource.resource_name, new_overrides(info, resource),
-                                                   validate_only=request.validate_only)
-        except Exception as exc:
-            out["error_code"], out["error_message"] = _error(exc)
-        responses.append(out)
-    return {"throttle_time_ms": 0, "responses": responses}
+    async def alter(resource, out: dict) -> None:
+        if resource.resource_type != TOPIC_RESOURCE:
+            raise errors.InvalidRequestError("only topic configs can be altered (broker configs are static here)")
+        info = ctx.topics.topics.get(resource.resource_name)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {resource.resource_name!r} does not exist")
+        await ctx.topics.alter_configs(resource.resource_name, new_overrides(info, resource),
+                                       validate_only=request.validate_only)
+
+    def first(resource) -> dict:
+        return {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+                "resource_name": resource.resource_name}
+
+    return {"throttle_time_ms": 0, "responses": await _each(request.resources, first, alter)}
 
 
 @handles(35)
-def describe_log_dirs(broker, header, request, conn):
+def describe_log_dirs(ctx: BrokerContext, header, request, conn):
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     results = []
-    for directory in broker.log_manager.log_dirs:
-        offline = directory in broker.log_manager.offline_dirs
+    for directory in ctx.log_manager.log_dirs:
+        offline = directory in ctx.log_manager.offline_dirs
         topics: dict[str, list[dict]] = {}
         if not offline:
-            for tp, plog in sorted(broker.log_manager.logs.items()):
+            for tp, plog in sorted(ctx.log_manager.logs.items()):
                 if plog.directory.parent != directory or (wanted is not None and tuple(tp) not in wanted):
                     continue
                 topics.setdefault(tp.topic, []).append({

@@ -6,7 +6,8 @@ import re
 from kbroker import errors
 from kbroker.protocol import SUPPORTED_VERSIONS
 
-from . import HANDLERS, handles
+from .context import BrokerContext
+from .registry import HANDLERS, handles
 
 # KIP-511: client software name and version must look like this, else INVALID_REQUEST.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")
@@ -18,7 +19,7 @@ def advertised() -> list[dict]:
 
 
 @handles(18)
-def api_versions(broker, header, request, conn):
+def api_versions(ctx: BrokerContext, header, request, conn):
     if header.api_version >= 3 and not (_SOFTWARE.match(request.client_software_name or "")
                                         and _SOFTWARE.match(request.client_software_version or "")):
         return {"error_code": errors.InvalidRequestError.code, "api_keys": advertised()}

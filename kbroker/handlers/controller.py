@@ -5,24 +5,27 @@ import asyncio
 import logging
 
 from kbroker import errors
+from kbroker.controller.reassignment import request_moves
 from kbroker.log.log_manager import HOSTING_CHUNK
 
-from . import handles
+from .context import BrokerContext
+from .registry import handles
 
 log = logging.getLogger(__name__)
 
 
 @handles(7)
-def controlled_shutdown(broker, header, request, conn):
-    return _controlled_shutdown(broker, request.broker_id)
+def controlled_shutdown(ctx: BrokerContext, header, request, conn):
+    return _controlled_shutdown(ctx, request.broker_id)
 
 
-async def _controlled_shutdown(broker, broker_id: int) -> dict:
-    if broker.controller is None or broker.cluster is None:
+async def _controlled_shutdown(ctx: BrokerContext, broker_id: int) -> dict:
+    zk = ctx.zookeeper
+    if zk is None:
         return {"error_code": errors.NotControllerError.code, "remaining_partitions": []}
-    snap = broker.cluster.snapshot
+    snap = zk.cluster.snapshot
     try:
-        remaining = await broker.cluster.run_blocking(lambda: broker.controller.controlled_shutdown(broker_id, snap))
+        remaining = await zk.cluster.run_blocking(lambda: zk.controller.controlled_shutdown(broker_id, snap))
     except errors.KafkaError as exc:
         return {"error_code": exc.code, "remaining_partitions": []}
     except Exception:
@@ -32,20 +35,20 @@ async def _controlled_shutdown(broker, broker_id: int) -> dict:
 
 
 @handles(45)
-def alter_partition_reassignments(broker, header, request, conn):
-    return _alter_reassignments(broker, request)
+def alter_partition_reassignments(ctx: BrokerContext, header, request, conn):
+    return _alter_reassignments(ctx, request)
 
 
-async def _alter_reassignments(broker, request) -> dict:
+async def _alter_reassignments(ctx: BrokerContext, request) -> dict:
     """Validate each move, then hand the valid ones to the controller through
     /admin/reassign_partitions (null replicas cancel a move in progress)."""
-    if broker.cluster is None:
+    if ctx.zookeeper is None:
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": [
             {"name": t.name, "partitions": [{"partition_index": p.partition_index,
                                              "error_code": errors.InvalidRequestError.code,
                                              "error_message": "a single broker has nowhere to move replicas"}
                                             for p in t.partitions]} for t in request.topics]}
-    snap = broker.cluster.snapshot
+    snap = ctx.zookeeper.cluster.snapshot
     moves: dict[tuple[str, int], list[int]] = {}
     cancels: list[tuple[str, int]] = []
     responses = []
@@ -73,63 +76,13 @@ async def _alter_reassignments(broker, request) -> dict:
             results.append(out)
         responses.append({"name": topic.name, "partitions": results})
     if moves or cancels:
-        await broker.cluster.run_blocking(lambda: _request_moves(broker.store, moves, cancels))
+        await ctx.run_blocking(lambda: request_moves(ctx.store, moves, cancels))
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 
-def _request_moves(store, moves: dict[tuple[str, int], list[int]], cancels: list[tuple[str, int]]) -> None:
-    from zk_compat import layout
-    from zk_compat.store import BadVersionError, NodeExistsError, NoNodeError
-    from zk_compat.znodes import ReassignPartitionsZNode, TopicZNode
-    path = ReassignPartitionsZNode.path()
-    # The request entries go first: an entry left behind for a cancelled partition would make the
-    # controller start the same move again as soon as the assignment is back to the original.
-    while True:
-        try:
-            data, stat = store.get(path)
-        except NoNodeError:
-            if not moves:
-                break
-            try:
-                store.create(path, ReassignPartitionsZNode.encode(moves), makepath=True)
-                break
-            except NodeExistsError:
-                continue
-        merged = {**ReassignPartitionsZNode.decode(data), **moves}
-        for key in cancels:
-            merged.pop(key, None)
-        try:
-            if merged:
-                store.set(path, ReassignPartitionsZNode.encode(merged), version=stat.version)
-            else:
-                store.delete(path, version=stat.version)
-            break
-        except NoNodeError:
-            continue
-        except BadVersionError:
-            continue
-    for topic, index in cancels:  # back to the original replicas: the ones that were not being added
-        while True:  # compare-and-set: the controller may be completing this very move
-            try:
-                data, stat = store.get(TopicZNode.path(topic))
-            except NoNodeError:
-                break
-            assignment = TopicZNode.decode(topic, data)
-            if index not in assignment.adding_replicas and index not in assignment.removing_replicas:
-                break  # finished (or cancelled) meanwhile
-            adding = assignment.adding_replicas.pop(index, [])
-            assignment.removing_replicas.pop(index, None)
-            assignment.partitions[index] = [r for r in assignment.partitions[index] if r not in adding]
-            try:
-                layout.set_topic_assignment(store, topic, assignment, stat.version)
-                break
-            except BadVersionError:
-                continue
-
-
 @handles(46)
-def list_partition_reassignments(broker, header, request, conn):
-    snap = broker.cluster.snapshot if broker.cluster is not None else None
+def list_partition_reassignments(ctx: BrokerContext, header, request, conn):
+    snap = ctx.zookeeper.cluster.snapshot if ctx.zookeeper is not None else None
     wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), (adding, removing) in sorted(snap.moving.items() if snap else ()):
@@ -144,22 +97,24 @@ def list_partition_reassignments(broker, header, request, conn):
 
 # -- from the controller -------------------------------------------------------------------
 
-def _stale_controller(broker, request) -> bool:
-    """Kafka refuses requests of a controller older than the newest one it heard from."""
-    if request.controller_epoch < broker.metadata.controller_epoch:
+def _stale_controller(ctx: BrokerContext, request) -> bool:
+    """Kafka refuses requests of a controller older than the newest one it heard from (and a single
+    broker, which has no controller to hear from, refuses them all)."""
+    if ctx.zookeeper is None or request.controller_epoch < ctx.zookeeper.metadata.controller_epoch:
         return True
-    broker.metadata.controller_epoch = request.controller_epoch
+    ctx.zookeeper.metadata.controller_epoch = request.controller_epoch
     return False
 
 
 @handles(4)
-def leader_and_isr(broker, header, request, conn):
-    if broker.replication is None or _stale_controller(broker, request):
+def leader_and_isr(ctx: BrokerContext, header, request, conn):
+    if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
-    return _leader_and_isr(broker, request)
+    return _leader_and_isr(ctx, request)
 
 
-async def _leader_and_isr(broker, request) -> dict:
+async def _leader_and_isr(ctx: BrokerContext, request) -> dict:
+    assert ctx.zookeeper is not None
     leaders = {b.broker_id: b for b in request.live_leaders}
     results = []
     done = 0
@@ -170,10 +125,10 @@ async def _leader_and_isr(broker, request) -> dict:
                 await asyncio.sleep(0)
             done += 1
             try:
-                if request.controller_epoch < broker.metadata.controller_epoch:
+                if request.controller_epoch < ctx.zookeeper.metadata.controller_epoch:
                     # a newer controller spoke while this request gave the loop away: its word stands
                     raise errors.StaleControllerEpochError(f"controller epoch {request.controller_epoch} is stale")
-                broker.become_leader_or_follower(topic.topic_name, p, leaders.get(p.leader))
+                ctx.replicas.become_leader_or_follower(topic.topic_name, p, leaders.get(p.leader))
             except errors.KafkaError as exc:
                 code = exc.code
             except Exception:
@@ -184,20 +139,20 @@ async def _leader_and_isr(broker, request) -> dict:
 
 
 @handles(5)
-def stop_replica(broker, header, request, conn):
-    if broker.replication is None or _stale_controller(broker, request):
+def stop_replica(ctx: BrokerContext, header, request, conn):
+    if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
     results = []
     for topic in request.topics:
         for index in topic.partition_indexes:
-            broker.stop_replica(topic.name, index, request.delete_partitions)
+            ctx.replicas.stop_replica(topic.name, index, request.delete_partitions)
             results.append({"topic_name": topic.name, "partition_index": index, "error_code": 0})
     return {"error_code": 0, "partition_errors": results}
 
 
 @handles(6)
-def update_metadata(broker, header, request, conn):
-    if broker.replication is None or _stale_controller(broker, request):
+def update_metadata(ctx: BrokerContext, header, request, conn):
+    if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code}
-    broker.metadata.update(request)
+    ctx.zookeeper.metadata.update(request)
     return {"error_code": 0}

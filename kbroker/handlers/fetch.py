@@ -17,10 +17,12 @@ import logging
 from kbroker import errors
 from kbroker.fetch_sessions import FetchSession
 from kbroker.log import TopicPartition, legacy
-from kbroker.partition import error_code_of, now_ms
+from kbroker.partition import error_code_of
 from kbroker.purgatory import DelayedOperation
+from kbroker.replica_manager import ReplicaManager
 
-from . import handles
+from .context import BrokerContext
+from .registry import handles
 
 log = logging.getLogger(__name__)
 
@@ -28,9 +30,9 @@ log = logging.getLogger(__name__)
 class _Fetch:
     """One evaluation of a fetch request against the logs."""
 
-    def __init__(self, broker, version: int, request, session: FetchSession | None, incremental: bool,
+    def __init__(self, replicas: ReplicaManager, version: int, request, session: FetchSession | None, incremental: bool,
                  wanted: list[tuple[str, int, int, int, int]]) -> None:
-        self.broker = broker
+        self.replicas = replicas
         self.version = version
         self.request = request
         self.session = session
@@ -41,7 +43,7 @@ class _Fetch:
         self.errors = False
         self.partitions: list[tuple[str, dict]] = []
 
-    def run(self) -> "_Fetch":
+    def run(self) -> _Fetch:
         remaining = self.request.max_bytes if self.version >= 3 else 0x7FFFFFFF
         self.bytes = 0
         self.errors = False
@@ -53,15 +55,8 @@ class _Fetch:
             if self.version >= 4 and self.request.isolation_level == 1:
                 out["aborted_transactions"] = []
             try:
-                partition = self.broker.partition(TopicPartition(topic, index))
-                if partition is None:
-                    raise self.broker.not_hosted_error(topic, index)
-                partition.check_leader_epoch(leader_epoch)
-                if self.from_follower and self.request.replica_id not in partition.followers:
-                    raise errors.NotLeaderOrFollowerError(
-                        f"broker {self.request.replica_id} is not a follower of {topic}-{index}")
-                if max_bytes < 0:  # Kafka's log read refuses it: UNKNOWN_SERVER_ERROR for the partition
-                    raise errors.UnknownServerError(f"invalid partition max bytes {max_bytes} for {topic}-{index}")
+                partition = self.replicas.fetchable(TopicPartition(topic, index), leader_epoch,
+                                                    self.request.replica_id, max_bytes)
                 if self.incremental and self.from_follower and offset == partition.log.log_end_offset:
                     entry = self.session.partitions.get((topic, index))
                     if (entry is not None and entry.high_watermark == partition.log.high_watermark
@@ -93,7 +88,7 @@ class _Fetch:
                     code = errors.NotLeaderOrFollowerError.code  # older clients do not know 56
                 out["error_code"] = code
                 self.errors = True
-                plog = self.broker.partition(TopicPartition(topic, index))
+                plog = self.replicas.partition(TopicPartition(topic, index))
                 if plog is not None and not plog.log.offline:
                     out["high_watermark"] = plog.log.high_watermark
                     out["log_start_offset"] = plog.log.log_start_offset
@@ -167,12 +162,12 @@ class DelayedFetch(DelayedOperation):
 
     def _inputs(self) -> tuple:
         fetch = self.fetch
-        broker = fetch.broker
+        replicas = fetch.replicas
         replica_id = fetch.request.replica_id
         read_committed = fetch.request.isolation_level == 1
         out = []
         for tp in self._tps:
-            p = broker.partition(tp)
+            p = replicas.partition(tp)
             if p is None:
                 out.append(None)
                 continue
@@ -202,7 +197,7 @@ class DelayedFetch(DelayedOperation):
 
 
 @handles(1)
-def fetch(broker, header, request, conn):
+def fetch(ctx: BrokerContext, header, request, conn):
     version = header.api_version
     wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
               for t in request.topics for p in t.partitions]
@@ -210,7 +205,7 @@ def fetch(broker, header, request, conn):
     if version >= 7:
         forgotten = [(f.topic, p) for f in request.forgotten_topics_data for p in f.partitions]
         try:
-            session, incremental = broker.fetch_sessions.resolve(request.session_id, request.session_epoch,
+            session, incremental = ctx.fetch_sessions.resolve(request.session_id, request.session_epoch,
                                                                  wanted, forgotten)
         except errors.KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "session_id": 0, "responses": []}
@@ -218,35 +213,18 @@ def fetch(broker, header, request, conn):
             wanted = [(t, p, e.fetch_offset, e.max_bytes, e.current_leader_epoch)
                       for (t, p), e in session.partitions.items()]
     if request.replica_id >= 0:
-        _record_follower_progress(broker, request.replica_id, wanted)
-    evaluation = _Fetch(broker, version, request, session, incremental, wanted).run()
+        ctx.replicas.record_follower_fetch(request.replica_id, [(TopicPartition(t, p), offset, epoch)
+                                                                for t, p, offset, _, epoch in wanted])
+    evaluation = _Fetch(ctx.replicas, version, request, session, incremental, wanted).run()
     if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
         return evaluation.response()
     delayed = DelayedFetch(evaluation, max(request.min_bytes, 1))
     keys = [TopicPartition(t, p) for t, p, *_ in wanted]
-    return broker.purgatory.watch(delayed, keys, request.max_wait_ms)
-
-
-def _record_follower_progress(broker, replica_id: int, wanted) -> None:
-    now = now_ms()
-    for topic, index, offset, _, leader_epoch in wanted:
-        tp = TopicPartition(topic, index)
-        partition = broker.partition(tp)
-        if partition is None:
-            continue  # the evaluation answers the error
-        try:
-            partition.check_leader_epoch(leader_epoch)
-            partition.update_follower(replica_id, offset, now)
-        except errors.KafkaError:
-            continue
-        if partition.maybe_advance_high_watermark():
-            broker.on_append(partition)
-        if broker.replication is not None:
-            broker.replication.isr.maybe_expand(partition, replica_id)
+    return ctx.replicas.purgatory.watch(delayed, keys, request.max_wait_ms)
 
 
 @handles(23)
-def offset_for_leader_epoch(broker, header, request, conn):
+def offset_for_leader_epoch(ctx: BrokerContext, header, request, conn):
     """Where did ``leader_epoch`` end in the leader's log (its first offset of the next epoch, or
     the log end offset for the current one)? Followers ask it before fetching after a change."""
     topics = []
@@ -255,9 +233,7 @@ def offset_for_leader_epoch(broker, header, request, conn):
         for p in topic.partitions:
             out = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             try:
-                partition = broker.partition(TopicPartition(topic.topic, p.partition))
-                if partition is None:
-                    raise broker.not_hosted_error(topic.topic, p.partition)
+                partition = ctx.replicas.leader(TopicPartition(topic.topic, p.partition))
                 partition.check_leader_epoch(p.current_leader_epoch)
                 out["leader_epoch"], out["end_offset"] = partition.end_offset_for_epoch(p.leader_epoch)
             except errors.KafkaError as exc:
@@ -271,7 +247,7 @@ def offset_for_leader_epoch(broker, header, request, conn):
 
 
 @handles(2)
-def list_offsets(broker, header, request, conn):
+def list_offsets(ctx: BrokerContext, header, request, conn):
     version = header.api_version
     topics = []
     for topic in request.topics:
@@ -280,9 +256,7 @@ def list_offsets(broker, header, request, conn):
             out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                    "leader_epoch": -1}
             try:
-                partition = broker.partition(TopicPartition(topic.name, p.partition_index))
-                if partition is None:
-                    raise broker.not_hosted_error(topic.name, p.partition_index)
+                partition = ctx.replicas.leader(TopicPartition(topic.name, p.partition_index))
                 if request.replica_id >= 0:
                     found = partition.log.offset_for_timestamp(p.timestamp)
                 else:

@@ -1,22 +1,27 @@
 """Consumer groups and producer ids: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
 OffsetFetch (9), DeleteGroups (42), InitProducerId (22; transactional ids go to the transaction
-coordinator). The coordinators hold the logic; these translate requests and versions. OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
+coordinator). The coordinators hold the logic; these translate requests and versions.
+OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
 from __future__ import annotations
 
 from kbroker import errors, zk_offsets
+from kbroker.coordinator.coordinator import GroupCoordinator
 
-from . import handles
+from .context import BrokerContext
+from .registry import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 
 
-def _coordinator(broker):
-    return broker.coordinator.coordinator
+def _coordinator(ctx: BrokerContext) -> GroupCoordinator:
+    coordinator = ctx.groups.coordinator
+    assert coordinator is not None, "the group coordinator starts before the listener serves"
+    return coordinator
 
 
 @handles(10)
-def find_coordinator(broker, header, request, conn):
+def find_coordinator(ctx: BrokerContext, header, request, conn):
     keys = list(request.coordinator_keys) if header.api_version >= 4 else [request.key]
     results = []
     for key in keys:
@@ -27,13 +32,13 @@ def find_coordinator(broker, header, request, conn):
         elif not key:
             code, message = (errors.InvalidRequestError.code, "the transactional id is empty") if transactional \
                 else (errors.InvalidGroupIdError.code, "the group id is empty")
-        if code == 0 and broker.cluster is not None:
+        if code == 0 and ctx.zookeeper is not None:
             try:  # the internal topic is created on first use, as Kafka does
-                (broker.transactions.ensure_topic if transactional else broker.coordinator.ensure_offsets_topic)()
+                (ctx.transactions.ensure_topic if transactional else ctx.groups.ensure_offsets_topic)()
             except errors.KafkaError as exc:
                 code, message = exc.code, exc.message
         if code == 0:
-            node = broker.transactions.coordinator_endpoint(key) if transactional else broker.coordinator_endpoint(key)
+            node = (ctx.transactions if transactional else ctx.groups).coordinator_endpoint(key)
         else:
             node = None
         if code == 0 and node is None:
@@ -49,9 +54,9 @@ def find_coordinator(broker, header, request, conn):
 
 
 @handles(11)
-async def join_group(broker, header, request, conn):
+async def join_group(ctx: BrokerContext, header, request, conn):
     v = header.api_version
-    result = await _coordinator(broker).join_group(
+    result = await _coordinator(ctx).join_group(
         request.group_id, request.member_id, request.group_instance_id if v >= 5 else None,
         client_id=header.client_id or "", client_host=conn.client_host,
         session_timeout_ms=request.session_timeout_ms,
@@ -68,9 +73,9 @@ async def join_group(broker, header, request, conn):
 
 
 @handles(14)
-async def sync_group(broker, header, request, conn):
+async def sync_group(ctx: BrokerContext, header, request, conn):
     v = header.api_version
-    result = await _coordinator(broker).sync_group(
+    result = await _coordinator(ctx).sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if v >= 3 else None,
         protocol_type=request.protocol_type if v >= 5 else None,
@@ -81,19 +86,19 @@ async def sync_group(broker, header, request, conn):
 
 
 @handles(12)
-def heartbeat(broker, header, request, conn):
-    code = _coordinator(broker).heartbeat(request.group_id, request.member_id, request.generation_id,
+def heartbeat(ctx: BrokerContext, header, request, conn):
+    code = _coordinator(ctx).heartbeat(request.group_id, request.member_id, request.generation_id,
                                           request.group_instance_id if header.api_version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": code}
 
 
 @handles(13)
-def leave_group(broker, header, request, conn):
+def leave_group(ctx: BrokerContext, header, request, conn):
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         members = [request.member_id]
-    result = _coordinator(broker).leave_group(request.group_id, members)
+    result = _coordinator(ctx).leave_group(request.group_id, members)
     if header.api_version < 3:
         return {"throttle_time_ms": 0, "error_code": result.legacy_error}
     return {"throttle_time_ms": 0, "error_code": result.error,
@@ -102,14 +107,14 @@ def leave_group(broker, header, request, conn):
 
 
 @handles(8)
-async def offset_commit(broker, header, request, conn):
+async def offset_commit(ctx: BrokerContext, header, request, conn):
     v = header.api_version
     offsets = {}
     unknown = {}
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if topic.name not in broker.topics or p.partition_index not in broker.topics[topic.name].assignment:
+            if not ctx.topics.exists(topic.name, p.partition_index):
                 unknown[tp] = errors.UnknownTopicOrPartitionError.code
                 continue
             entry = (p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
@@ -118,10 +123,10 @@ async def offset_commit(broker, header, request, conn):
             offsets[tp] = entry
     codes = dict(unknown)
     if offsets and v == 0:  # v0: ZooKeeper storage, as Kafka 0.8.2+
-        codes.update(await zk_offsets.commit_v0(broker, request.group_id,
+        codes.update(await zk_offsets.commit_v0(ctx, request.group_id,
                                                 {tp: (e[0], e[2]) for tp, e in offsets.items()}))
     elif offsets:
-        codes.update(await _coordinator(broker).commit_offsets(
+        codes.update(await _coordinator(ctx).commit_offsets(
             request.group_id, request.member_id if v >= 1 else "", request.generation_id if v >= 1 else -1,
             request.group_instance_id if v >= 7 else None, offsets,
             request.retention_time_ms if 2 <= v <= 4 else -1))
@@ -133,10 +138,11 @@ async def offset_commit(broker, header, request, conn):
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
-def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bool) -> tuple[int, list[dict]]:
+def _fetch_group(ctx: BrokerContext, version: int, group_id: str, topics,
+                 require_stable: bool) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     try:
-        found = _coordinator(broker).fetch_offsets(group_id, wanted, require_stable)
+        found = _coordinator(ctx).fetch_offsets(group_id, wanted, require_stable)
     except errors.KafkaError as exc:
         if wanted is None or version >= 2:
             return exc.code, []
@@ -150,28 +156,25 @@ def _fetch_group(broker, version: int, group_id: str, topics, require_stable: bo
 
 
 @handles(9)
-def offset_fetch(broker, header, request, conn):
+def offset_fetch(ctx: BrokerContext, header, request, conn):
     v = header.api_version
     if v >= 8:
         groups = []
         for g in request.groups:
-            code, topics = _fetch_group(broker, v, g.group_id, g.topics, request.require_stable)
+            code, topics = _fetch_group(ctx, v, g.group_id, g.topics, request.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     if v == 0:
-        return _offset_fetch_zookeeper(broker, request)
-    code, topics = _fetch_group(broker, v, request.group_id, request.topics, v >= 7 and request.require_stable)
+        return _offset_fetch_zookeeper(ctx, request)
+    code, topics = _fetch_group(ctx, v, request.group_id, request.topics, v >= 7 and request.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
 
-async def _offset_fetch_zookeeper(broker, request) -> dict:
+async def _offset_fetch_zookeeper(ctx: BrokerContext, request) -> dict:
     """OffsetFetch v0 reads /consumers/<group>/offsets (OffsetCommit v0 writes there)."""
     wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
 
-    def known(topic: str, index: int) -> bool:
-        return topic in broker.topics and index in broker.topics[topic].assignment
-
-    found = await zk_offsets.fetch_v0(broker, request.group_id, wanted, known)
+    found = await zk_offsets.fetch_v0(ctx, request.group_id, wanted, ctx.topics.exists)
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), (offset, code) in found.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "committed_offset": offset,
@@ -180,10 +183,10 @@ async def _offset_fetch_zookeeper(broker, request) -> dict:
 
 
 @handles(15)
-def describe_groups(broker, header, request, conn):
+def describe_groups(ctx: BrokerContext, header, request, conn):
     groups = []
     for group_id in request.groups:
-        d = _coordinator(broker).describe_group(group_id)
+        d = _coordinator(ctx).describe_group(group_id)
         groups.append({
             "error_code": d.error, "group_id": d.group_id, "group_state": d.state,
             "protocol_type": d.protocol_type, "protocol_data": d.protocol_name,
@@ -195,37 +198,37 @@ def describe_groups(broker, header, request, conn):
 
 
 @handles(16)
-def list_groups(broker, header, request, conn):
-    code, groups = _coordinator(broker).list_groups(request.states_filter if header.api_version >= 4 else None)
+def list_groups(ctx: BrokerContext, header, request, conn):
+    code, groups = _coordinator(ctx).list_groups(request.states_filter if header.api_version >= 4 else None)
     return {"throttle_time_ms": 0, "error_code": code,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
                        for g in groups]}
 
 
 @handles(42)
-async def delete_groups(broker, header, request, conn):
-    codes = await _coordinator(broker).delete_groups(request.groups_names)
+async def delete_groups(ctx: BrokerContext, header, request, conn):
+    codes = await _coordinator(ctx).delete_groups(request.groups_names)
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": code} for g, code in codes.items()]}
 
 
 @handles(22)
-def init_producer_id(broker, header, request, conn):
+def init_producer_id(ctx: BrokerContext, header, request, conn):
     if request.transactional_id is not None:
-        return _init_transactional(broker, request)
+        return _init_transactional(ctx, request)
     if header.api_version >= 3 and request.producer_id >= 0:
         # KIP-360: an idempotent producer bumping its epoch keeps its id
         epoch = request.producer_epoch + 1
         if epoch > 32767:
-            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": broker.next_producer_id(),
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(),
                     "producer_epoch": 0}
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": request.producer_id, "producer_epoch": epoch}
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": broker.next_producer_id(), "producer_epoch": 0}
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(), "producer_epoch": 0}
 
 
-async def _init_transactional(broker, request) -> dict:
+async def _init_transactional(ctx: BrokerContext, request) -> dict:
     """A transactional producer: the transaction coordinator gives its id and (bumped) epoch."""
-    coordinator = broker.transactions.coordinator if broker.transactions is not None else None
+    coordinator = ctx.transactions.coordinator
     if coordinator is None:
         code, pid, epoch = errors.CoordinatorNotAvailableError.code, -1, -1
     else:

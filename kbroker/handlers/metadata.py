@@ -3,20 +3,21 @@ from __future__ import annotations
 
 from kbroker import errors
 
-from . import handles
+from .context import BrokerContext
+from .registry import handles
 
 
-def _brokers(broker) -> list[dict]:
-    return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in broker.live_brokers()]
+def _brokers(ctx: BrokerContext) -> list[dict]:
+    return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in ctx.topics.live_brokers()]
 
 
-def topic_metadata(broker, name: str) -> dict:
-    topic = broker.topics.get(name)
+def topic_metadata(ctx: BrokerContext, name: str) -> dict:
+    topic = ctx.topics.topics.get(name)
     if topic is None:
         return {"error_code": errors.UnknownTopicOrPartitionError.code, "name": name, "partitions": []}
     partitions = []
     for index in sorted(topic.assignment):
-        state = broker.partition_state(name, index)
+        state = ctx.topics.partition_state(name, index)
         partitions.append({
             "error_code": 0 if state.leader >= 0 else errors.LeaderNotAvailableError.code,
             "partition_index": index,
@@ -31,9 +32,9 @@ def topic_metadata(broker, name: str) -> dict:
 
 
 @handles(3)
-def metadata(broker, header, request, conn):
+def metadata(ctx: BrokerContext, header, request, conn):
     if request.topics is None or (header.api_version == 0 and not request.topics):
-        names = sorted(broker.topics)  # all topics (v0: an empty list means all)
+        names = sorted(ctx.topics.topics)  # all topics (v0: an empty list means all)
     else:
         names = []
         auto = request.allow_auto_topic_creation and header.api_version >= 4 or header.api_version < 4
@@ -45,25 +46,26 @@ def metadata(broker, header, request, conn):
     topics = []
     for name in names:
         try:
-            if name not in broker.topics and auto and broker.config.auto_create_topics_enable:
+            if name not in ctx.topics.topics and auto and ctx.config.auto_create_topics_enable:
                 # an illegal name is answered INVALID_TOPIC_EXCEPTION for that topic, as Kafka does
-                broker.auto_create_topic(name)
-            topics.append(topic_metadata(broker, name))
+                ctx.topics.auto_create(name)
+            topics.append(topic_metadata(ctx, name))
         except errors.KafkaError as exc:
             topics.append({"error_code": exc.code, "name": name, "partitions": []})
     return {
-        "brokers": _brokers(broker),
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id(),
+        "brokers": _brokers(ctx),
+        "cluster_id": ctx.cluster_id,
+        "controller_id": ctx.topics.controller_id(),
         "topics": topics,
     }
 
 
 @handles(60)
-def describe_cluster(broker, header, request, conn):
+def describe_cluster(ctx: BrokerContext, header, request, conn):
     return {
         "error_code": 0,
-        "cluster_id": broker.cluster_id,
-        "controller_id": broker.controller_id(),
-        "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in broker.live_brokers()],
+        "cluster_id": ctx.cluster_id,
+        "controller_id": ctx.topics.controller_id(),
+        "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in ctx.topics.live_brokers()],
     }

@@ -5,7 +5,7 @@ Requests of one connection are applied in arrival order (this runs synchronously
 acks=0 gets no response; if any partition failed, the connection is closed instead, as Kafka does,
 so the client refreshes its metadata. acks=all (-1) answers once the high watermark has passed
 every written partition's last offset: at once for an ISR of one, else from the purgatory
-(``kbroker.replication.delayed_produce``). v0-2 carry legacy message sets (magic 0/1), converted
+(``ReplicaManager.wait_for_isr``). v0-2 carry legacy message sets (magic 0/1), converted
 to one magic-2 batch first (``kbroker.log.legacy``).
 """
 from __future__ import annotations
@@ -16,15 +16,17 @@ from kbroker import errors
 from kbroker._core import records as core_records
 from kbroker.log import TopicPartition, legacy
 from kbroker.partition import error_code_of
-from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
+from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
+from kbroker.replication.delayed_produce import PendingAck
 
-from . import CLOSE, NO_RESPONSE, handles
+from .context import BrokerContext
+from .registry import handles
 
 log = logging.getLogger(__name__)
 
 
 @handles(0)
-def produce(broker, header, request, conn):
+def produce(ctx: BrokerContext, header, request, conn):
     version = header.api_version
     acks = request.acks
     responses = []
@@ -33,7 +35,7 @@ def produce(broker, header, request, conn):
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
-            result = _append_one(broker, version, acks, topic.name, data.index, data.records, waiting)
+            result = _append_one(ctx, version, acks, topic.name, data.index, data.records, waiting)
             failed |= result["error_code"] != 0
             partitions.append(result)
         responses.append({"name": topic.name, "partition_responses": partitions})
@@ -42,33 +44,31 @@ def produce(broker, header, request, conn):
     response = {"responses": responses, "throttle_time_ms": 0}
     if not waiting:
         return response
-    delayed = DelayedProduce(broker, response, waiting, version)
-    return broker.purgatory.watch(delayed, [ack.partition.tp for ack in waiting], request.timeout_ms)
+    return ctx.replicas.wait_for_isr(response, waiting, version, request.timeout_ms)
 
 
-def _append_one(broker, version: int, acks: int, topic: str, index: int, batches, waiting: list) -> dict:
+def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: int, batches, waiting: list) -> dict:
     out = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
     try:
         if acks not in (-1, 0, 1):
             raise errors.InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}")
-        if topic in broker.topics and broker.topics[topic].internal:
+        known = ctx.topics.topics.get(topic)
+        if known is not None and known.internal:
             raise errors.InvalidTopicError(f"{topic} is internal: clients may not produce to it")
-        if topic not in broker.topics and broker.config.auto_create_topics_enable:
-            broker.auto_create_topic(topic)
-        partition = broker.partition(TopicPartition(topic, index))
-        if partition is None:
-            raise broker.not_hosted_error(topic, index)
+        if known is None and ctx.config.auto_create_topics_enable:
+            ctx.topics.auto_create(topic)
+        tp = TopicPartition(topic, index)
+        ctx.replicas.leader(tp)  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION before looking at the records
         if batches is None or len(batches) == 0:
             raise errors.InvalidRecordError("no record batch")
         if version >= 3:
             _check_single_v2_batch(batches, version)
         elif legacy.is_legacy(batches):
             batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
-        result = partition.append_as_leader(batches, acks)
+        partition, result = ctx.replicas.append_as_leader(tp, batches, acks)
         out["base_offset"] = result.first_offset
         out["log_append_time_ms"] = result.log_append_time
         out["log_start_offset"] = partition.log.log_start_offset
-        broker.on_append(partition)
         if acks == -1 and partition.high_watermark <= result.last_offset:
             waiting.append(PendingAck(partition, result.last_offset + 1, out))
     except errors.KafkaError as exc:
@@ -90,6 +90,7 @@ def _check_single_v2_batch(batches, version: int) -> None:
         raise errors.for_code(exc.code)(str(exc)) from None
     if header.size < len(batches):
         raise errors.InvalidRecordError(
-            f"produce v{version} carries exactly one record batch; got {len(batches)} bytes for a batch of {header.size}")
+            f"produce v{version} carries exactly one record batch; "
+            f"got {len(batches)} bytes for a batch of {header.size}")
     if header.compression == 4 and version < 7:
         raise errors.UnsupportedCompressionTypeError("zstd needs Produce v7 or later")

@@ -21,13 +21,12 @@ import logging
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from kbroker._core.sendfile import send_range
 from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_unsupported, encode_response
-
-if TYPE_CHECKING:
-    from .server import NetworkServer
+from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +37,15 @@ SCRATCH_BYTES = 64 * 1024
 COPY_RANGE_BYTES = 64 * 1024
 _BYTES = (bytes, bytearray, memoryview)
 MAX_IN_FLIGHT = 100
-NO_RESPONSE = object()  # a handler result meaning "send nothing" (Produce acks=0)
-CLOSE = object()        # a handler result meaning "close the connection" (acks=0 failure, as Kafka)
+
+
+class ConnectionOwner(Protocol):
+    """What a connection needs of the server that accepted it."""
+    loop: asyncio.AbstractEventLoop
+    max_request_bytes: int
+    dispatch: Callable[[Any, Any, Any], Any]  # (header, body, connection) -> a handler's result
+
+    def forget(self, conn: Connection) -> None: ...
 
 
 class _Slot:
@@ -54,7 +60,7 @@ class _Slot:
 
 
 class Connection:
-    def __init__(self, server: "NetworkServer", sock: socket.socket, peer: tuple) -> None:
+    def __init__(self, server: ConnectionOwner, sock: socket.socket, peer: tuple) -> None:
         self.server = server
         self.loop = server.loop
         self.sock = sock

@@ -10,7 +10,8 @@ import asyncio
 import logging
 import socket
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .connection import Connection
 

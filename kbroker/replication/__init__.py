@@ -6,6 +6,7 @@ watermark, acks=all waits until the ISR has a batch.
     isr.py              the leader side's ISR changes, written to ZooKeeper first
     delayed_produce.py  acks=all requests waiting in the purgatory for the high watermark
 
-The leader side of a follower's Fetch (its fetch offset is its log end offset) lives in
-``kbroker.handlers.fetch``; the bookkeeping per partition in ``kbroker.partition``.
+``kbroker.replica_manager`` owns these: it makes partitions leaders or followers (LeaderAndIsr),
+records a follower's fetch offset as its log end offset, and parks acks=all answers. The
+bookkeeping per partition is in ``kbroker.partition``.
 """

@@ -46,7 +46,7 @@ class BrokerConnection:
                 await self._writer.drain()
                 size = _SIZE.unpack(await self._reader.readexactly(4))[0]
                 frame = await self._reader.readexactly(size)
-        except (asyncio.IncompleteReadError, asyncio.TimeoutError, ConnectionError) as exc:
+        except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
             self.close()
             raise OSError(f"{self.host}:{self.port}: {exc!r}") from None
         except OSError:

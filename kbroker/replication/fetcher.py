@@ -14,10 +14,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from kbroker import errors
 from kbroker.cluster import LiveBroker
+from kbroker.config import BrokerConfig
 from kbroker.log import TopicPartition
 from kbroker.partition import Partition
 from kbroker.replication.client import BrokerConnection
@@ -39,6 +42,12 @@ _WAIT_FOR_METADATA = frozenset({
 })
 
 
+class FollowerBroker(Protocol):
+    """Who fetches: the broker id sent as the replica id, and the replica.fetch.* settings."""
+    broker_id: int
+    config: BrokerConfig
+
+
 @dataclass
 class _Target:
     partition: Partition
@@ -46,7 +55,7 @@ class _Target:
     truncating: bool = True
     not_before: float = 0.0   # monotonic seconds: backing off until then
 
-    def current(self, fetcher: "LeaderFetcher") -> bool:
+    def current(self, fetcher: LeaderFetcher) -> bool:
         """Still following this fetcher's leader at the epoch it was added with?"""
         p = self.partition
         return (fetcher.targets.get(p.tp) is self and not p.is_leader and p.leader_id == fetcher.leader.id
@@ -54,7 +63,7 @@ class _Target:
 
 
 class LeaderFetcher:
-    def __init__(self, broker, leader: LiveBroker) -> None:
+    def __init__(self, broker: FollowerBroker, leader: LiveBroker) -> None:
         self.broker = broker
         self.leader = leader
         cfg = broker.config
@@ -134,7 +143,7 @@ class LeaderFetcher:
         self._wake.clear()
         try:
             await asyncio.wait_for(self._wake.wait(), seconds)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
 
     async def _sleep_until_ready(self) -> None:
@@ -173,28 +182,21 @@ class LeaderFetcher:
         response = await self.connection.request(23, OFFSET_FOR_LEADER_EPOCH_VERSION, {
             "replica_id": self.broker.broker_id,
             "topics": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()]})
-        for topic in response.topics:
-            for result in topic.partitions:
-                found = asked.get(TopicPartition(topic.topic, result.partition))
-                if found is None:
-                    continue
-                target, epoch = found
-                if not target.current(self):
-                    continue
-                if result.error_code:
-                    self._back_off(target, f"OffsetForLeaderEpoch: {errors.for_code(result.error_code).__name__}")
-                    continue
-                p = target.partition
-                leo = p.log.log_end_offset
-                if result.leader_epoch < 0 or result.end_offset < 0:
-                    offset = p.log.high_watermark  # the leader knows no epoch this old: keep the committed part
-                elif result.leader_epoch == epoch:
-                    offset = min(result.end_offset, leo)
-                else:  # the leader's last epoch at or below ours ends there; ours may end earlier
-                    _, ours = p.end_offset_for_epoch(result.leader_epoch)
-                    offset = min(result.end_offset, ours if ours >= 0 else leo, leo)
-                p.truncate_to(offset)
-                target.truncating = False
+        for result, target, epoch in self._answers(response.topics, asked, lambda r: r.partition):
+            if result.error_code:
+                self._back_off(target, f"OffsetForLeaderEpoch: {errors.for_code(result.error_code).__name__}")
+                continue
+            p = target.partition
+            leo = p.log.log_end_offset
+            if result.leader_epoch < 0 or result.end_offset < 0:
+                offset = p.log.high_watermark  # the leader knows no epoch this old: keep the committed part
+            elif result.leader_epoch == epoch:
+                offset = min(result.end_offset, leo)
+            else:  # the leader's last epoch at or below ours ends there; ours may end earlier
+                _, ours = p.end_offset_for_epoch(result.leader_epoch)
+                offset = min(result.end_offset, ours if ours >= 0 else leo, leo)
+            p.truncate_to(offset)
+            target.truncating = False
         return True
 
     # -- fetching -------------------------------------------------------------------------------
@@ -253,25 +255,29 @@ class LeaderFetcher:
         else:  # no session (the leader's cache declined one): the next request is full again
             self._session_id = 0
             self._reset_session()
-        for topic in response.responses:
-            for data in topic.partitions:
-                found = sent.get(TopicPartition(topic.topic, data.partition_index))
-                if found is None:
-                    continue
-                target, offset = found
-                if not target.current(self) or target.partition.log.log_end_offset != offset:
-                    continue
-                if data.error_code == 0:
-                    self._append(target, data)
-                elif data.error_code == errors.OffsetOutOfRangeError.code:
-                    await self._out_of_range(target, offset)
-                elif data.error_code in _WAIT_FOR_METADATA:
-                    self._back_off(target, errors.for_code(data.error_code).__name__)
-                else:
-                    log.warning("fetcher %d -> %d: %s: error %s", self.broker.broker_id, self.leader.id,
-                                target.partition.tp, errors.for_code(data.error_code).__name__)
-                    self._back_off(target, "error")
+        for data, target, offset in self._answers(response.responses, sent, lambda d: d.partition_index):
+            if target.partition.log.log_end_offset != offset:
+                continue
+            if data.error_code == 0:
+                self._append(target, data)
+            elif data.error_code == errors.OffsetOutOfRangeError.code:
+                await self._out_of_range(target, offset)
+            elif data.error_code in _WAIT_FOR_METADATA:
+                self._back_off(target, errors.for_code(data.error_code).__name__)
+            else:
+                log.warning("fetcher %d -> %d: %s: error %s", self.broker.broker_id, self.leader.id,
+                            target.partition.tp, errors.for_code(data.error_code).__name__)
+                self._back_off(target, "error")
         return True
+
+    def _answers(self, topics, asked: dict[TopicPartition, tuple[_Target, int]],
+                 index_of: Callable[[Any], int]) -> Iterator[tuple[Any, _Target, int]]:
+        """(answer, target, what was asked of it) for each answered partition this loop still follows."""
+        for topic in topics:
+            for answer in topic.partitions:
+                found = asked.get(TopicPartition(topic.topic, index_of(answer)))
+                if found is not None and found[0].current(self):
+                    yield answer, found[0], found[1]
 
     def _append(self, target: _Target, data) -> None:
         p = target.partition
@@ -315,7 +321,7 @@ class LeaderFetcher:
 class ReplicaFetcherManager:
     """Which leader each followed partition fetches from; one LeaderFetcher per leader."""
 
-    def __init__(self, broker) -> None:
+    def __init__(self, broker: FollowerBroker) -> None:
         self.broker = broker
         self.fetchers: dict[int, LeaderFetcher] = {}
 

@@ -10,19 +10,29 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
-from kbroker.partition import Partition, now_ms
+from kbroker.clock import monotonic_ms
+from kbroker.log import TopicPartition
+from kbroker.partition import Partition
 from zk_compat import layout
-from zk_compat.store import BadVersionError, NoNodeError
+from zk_compat.store import BadVersionError, MetadataStore, NoNodeError
 from zk_compat.znodes import PartitionState
 
 log = logging.getLogger(__name__)
 
 
 class IsrManager:
-    def __init__(self, broker) -> None:
-        self.broker = broker
-        self.max_lag_ms = broker.config.replica_lag_time_max_ms
+    def __init__(self, broker_id: int, max_lag_ms: int, partitions: Mapping[TopicPartition, Partition],
+                 store: MetadataStore, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+                 on_change: Callable[[Partition], None]) -> None:
+        self.broker_id = broker_id
+        self.max_lag_ms = max_lag_ms
+        self.partitions = partitions  # the replica manager's: the leaders among them are watched
+        self.store = store
+        self.run_blocking = run_blocking  # ZooKeeper writes go off the event loop
+        self.on_change = on_change  # delayed produces and fetches look again
         self._task: asyncio.Task | None = None
         self._writes: set[asyncio.Task] = set()
 
@@ -40,8 +50,8 @@ class IsrManager:
         period = max(self.max_lag_ms / 2, 10) / 1000
         while True:
             await asyncio.sleep(period)
-            now = now_ms()
-            for partition in list(self.broker.partitions.values()):
+            now = monotonic_ms()
+            for partition in list(self.partitions.values()):
                 if not partition.is_leader or partition.isr_change_pending:
                     continue
                 lagging = partition.lagging_isr_members(now, self.max_lag_ms)
@@ -64,10 +74,10 @@ class IsrManager:
 
     async def _write(self, partition: Partition, isr: list[int]) -> None:
         epoch, version = partition.leader_epoch, partition.zk_version
-        state = PartitionState(leader=self.broker.broker_id, leader_epoch=epoch, isr=list(isr),
+        state = PartitionState(leader=self.broker_id, leader_epoch=epoch, isr=list(isr),
                                controller_epoch=partition.controller_epoch)
         tp = partition.tp
-        store = self.broker.store
+        store = self.store
 
         def write():
             stat = layout.set_partition_state(store, tp.topic, tp.partition, state, version)
@@ -75,7 +85,7 @@ class IsrManager:
             return stat
 
         try:
-            stat = await self.broker.cluster.run_blocking(write)
+            stat = await self.run_blocking(write)
         except (BadVersionError, NoNodeError):
             log.info("%s: the partition state changed under us (zkVersion %d); not changing the ISR to %s",
                      tp, version, isr)
@@ -92,4 +102,4 @@ class IsrManager:
         partition.zk_version = stat.version
         log.info("%s: ISR is now %s (zkVersion %d)", tp, isr, stat.version)
         partition.maybe_advance_high_watermark()
-        self.broker.on_append(partition)  # delayed produces and fetches look again
+        self.on_change(partition)

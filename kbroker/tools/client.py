@@ -16,10 +16,12 @@ import argparse
 import socket
 import struct
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from kbroker import errors
+from kbroker.log.names import TopicPartition
 from kbroker.protocol import API_KEYS, API_NAMES, SUPPORTED_VERSIONS, ProtocolError, decode_response, encode_request
 
 __all__ = [
@@ -83,15 +85,6 @@ class KafkaApiError(ClientError):
         self.context = context
         text = f"{self.message} ({self.name})" if self.message else self.name
         super().__init__(f"{context}: {text}" if context else text)
-
-
-@dataclass(frozen=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def parse_bootstrap(value: str) -> list[tuple[str, int]]:
@@ -272,7 +265,7 @@ class Connection:
         while got < n:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise socket.timeout()
+                raise TimeoutError()
             self._sock.settimeout(left)
             k = self._sock.recv_into(view[got:])
             if not k:
@@ -342,7 +335,7 @@ class AdminClient:
         self._bootstrap_conn: Connection | None = None
         self._coordinators: dict[str, BrokerNode] = {}
 
-    def __enter__(self) -> "AdminClient":
+    def __enter__(self) -> AdminClient:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -225,7 +225,7 @@ def describe_members(admin: AdminClient, group_id: str, verbose: bool, out: Text
     widths = [max([15] + [len(row[i]) for row in table]) for i in range(len(header) - 1)] + [15]
     print("\n" + " ".join(f"{c:<{w}}" for c, w in zip(header, widths)) + " " + ("ASSIGNMENT" if verbose else ""),
           file=out)
-    for (m, tps), row in zip(members, table):
+    for (_member, tps), row in zip(members, table):
         line = " ".join(f"{c:<{w}}" for c, w in zip(row, widths)) + " "
         if verbose:
             by_topic: dict[str, list[int]] = {}

@@ -391,7 +391,8 @@ def execute(admin: AdminClient, reassignment_json: str, additional: bool, thrott
     current, meta = _assignments(admin, [t for t, _ in proposed])
     missing = [tp for tp in sorted(proposed) if tp not in current]
     if missing:
-        raise ReassignError("The proposed assignment contains non-existent partitions: " + ",".join(map(_name, missing)))
+        raise ReassignError("The proposed assignment contains non-existent partitions: "
+                            + ",".join(map(_name, missing)))
     live = {b.node_id for b in meta.brokers}
     unknown = sorted({r for replicas in proposed.values() for r in replicas} - live)
     if unknown:

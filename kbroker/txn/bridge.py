@@ -7,18 +7,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from kbroker import errors
-from kbroker.coordinator.bridge import ensure_internal_topic, stored_batches
+from kbroker.clock import wall_ms
+from kbroker.cluster import LiveBroker
+from kbroker.config import BrokerConfig
+from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.internal_topics import TRANSACTION_TOPIC, ensure_internal_topic, stored_batches, transaction_topic_configs
 from kbroker.log import TopicPartition
+from kbroker.partition import Partition
+from kbroker.replica_manager import ReplicaManager
 from kbroker.replication.client import BrokerConnection
-from kbroker.replication.delayed_produce import append_internal
 from kbroker.timers import WheelTimer
-from kbroker.txn.coordinator import TransactionCoordinator, wall_ms
+from kbroker.topic_admin import TopicAdmin
+from kbroker.txn.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 
-TRANSACTION_TOPIC = "__transaction_state"
 WRITE_TXN_MARKERS_VERSION = 0
 _RETRY_S = 0.2
 # Marker answers after which the partition needs nothing more (it is gone) or the same leader is
@@ -30,28 +36,35 @@ _FENCED = frozenset({errors.TransactionCoordinatorFencedError.code, errors.Inval
 
 
 class TransactionBridge:
-    def __init__(self, broker) -> None:
-        self.broker = broker
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, topics: TopicAdmin, groups: CoordinatorBridge,
+                 next_producer_id: Callable[[], int], clustered: bool) -> None:
+        self.config = config
+        self.replicas = replicas
+        self.topics = topics
+        self.groups = groups
+        self.next_producer_id = next_producer_id
+        self.clustered = clustered
         self.coordinator: TransactionCoordinator | None = None
         self._connections: dict[int, BrokerConnection] = {}
         self._stopped = False
+        replicas.leadership_listeners.append(self._leadership_changed)
 
     async def start(self) -> None:
-        broker = self.broker
-        cfg = broker.config
-        if TRANSACTION_TOPIC not in broker.topics and broker.cluster is None:
+        cfg = self.config
+        if TRANSACTION_TOPIC not in self.topics.topics and not self.clustered:
             self._create_topic(1)
-        info = broker.topics.get(TRANSACTION_TOPIC)
+        info = self.topics.topics.get(TRANSACTION_TOPIC)
         partitions = len(info.assignment) if info is not None else cfg.transaction_state_log_num_partitions
-        groups = broker.coordinator.coordinator
+        groups = self.groups.coordinator
+        assert groups is not None, "the group coordinator starts first"
         self.timer = WheelTimer(wall_ms)  # transaction deadlines on a Cython timing wheel
         self.coordinator = TransactionCoordinator(
-            partitions, self._append, broker.next_producer_id, self._send_markers, groups.partition_for,
+            partitions, self._append, self.next_producer_id, self._send_markers, groups.partition_for,
             cfg.transaction_max_timeout_ms, timer=self.timer)
         for p in range(partitions):
-            partition = broker.partition(TopicPartition(TRANSACTION_TOPIC, p))
+            partition = self.replicas.partition(TopicPartition(TRANSACTION_TOPIC, p))
             if partition is not None:
-                self.coordinator.load_partition(p, partition.leader_epoch, self._batches(p))
+                self.coordinator.load_partition(p, partition.leader_epoch, stored_batches(partition))
 
     async def stop(self) -> None:
         self._stopped = True
@@ -62,42 +75,33 @@ class TransactionBridge:
             conn.close()
 
     def _create_topic(self, factor: int) -> None:
-        cfg = self.broker.config
-        self.broker.create_topic(TRANSACTION_TOPIC, cfg.transaction_state_log_num_partitions, factor, configs={
-            "cleanup.policy": "compact", "compression.type": "uncompressed",
-            "segment.bytes": str(cfg.transaction_state_log_segment_bytes),
-            "min.insync.replicas": str(min(cfg.transaction_state_log_min_isr, factor))})
+        self.topics.create_now(TRANSACTION_TOPIC, self.config.transaction_state_log_num_partitions, factor,
+                               configs=transaction_topic_configs(self.config, factor))
 
     def ensure_topic(self) -> None:
         """ZooKeeper mode: create the topic once enough brokers live for its replication factor."""
-        ensure_internal_topic(self.broker, TRANSACTION_TOPIC,
-                              self.broker.config.transaction_state_log_replication_factor,
+        ensure_internal_topic(self.topics.topics, len(self.topics.live_brokers()), TRANSACTION_TOPIC,
+                              self.config.transaction_state_log_replication_factor,
                               "transaction.state.log.replication.factor", self._create_topic)
 
-    def leadership_changed(self, partition: int, leader: bool, leader_epoch: int) -> None:
-        if self.coordinator is None:
+    def _leadership_changed(self, partition: Partition, leader: bool) -> None:
+        if partition.tp.topic != TRANSACTION_TOPIC or self.coordinator is None:
             return
+        index = partition.tp.partition
         if leader:
-            self.coordinator.load_partition(partition, leader_epoch, self._batches(partition))
+            self.coordinator.load_partition(index, partition.leader_epoch, stored_batches(partition))
         else:
-            self.coordinator.unload_partition(partition)
+            self.coordinator.unload_partition(index)
 
-    def coordinator_endpoint(self, transactional_id: str):
+    def coordinator_endpoint(self, transactional_id: str) -> LiveBroker | None:
         if self.coordinator is None:
             return None
-        index = self.coordinator.partition_for(transactional_id)
-        if self.broker.cluster is None:
-            return self.broker.endpoint if self.broker.partition(TopicPartition(TRANSACTION_TOPIC, index)) else None
-        state = self.broker.metadata.state(TRANSACTION_TOPIC, index)
-        return None if state is None else self.broker.cluster.snapshot.brokers.get(state.leader)
+        return self.topics.leader_endpoint(TRANSACTION_TOPIC, self.coordinator.partition_for(transactional_id))
 
-    def _batches(self, partition: int):
-        return stored_batches(self.broker, TopicPartition(TRANSACTION_TOPIC, partition))
-
-    def _append(self, partition: int, batch: bytearray):
+    def _append(self, partition: int, batch: bytearray) -> int | Awaitable[int]:
         try:
-            return append_internal(self.broker, TopicPartition(TRANSACTION_TOPIC, partition), batch,
-                                   self.broker.config.request_timeout_ms)
+            return self.replicas.append_internal(TopicPartition(TRANSACTION_TOPIC, partition), batch,
+                                                 self.config.request_timeout_ms)
         except errors.NotLeaderOrFollowerError:
             raise errors.NotCoordinatorError(f"{TRANSACTION_TOPIC}-{partition} is not led here") from None
 
@@ -107,7 +111,6 @@ class TransactionBridge:
                             partitions: set[tuple[str, int]]) -> bool:
         """Write the markers, retried until each partition has its own; False when a partition fenced this
         coordinator (see _FENCED)."""
-        from kbroker.handlers.txn import write_markers_here
         left = set(partitions)
         while left and not self._stopped:
             by_leader: dict[int, list[tuple[str, int]]] = {}
@@ -115,13 +118,13 @@ class TransactionBridge:
                 by_leader.setdefault(self._leader_of(topic, index), []).append((topic, index))
             for leader, tps in by_leader.items():
                 if leader < 0:  # no leader now: wait for one, unless the topic is gone
-                    left.difference_update(tp for tp in tps if tp[0] not in self.broker.topics)
+                    left.difference_update(tp for tp in tps if tp[0] not in self.topics.topics)
                     continue
                 marker = {"producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
                           "coordinator_epoch": coordinator_epoch, "topics": _by_topic(tps)}
                 try:
-                    if leader == self.broker.broker_id:
-                        results = await write_markers_here(self.broker, [marker])
+                    if leader == self.replicas.broker_id:
+                        results = await self.replicas.write_markers([marker])
                     else:
                         results = await self._remote(leader, marker)
                 except OSError as exc:
@@ -140,15 +143,10 @@ class TransactionBridge:
         return True
 
     def _leader_of(self, topic: str, index: int) -> int:
-        if self.broker.cluster is None:
-            return self.broker.broker_id if self.broker.partitions.get(TopicPartition(topic, index)) else -1
-        state = self.broker.metadata.state(topic, index)
-        if state is None or state.leader not in self.broker.cluster.snapshot.brokers:
-            return -1
-        return state.leader
+        return self.topics.partition_state(topic, index).leader
 
     async def _remote(self, leader: int, marker: dict) -> dict[tuple[str, int], int]:
-        endpoint = self.broker.cluster.snapshot.brokers.get(leader)
+        endpoint = next((b for b in self.topics.live_brokers() if b.id == leader), None)
         if endpoint is None:
             raise OSError(f"broker {leader} is not registered")
         conn = self._connections.get(leader)
@@ -156,8 +154,8 @@ class TransactionBridge:
             if conn is not None:
                 conn.close()
             conn = self._connections[leader] = BrokerConnection(
-                endpoint.host, endpoint.port, f"txn-coordinator-{self.broker.broker_id}",
-                self.broker.config.request_timeout_ms / 1000)
+                endpoint.host, endpoint.port, f"txn-coordinator-{self.replicas.broker_id}",
+                self.config.request_timeout_ms / 1000)
         response = await conn.request(27, WRITE_TXN_MARKERS_VERSION, {"markers": [marker]})
         return {(t.name, p.partition_index): p.error_code for m in response.markers for t in m.topics
                 for p in t.partitions}

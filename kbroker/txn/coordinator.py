@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from kbroker import errors
+from kbroker.clock import wall_ms
 from kbroker.coordinator.offsets_log import build_batch, is_awaitable, iter_batches
 from kbroker.txn import state_log
 from kbroker.txn.state_log import TxnMetadata, TxnState
@@ -35,10 +35,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 AppendFn = Callable[[int, bytearray], "int | Awaitable[int]"]
 MarkersFn = Callable[[int, int, bool, int, set], Awaitable[None]]
-
-
-def wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class TransactionCoordinator:

@@ -26,7 +26,7 @@ def test_properties_file_and_overrides(tmp_path):
     )
     config = load_config(str(path), ["num.partitions=5", "auto.create.topics.enable=false"])
     assert config.broker_id == 3
-    assert [(l.host, l.port) for l in config.listeners] == [("127.0.0.1", 9093)]
+    assert [(listener.host, listener.port) for listener in config.listeners] == [("127.0.0.1", 9093)]
     assert config.advertised_listeners == config.listeners
     assert [str(d) for d in config.log_dirs] == ["/d1", "/d2"]
     assert config.log.segment_bytes == 1048576

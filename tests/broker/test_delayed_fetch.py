@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from kbroker import errors
+from kbroker.config import load_config
 from kbroker.handlers import fetch as fetch_handler
 from kbroker.log import LogConfig, PartitionLog, TopicPartition
 from kbroker.partition import Partition
 from kbroker.purgatory import Purgatory
+from kbroker.replica_manager import ReplicaManager
 from tests.log.helpers import make_batch
 
 TP = TopicPartition("replicated", 0)
@@ -19,22 +20,16 @@ VERSION = 4  # no fetch sessions: every request names its partitions
 
 
 class _Broker:
-    """What the Fetch handler uses of a broker: one partition led here, the purgatory."""
+    """What the Fetch handler uses of a broker (its ``BrokerContext``): a real replica manager leading one
+    partition, with its purgatory."""
 
     def __init__(self, partition: Partition) -> None:
-        self.partitions = {partition.tp: partition}
         self.purgatory = Purgatory()
-        self.replication = None
-
-    def partition(self, tp):
-        p = self.partitions.get(tp)
-        return p if p is not None and p.is_leader else None
-
-    def not_hosted_error(self, topic, index):
-        return errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+        self.replicas = ReplicaManager(1, load_config(), SimpleNamespace(), self.purgatory)
+        self.replicas.partitions[partition.tp] = partition
 
     def on_append(self, partition) -> None:
-        self.purgatory.check(partition.tp)
+        self.replicas.on_append(partition)
 
 
 def _request(replica_id: int, offset: int, max_wait_ms: int = 10_000):

@@ -8,8 +8,8 @@ import struct
 
 from kbroker import errors
 from kbroker.protocol.codec import decode_request, encode_response
-
 from tests.log.helpers import make_batch
+
 from .test_fetcher_add import start_fetcher
 
 SESSION = 4242

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker import errors
-from kbroker.broker import Broker, TopicInfo
 from kbroker.controller.reassignment import _write_assignment
+from kbroker.topic_admin import TopicInfo, write_new_partitions
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 
@@ -32,7 +32,7 @@ def _moving_topic(store) -> TopicInfo:
 
 def test_create_partitions_keeps_a_move_in_progress(store):
     info = _moving_topic(store)
-    Broker._write_new_partitions(SimpleNamespace(store=store), "t", info, {2: [1, 3]})
+    write_new_partitions(store, "t", len(info.assignment), {2: [1, 3]})
     after = layout.get_topic_assignment(store, "t")
     assert after.partitions == {0: [3, 1, 2], 1: [2, 3], 2: [1, 3]}
     assert (after.adding_replicas, after.removing_replicas) == ({0: [3]}, {0: [2]})
@@ -40,17 +40,16 @@ def test_create_partitions_keeps_a_move_in_progress(store):
 
 def test_create_partitions_refuses_when_the_topic_grew_meanwhile(store):
     info = _moving_topic(store)
-    Broker._write_new_partitions(SimpleNamespace(store=store), "t", info, {2: [1, 3]})  # another broker's
+    write_new_partitions(store, "t", len(info.assignment), {2: [1, 3]})  # another broker's
     with pytest.raises(errors.InvalidPartitionsError):
-        Broker._write_new_partitions(SimpleNamespace(store=store), "t", info, {2: [2, 1]})
+        write_new_partitions(store, "t", len(info.assignment), {2: [2, 1]})
     assert layout.get_topic_assignment(store, "t").partitions[2] == [1, 3]
 
 
 def test_a_controller_step_from_an_old_read_writes_nothing(store):
     _moving_topic(store)
     stale, version = layout.get_topic_assignment_with_version(store, "t")
-    Broker._write_new_partitions(SimpleNamespace(store=store), "t", TopicInfo("t", dict(stale.partitions), {}),
-                                 {2: [1, 3]})
+    write_new_partitions(store, "t", len(stale.partitions), {2: [1, 3]})
     stale.partitions[0] = [3, 1]  # completing the move from what it read before the new partition
     stale.adding_replicas.pop(0)
     stale.removing_replicas.pop(0)

@@ -7,12 +7,10 @@ import struct
 import threading
 
 import pytest
-from confluent_kafka import Consumer
-from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka import Consumer, TopicPartition as CkTopicPartition
 
 from kbroker.protocol import API_KEYS, SUPPORTED_VERSIONS
-from kbroker.tools.client import (AdminClient, ConnectError, KafkaApiError, TopicPartition,
-                                  decode_consumer_assignment)
+from kbroker.tools.client import AdminClient, ConnectError, KafkaApiError, TopicPartition, decode_consumer_assignment
 
 from .conftest import free_port
 
@@ -54,7 +52,7 @@ def committed_group(broker):
     assert r.returncode == 0, r.stderr
     from confluent_kafka import Producer
     producer = Producer({"bootstrap.servers": broker.bootstrap})
-    for i in range(3):
+    for _ in range(3):
         producer.produce(topic, value=b"x", partition=1)
     assert producer.flush(30) == 0
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": group})

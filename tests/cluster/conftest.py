@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from kazoo_bridge.local_server import ZooKeeperServer
 from kazoo_bridge.store import connect
 from tests.integration.conftest import BrokerProcess
-from kazoo_bridge.local_server import ZooKeeperServer
 
 SESSION_TIMEOUT_MS = 6000
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 

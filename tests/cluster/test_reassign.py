@@ -24,8 +24,12 @@ from zk_compat import layout
 from zk_compat.znodes import BrokerIdZNode, ReassignPartitionsZNode
 
 from .conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
-from .helpers import (consume_all as _consume_all, partition_state as _state, segment_bytes as _segment_bytes,
-                      wait_until_served)
+from .helpers import (
+    consume_all as _consume_all,
+    partition_state as _state,
+    segment_bytes as _segment_bytes,
+    wait_until_served,
+)
 
 LAG_MS = 2000
 REPO = Path(__file__).resolve().parents[2]

@@ -22,8 +22,12 @@ from zk_compat import layout
 from zk_compat.znodes import BrokerIdZNode, TopicZNode
 
 from .conftest import SESSION_TIMEOUT_MS, Cluster, wait_until
-from .helpers import (consume_all as _consume_all, partition_state as _state, segment_bytes as _segment_bytes,
-                      wait_until_served)
+from .helpers import (
+    consume_all as _consume_all,
+    partition_state as _state,
+    segment_bytes as _segment_bytes,
+    wait_until_served,
+)
 
 LAG_MS = 2000
 
@@ -137,7 +141,7 @@ def test_leader_killed_repeatedly_loses_no_acknowledged_message(cluster):
             acked_before = sum(map(len, producer.acked.values()))
             killed = time.monotonic()
             victim.kill()  # SIGKILL
-            wait_until(lambda: (s := _state(cluster, topic, 0)).leader not in (-1, before.leader), interval=0.05,
+            wait_until(lambda: _state(cluster, topic, 0).leader not in (-1, before.leader), interval=0.05,
                        timeout=SESSION_TIMEOUT_MS / 1000 + 5, message="a new leader for partition 0")
             moves.append(time.monotonic() - killed)
             survivor = next(b for b in cluster.brokers.values() if b.running)
@@ -347,7 +351,8 @@ def test_topics_describe_shows_replicas_and_isr(cluster):
     topic = "described"
     _create(cluster, topic, 2)
     out = subprocess.run([sys.executable, "-m", "kbroker.cli", "topics", "--bootstrap-server", cluster.bootstrap,
-                          "--describe", "--topic", topic], capture_output=True, text=True, timeout=60, check=True).stdout
+                          "--describe", "--topic", topic],
+                         capture_output=True, text=True, timeout=60, check=True).stdout
     lines = out.strip().splitlines()
     assert lines[0].startswith(f"Topic: {topic}\t") and "ReplicationFactor: 3" in lines[0]
     for p, line in enumerate(lines[1:]):

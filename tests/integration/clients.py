@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 DEADLINE = 60.0  # generous: only there so that a broken broker fails a test instead of hanging it
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -38,7 +38,7 @@ def make_messages(n: int, seed: int, partitions: int | None = None, ts_base: int
             value = (b"value %d of seed %d; " % (i, seed)) * rng.randint(1, 80)
         headers = []
         for h in range(i % 4):
-            name = "h%d" % (h % 2)  # repeated names are legal and keep their order
+            name = f"h{h % 2}"  # repeated names are legal and keep their order
             headers.append((name, rng.choice([b"", rng.randbytes(rng.randint(1, 40)), b"text-%d" % h])))
         ts = ts_base + rng.randint(0, 10**9)
         partition = None

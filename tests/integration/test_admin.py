@@ -44,8 +44,15 @@ def log_dirs_of(broker, topic: str) -> list[str]:
 @pytest.mark.filterwarnings("ignore:alter_configs has been deprecated")  # legacy AlterConfigs on purpose
 def test_confluent_admin(broker):
     from confluent_kafka import KafkaException, TopicCollection, TopicPartition
-    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
-                                       NewTopic, ResourceType)
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        NewPartitions,
+        NewTopic,
+        ResourceType,
+    )
 
     bs, topic = broker.bootstrap, "adm-confluent"
     admin = AdminClient({"bootstrap.servers": bs})

@@ -13,7 +13,6 @@ import random
 import socket
 import struct
 import threading
-import time
 
 import pytest
 
@@ -164,7 +163,7 @@ def assert_closed(s: socket.socket, timeout: float = TIMEOUT) -> None:
         data = s.recv(65536)
     except ConnectionResetError:
         return
-    except socket.timeout:
+    except TimeoutError:
         raise AssertionError(f"the connection was still open after {timeout}s") from None
     assert data == b"", f"expected the connection closed, got {data[:60]!r}"
 
@@ -216,7 +215,7 @@ def test_random_bytes(raw, witness):
     assert_closed(s)
     # framed noise: sizes are right, headers and bodies are garbage; the broker closes or answers,
     # and survives either way
-    for i in range(60):
+    for _ in range(60):
         s = raw()
         payload = rng.randbytes(rng.randint(0, 300))
         try:
@@ -245,7 +244,7 @@ def test_mutated_requests(raw, witness, module_broker):
             {"name": TARGET, "partitions": [{"partition_index": 0, "timestamp": -2}]}]}),
         encode_request(18, 3, 1, "raw", {"client_software_name": "raw", "client_software_version": "1.0"}),
     ]
-    for i in range(150):
+    for _ in range(150):
         data = bytearray(rng.choice(valid))
         for _ in range(rng.randint(1, 4)):
             pos = rng.randrange(4, len(data))  # keep the size prefix: the frame is complete
@@ -257,7 +256,7 @@ def test_mutated_requests(raw, witness, module_broker):
             s.recv(65536)  # an answer, or EOF for what cannot be decoded
         except (ConnectionResetError, BrokenPipeError):
             pass
-        except socket.timeout:
+        except TimeoutError:
             # silence is right only for a request that is valid and waits: a long poll, or acks=0
             header, body = decode_request(memoryview(data)[4:])
             assert (header.api_key == 1 and body.max_wait_ms > 2000) or (header.api_key == 0 and body.acks == 0), \
@@ -400,7 +399,8 @@ def test_fetch_byte_limits(raw):
                                    for p in (0, 1)]}],
                            "forgotten_topics_data": [], "rack_id": ""}, correlation_id=11)
         body = response(s, 1, 11, correlation_id=11)
-        return {p.partition_index: (p.error_code, bytes(p.records or b"")) for t in body.responses for p in t.partitions}
+        return {p.partition_index: (p.error_code, bytes(p.records or b""))
+                for t in body.responses for p in t.partitions}
 
     got = fetch(1000, 1 << 20)
     assert got[0][0] == 0 and len(got[0][1]) == len(big)  # the whole batch, offsets assigned

@@ -14,7 +14,7 @@ import zlib
 
 import pytest
 
-from .clients import DEADLINE, DRIVERS, GroupMember, Journal, Msg, msg_content, wait_for
+from .clients import DRIVERS, GroupMember, Journal, Msg, msg_content, wait_for
 from .helpers import check_contiguous, create_topic, make_messages
 
 GRACE = 1.0  # after everything arrived, keep polling this long so that late duplicates would show

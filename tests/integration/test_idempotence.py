@@ -104,6 +104,7 @@ def test_idempotent_produce_across_restart(broker, client):
         assert len(epochs) == 1, f"partition {p}: producer epochs {epochs}"
         expected_seq = 0
         for h in headers:
-            assert h.base_sequence == expected_seq, f"partition {p}: sequence {h.base_sequence}, expected {expected_seq}"
+            assert h.base_sequence == expected_seq, \
+                f"partition {p}: sequence {h.base_sequence}, expected {expected_seq}"
             expected_seq = h.last_sequence + 1
         assert expected_seq == sum(h.record_count for h in headers)

@@ -65,7 +65,7 @@ def encode_varint(value: int) -> bytes:
 def decode_varint(data, pos: int, max_bytes: int = 10) -> tuple[int, int]:
     """Decode a zigzag varint at ``pos``; returns (value, new_pos). ValueError on overrun."""
     raw = shift = 0
-    for i in range(max_bytes):
+    for _ in range(max_bytes):
         if pos >= len(data):
             raise ValueError("varint runs past the end")
         b = data[pos]

@@ -9,7 +9,12 @@ import sys
 import timeit
 
 from kbroker.protocol import (
-    FetchRequest, FetchResponse, MetadataRequest, ProduceRequest, decode_request, encode_request,
+    FetchRequest,
+    FetchResponse,
+    MetadataRequest,
+    ProduceRequest,
+    decode_request,
+    encode_request,
     encode_response,
 )
 

@@ -5,7 +5,6 @@ import json
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 

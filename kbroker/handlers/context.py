@@ -1,0 +1,52 @@
+"""What a request handler may use of the broker, as a typed Protocol: handlers depend on these parts,
+never on the ``Broker`` that wires them (``kbroker.broker.Broker`` satisfies it)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from kbroker.cluster import ClusterView
+from kbroker.config import BrokerConfig
+from kbroker.controller import Controller
+from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.fetch_sessions import FetchSessionCache
+from kbroker.log import LogManager
+from kbroker.metadata_cache import MetadataCache
+from kbroker.replica_manager import ReplicaManager
+from kbroker.topic_admin import TopicAdmin
+from kbroker.txn.bridge import TransactionBridge
+from zk_compat.store import MetadataStore
+
+T = TypeVar("T")
+
+
+class ZooKeeperMode(Protocol):
+    """The parts only a broker of a ZooKeeper-mode cluster has."""
+    controller: Controller          # this broker's controller role (active when it won the election)
+    cluster: ClusterView            # the cluster as ZooKeeper says, from watches
+    metadata: MetadataCache         # what the controller last told this broker (UpdateMetadata)
+
+
+class BrokerContext(Protocol):
+    broker_id: int
+    cluster_id: str
+    config: BrokerConfig
+    store: MetadataStore            # the embedded store, or ZooKeeper through kazoo
+    log_manager: LogManager
+    replicas: ReplicaManager
+    topics: TopicAdmin
+    fetch_sessions: FetchSessionCache
+    groups: CoordinatorBridge
+    transactions: TransactionBridge
+    zookeeper: ZooKeeperMode | None  # None on a single broker
+
+    def next_producer_id(self) -> int: ...
+
+    def broker_config_strings(self) -> dict[str, str]: ...
+
+    async def run_blocking(self, fn: Callable[[], T]) -> T:
+        """Run a metadata-store call: off the event loop in ZooKeeper mode, directly on the embedded store."""
+        ...
+
+
+__all__ = ["BrokerContext", "ZooKeeperMode"]

@@ -1,0 +1,304 @@
+"""The replica manager (Kafka's ReplicaManager): the partitions this broker hosts and everything that
+happens to them.
+
+- The partition table: ``partitions`` (every hosted replica), ``partition(tp)`` (only what this broker
+  leads: what Produce, Fetch and ListOffsets serve) and ``not_hosted_error`` (why it found nothing).
+- Append with acks: ``append_as_leader`` writes a client's batches; ``wait_for_isr`` parks an acks=all
+  answer in the purgatory until the high watermark passes it (``DelayedProduce``); ``append_internal``
+  is the coordinators' acks=all write to their internal topics.
+- Fetch reads: ``fetchable`` (one partition of a Fetch, checked) and ``record_follower_fetch`` (a follower's fetch
+  offset is its log end offset: the high watermark, the ISR and waiting produces move with it).
+- Roles from the controller: ``become_leader_or_follower`` (LeaderAndIsr) and ``stop_replica``; the
+  fetchers and the ISR manager exist in ZooKeeper mode only (``enable_replication``).
+- Markers: ``write_markers`` appends transaction markers to the partitions led here.
+
+Nothing here knows the coordinators: they register ``leadership_listeners`` (this broker became or
+stopped being the leader of a partition) and ``marker_listeners`` (a marker reached a partition), so
+the data only moves down and completions come back through callbacks.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from kbroker import errors
+from kbroker.clock import monotonic_ms
+from kbroker.cluster import LiveBroker
+from kbroker.config import BrokerConfig
+from kbroker.log import LogManager, TopicPartition
+from kbroker.log.partition_log import AppendResult
+from kbroker.partition import Partition
+from kbroker.purgatory import Purgatory
+from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
+from kbroker.replication.fetcher import ReplicaFetcherManager
+from kbroker.replication.isr import IsrManager
+from zk_compat.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+LeadershipListener = Callable[[Partition, bool], None]
+MarkerListener = Callable[[int, bool, TopicPartition], Awaitable[None]]
+
+
+class LiveLeader(Protocol):
+    """Where a partition's leader listens, as LeaderAndIsr names it."""
+    broker_id: int
+    host_name: str
+    port: int
+
+
+class ReplicaManager:
+    def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager, purgatory: Purgatory) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.log_manager = log_manager
+        self.purgatory = purgatory
+        self.partitions: dict[TopicPartition, Partition] = {}
+        # ZooKeeper mode: is the partition in the cluster's view (then NOT_LEADER_OR_FOLLOWER, not UNKNOWN)?
+        self.exists_in_cluster: Callable[[str, int], bool] | None = None
+        self.leadership_listeners: list[LeadershipListener] = []
+        self.marker_listeners: list[MarkerListener] = []
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.isr: IsrManager | None = None
+
+    def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
+        """ZooKeeper mode: follower fetchers, and the ISR manager writing through ``store``."""
+        self.fetchers = ReplicaFetcherManager(self)
+        self.isr = IsrManager(self.broker_id, self.config.replica_lag_time_max_ms, self.partitions, store,
+                              run_blocking, self.on_append)
+
+    def start(self) -> None:
+        """ZooKeeper mode: the ISR checks begin (once the cluster view is read)."""
+        if self.isr is not None:
+            self.isr.start()
+
+    def stop(self) -> None:
+        if self.isr is not None:
+            self.isr.stop()
+        if self.fetchers is not None:
+            self.fetchers.stop()
+
+    def write_snapshots(self) -> None:
+        for partition in self.partitions.values():
+            partition.write_snapshot()  # the next start replays nothing
+
+    # -- the partition table -----------------------------------------------------------------
+
+    def partition(self, tp: TopicPartition) -> Partition | None:
+        """The partition if this broker leads it (what Produce, Fetch and ListOffsets serve)."""
+        partition = self.partitions.get(tp)
+        if partition is not None and partition.leader_id != self.broker_id:
+            return None
+        return partition
+
+    def not_hosted_error(self, topic: str, index: int) -> errors.KafkaError:
+        """Why ``partition()`` found nothing: NOT_LEADER_OR_FOLLOWER for a partition that exists
+        in the cluster (led elsewhere, or not yet), else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.exists_in_cluster is not None and self.exists_in_cluster(topic, index):
+            return errors.NotLeaderOrFollowerError(f"broker {self.broker_id} is not the leader of {topic}-{index}")
+        return errors.UnknownTopicOrPartitionError(f"{topic}-{index} is not hosted here")
+
+    def leader(self, tp: TopicPartition) -> Partition:
+        """``partition(tp)``, or the error that says why not."""
+        partition = self.partition(tp)
+        if partition is None:
+            raise self.not_hosted_error(tp.topic, tp.partition)
+        return partition
+
+    def on_append(self, partition: Partition) -> None:
+        """Something a waiting produce or fetch depends on moved: let the purgatory look again."""
+        self.purgatory.check(partition.tp)
+
+    def first_unstable_offset(self, tp: TopicPartition) -> int | None:
+        """The cleaner never compacts past an open transaction."""
+        partition = self.partitions.get(tp)
+        return None if partition is None else partition.producer_state.first_unstable_offset()
+
+    def host_as_sole_replica(self, tp: TopicPartition) -> Partition:
+        """Single broker: host ``tp`` as its leader and only replica."""
+        plog = self.log_manager.get_or_create_log(tp)
+        partition = Partition(tp, plog, self.broker_id)
+        # As Kafka's makeLeader: the epoch starts at the log end now, so the checkpoint write (two fsyncs)
+        # happens here once and not in the first Produce to each partition (1,000 of them: a second).
+        plog.leader_epochs.assign(partition.leader_epoch, plog.log_end_offset)
+        self.partitions[tp] = partition
+        return partition
+
+    def delete_partitions(self, topic: str, indexes: Any) -> None:
+        """The topic is deleted: stop its replicas and delete their logs."""
+        for index in indexes:
+            tp = TopicPartition(topic, index)
+            gone = self.partitions.pop(tp, None)
+            if gone is not None and self.fetchers is not None:
+                self.fetchers.unfollow(tp)
+            self.log_manager.delete_log(tp)
+
+    # -- append --------------------------------------------------------------------------------
+
+    def append_as_leader(self, tp: TopicPartition, batches: memoryview, acks: int) -> tuple[Partition, AppendResult]:
+        """A client's batches to the partition led here; waiting fetches and produces look again."""
+        partition = self.leader(tp)
+        result = partition.append_as_leader(batches, acks)
+        self.on_append(partition)
+        return partition, result
+
+    def wait_for_isr(self, response: dict, waiting: list[PendingAck], version: int,
+                     timeout_ms: int) -> asyncio.Future[Any]:
+        """acks=all: answer ``response`` once the ISR has every ``waiting`` append (or at the timeout)."""
+        delayed = DelayedProduce(self.partitions, response, waiting, version)
+        return self.purgatory.watch(delayed, [ack.partition.tp for ack in waiting], timeout_ms)
+
+    def append_internal(self, tp: TopicPartition, batch: bytearray, timeout_ms: int) -> int | Awaitable[int]:
+        """Write ``batch`` to an internal topic's partition this broker leads, with acks=all (as Kafka
+        writes __consumer_offsets and __transaction_state): the first offset, or an awaitable of it
+        when the ISR does not have it yet. Raises the KafkaError of a refusal."""
+        partition = self.partition(tp)
+        if partition is None:
+            raise errors.NotLeaderOrFollowerError(f"{tp} is not led here")
+        result = partition.append_as_leader(memoryview(batch), -1, from_client=False)
+        self.on_append(partition)
+        if partition.high_watermark > result.last_offset:
+            return result.first_offset
+        return self._replicated(partition, result.first_offset, result.last_offset + 1, timeout_ms)
+
+    async def _replicated(self, partition: Partition, first_offset: int, required_offset: int,
+                          timeout_ms: int) -> int:
+        out = {"error_code": 0}
+        await self.wait_for_isr(out, [PendingAck(partition, required_offset, out)], 0, timeout_ms)
+        if out["error_code"]:
+            raise errors.for_code(out["error_code"])(f"{partition.tp}: not replicated")
+        return first_offset
+
+    # -- fetch ---------------------------------------------------------------------------------
+
+    def fetchable(self, tp: TopicPartition, leader_epoch: int, replica_id: int, max_bytes: int) -> Partition:
+        """One partition of a Fetch, checked before its read: led here, the fetcher's epoch current, a
+        follower's fetch from one of its followers; else the error for that partition."""
+        partition = self.leader(tp)
+        partition.check_leader_epoch(leader_epoch)
+        if replica_id >= 0 and replica_id not in partition.followers:
+            raise errors.NotLeaderOrFollowerError(f"broker {replica_id} is not a follower of {tp}")
+        if max_bytes < 0:  # Kafka's log read refuses it: UNKNOWN_SERVER_ERROR for the partition
+            raise errors.UnknownServerError(f"invalid partition max bytes {max_bytes} for {tp}")
+        return partition
+
+    def record_follower_fetch(self, replica_id: int, positions: list[tuple[TopicPartition, int, int]]) -> None:
+        """A follower fetched (tp, fetch offset, leader epoch): its log end offsets, before any read."""
+        now = monotonic_ms()
+        for tp, offset, leader_epoch in positions:
+            partition = self.partition(tp)
+            if partition is None:
+                continue  # the evaluation answers the error
+            try:
+                partition.check_leader_epoch(leader_epoch)
+                partition.update_follower(replica_id, offset, now)
+            except errors.KafkaError:
+                continue
+            if partition.maybe_advance_high_watermark():
+                self.on_append(partition)
+            if self.isr is not None:
+                self.isr.maybe_expand(partition, replica_id)
+
+    # -- roles (LeaderAndIsr, StopReplica) -------------------------------------------------------
+
+    def become_leader_or_follower(self, topic: str, p: Any, live_leader: LiveLeader | None) -> None:
+        """One partition of a LeaderAndIsr request: host it (creating its log) and take the role. A state
+        older (by zkVersion) than the one this broker has is ignored: requests can cross the leader's own
+        ISR writes."""
+        assert self.fetchers is not None, "roles come from a controller: ZooKeeper mode only"
+        tp = TopicPartition(topic, p.partition_index)
+        if self.broker_id not in p.replicas:
+            raise errors.UnknownTopicOrPartitionError(f"{tp} is not assigned to broker {self.broker_id}")
+        partition = self.partitions.get(tp)
+        if partition is None:
+            plog = self.log_manager.get_or_create_log(tp)
+            partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, p.leader_epoch, single_replica=False)
+            log.info("hosting %s (leader %d, epoch %d)", tp, p.leader, p.leader_epoch)
+        state = PartitionState(leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
+                               controller_epoch=p.controller_epoch)
+        if p.zk_version < partition.zk_version:
+            return  # older than what this broker wrote or saw: the newer view is on its way
+        if state.leader == self.broker_id:
+            self._become_leader(partition, state, list(p.replicas), p.zk_version)
+        else:
+            leader = None if live_leader is None else LiveBroker(live_leader.broker_id, live_leader.host_name,
+                                                                  live_leader.port, None)
+            self._become_follower(partition, state, list(p.replicas), p.zk_version, leader)
+
+    def _become_leader(self, partition: Partition, state: PartitionState, replicas: list[int],
+                       zk_version: int) -> None:
+        assert self.fetchers is not None
+        if partition.become_leader(state.leader_epoch, list(state.isr), replicas, zk_version, state.controller_epoch):
+            self.fetchers.unfollow(partition.tp)
+            log.info("%s: leader at epoch %d, ISR %s, log end %d, high watermark %d", partition.tp,
+                     state.leader_epoch, state.isr, partition.log.log_end_offset, partition.high_watermark)
+            self._leadership_changed(partition, True)
+        self.on_append(partition)  # acks=all waiters look at the new ISR
+
+    def _become_follower(self, partition: Partition, state: PartitionState, replicas: list[int], zk_version: int,
+                         leader: LiveBroker | None) -> None:
+        assert self.fetchers is not None
+        was_leader = partition.is_leader
+        changed = partition.become_follower(state.leader, state.leader_epoch, list(state.isr), replicas,
+                                            zk_version, state.controller_epoch)
+        if was_leader:
+            self.on_append(partition)  # waiting produces learn they lost the leadership
+            self._leadership_changed(partition, False)
+        if leader is None:
+            self.fetchers.unfollow(partition.tp)
+        elif changed or self.fetchers.following(partition.tp) != leader.id:
+            log.info("%s: follower of %d at epoch %d (log end %d)", partition.tp, state.leader, state.leader_epoch,
+                     partition.log.log_end_offset)
+            self.fetchers.follow(partition, leader)
+
+    def _leadership_changed(self, partition: Partition, leader: bool) -> None:
+        for listener in self.leadership_listeners:
+            listener(partition, leader)
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        """StopReplica: no longer a replica (reassigned away, or the topic is deleted)."""
+        tp = TopicPartition(topic, index)
+        partition = self.partitions.pop(tp, None)
+        if partition is not None:
+            if self.fetchers is not None:
+                self.fetchers.unfollow(tp)
+            if partition.is_leader:
+                self.on_append(partition)  # waiting produces learn the partition is gone
+        if delete:
+            self.log_manager.delete_log(tp)
+            log.info("%s is no longer a replica here: its log is deleted", tp)
+
+    # -- transaction markers -------------------------------------------------------------------------
+
+    async def write_markers(self, markers: list[dict]) -> dict[tuple[str, int], int]:
+        """Append each marker to the partitions this broker leads; answer once the ISR has them."""
+        results: dict[tuple[str, int], dict] = {}
+        waiting: list[PendingAck] = []
+        written: list[tuple[int, bool, TopicPartition]] = []
+        for m in markers:
+            for t in m["topics"]:
+                for index in t["partition_indexes"]:
+                    tp = TopicPartition(t["name"], index)
+                    out = results[(tp.topic, index)] = {"error_code": 0}
+                    try:
+                        partition = self.leader(tp)
+                        offset = partition.write_marker(m["producer_id"], m["producer_epoch"],
+                                                        m["transaction_result"], m["coordinator_epoch"])
+                        self.on_append(partition)
+                        if partition.high_watermark <= offset:
+                            waiting.append(PendingAck(partition, offset + 1, out))
+                        written.append((m["producer_id"], m["transaction_result"], tp))
+                    except errors.KafkaError as exc:
+                        out["error_code"] = exc.code
+                    except Exception:
+                        log.exception("marker for %s failed", tp)
+                        out["error_code"] = errors.UnknownServerError.code
+        if waiting:
+            await self.wait_for_isr({}, waiting, 0, self.config.request_timeout_ms)
+        for producer_id, commit, tp in written:
+            for listener in self.marker_listeners:
+                await listener(producer_id, commit, tp)
+        return {key: out["error_code"] for key, out in results.items()}
+

@@ -1,0 +1,455 @@
+"""Topic administration and the topic table: what CreateTopics, DeleteTopics, CreatePartitions and
+the config APIs change, and what Metadata reads (topics, partition states, live brokers, controller).
+
+One asynchronous API (``create``, ``delete``, ``create_partitions``, ``alter_configs``) with two
+implementations instead of a branch on the mode in every operation:
+
+- ``SingleNodeTopics``: the embedded store under the first log dir; this broker is the controller and
+  the only replica, so it hosts the partitions itself (giving the loop back every few of them).
+- ``ZooKeeperTopics``: as Kafka's AdminZkClient, the znodes are written off the event loop and the
+  controller does the rest; the table follows the cluster view (``apply_snapshot``).
+
+``create_now`` is the synchronous creation that topic auto-creation and the internal topics use (a
+Produce is applied in arrival order, so its auto-creation cannot wait for the loop).
+"""
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import random
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kbroker import errors
+from kbroker.cluster import ClusterView, LiveBroker, Snapshot
+from kbroker.config import BrokerConfig
+from kbroker.internal_topics import INTERNAL_TOPICS
+from kbroker.log import LogConfig, TopicPartition
+from kbroker.log.config import ConfigError
+from kbroker.log.log_manager import HOSTING_CHUNK
+from kbroker.log.names import validate_topic_name
+from kbroker.metadata_cache import MetadataCache
+from kbroker.replica_manager import ReplicaManager
+from zk_compat import layout
+from zk_compat.assignment import broker_metadatas
+from zk_compat.store import BadVersionError, MetadataStore
+from zk_compat.znodes import PartitionState
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    assignment: dict[int, list[int]]
+    configs: dict[str, str] = field(default_factory=dict)
+    topic_id: uuid.UUID = uuid.UUID(int=0)  # Kafka's topic id (stored base64url in /brokers/topics/<t>)
+
+    @property
+    def internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+def topic_uuid(text: str | None) -> uuid.UUID:
+    """Kafka stores topic ids as 22-character base64url strings; the wire carries 16 bytes."""
+    if not text:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+
+
+class TopicAdmin:
+    """What both modes share: the table, validation, and applying new configs to hosted logs."""
+
+    def __init__(self, config: BrokerConfig, store: MetadataStore, replicas: ReplicaManager) -> None:
+        self.config = config
+        self.broker_id = replicas.broker_id
+        self.store = store
+        self.replicas = replicas
+        self.log_manager = replicas.log_manager
+        self.topics: dict[str, TopicInfo] = {}
+        self.stopping = False
+
+    # -- what Metadata answers ------------------------------------------------------------------
+
+    def live_brokers(self) -> list[LiveBroker]:
+        raise NotImplementedError
+
+    def controller_id(self) -> int:
+        raise NotImplementedError
+
+    def partition_state(self, topic: str, index: int) -> PartitionState:
+        raise NotImplementedError
+
+    def exists(self, topic: str, index: int) -> bool:
+        info = self.topics.get(topic)
+        return info is not None and index in info.assignment
+
+    def leader_endpoint(self, topic: str, index: int) -> LiveBroker | None:
+        """Where the partition's leader listens, if it has a live one."""
+        leader = self.partition_state(topic, index).leader
+        return next((b for b in self.live_brokers() if b.id == leader), None)
+
+    # -- operations -----------------------------------------------------------------------------
+
+    def create_now(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                   configs: dict[str, str] | None = None) -> TopicInfo:
+        """Validate and register at once (auto-creation, internal topics)."""
+        return self._register(self._validated(name, num_partitions, replication_factor, None, configs))
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        if name in self.topics:
+            return self.topics[name]
+        try:
+            return self.create_now(name)
+        except errors.TopicAlreadyExistsError:
+            return self.topics.get(name)
+
+    async def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
+                     assignment: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None,
+                     validate_only: bool = False) -> TopicInfo:
+        info = self._validated(name, num_partitions, replication_factor, assignment, configs)
+        if validate_only:
+            return info
+        return await self._register_async(info)
+
+    async def delete(self, name: str) -> None:
+        raise NotImplementedError
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        raise NotImplementedError
+
+    async def alter_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        raise NotImplementedError
+
+    def _register(self, info: TopicInfo) -> TopicInfo:
+        raise NotImplementedError
+
+    async def _register_async(self, info: TopicInfo) -> TopicInfo:
+        raise NotImplementedError
+
+    # -- shared checks --------------------------------------------------------------------------------
+
+    def _validated(self, name: str, num_partitions: int, replication_factor: int,
+                   assignment: dict[int, list[int]] | None, configs: dict[str, str] | None) -> TopicInfo:
+        try:
+            validate_topic_name(name)
+        except ValueError as exc:
+            raise errors.InvalidTopicError(str(exc)) from None
+        if name in self.topics:
+            raise errors.TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        configs = dict(configs or {})
+        self._effective(configs)
+        live = [b.id for b in self.live_brokers()]
+        if assignment:
+            if sorted(assignment) != list(range(len(assignment))):
+                raise errors.InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
+            for replicas in assignment.values():
+                if not replicas or len(set(replicas)) != len(replicas) or any(r not in live for r in replicas):
+                    raise errors.InvalidReplicaAssignmentError(f"replicas {replicas} are not distinct live brokers")
+        else:
+            partitions = self.config.num_partitions if num_partitions == -1 else num_partitions
+            factor = self.config.default_replication_factor if replication_factor == -1 else replication_factor
+            if partitions <= 0:
+                raise errors.InvalidPartitionsError(f"number of partitions must be at least 1, got {partitions}")
+            if factor <= 0:
+                raise errors.InvalidReplicationFactorError(f"replication factor must be at least 1, got {factor}")
+            if factor > len(live):
+                raise errors.InvalidReplicationFactorError(
+                    f"replication factor {factor} is larger than the {len(live)} available broker(s)")
+            # rack-aware when every broker has broker.rack (Kafka's ENFORCED mode; a partial
+            # rack setup is refused rather than placed blindly)
+            with errors.translate_zk():
+                assignment = layout.assign_replicas_to_brokers(self._broker_metadatas(), partitions, factor,
+                                                               rng=random.Random())
+        return TopicInfo(name, {p: list(r) for p, r in assignment.items()}, configs)
+
+    def _effective(self, configs: dict[str, str]) -> LogConfig:
+        try:
+            return self.config.log.with_overrides(configs)
+        except ConfigError as exc:
+            raise errors.InvalidConfigError(str(exc)) from None
+
+    def _broker_metadatas(self) -> list:
+        return broker_metadatas((b.id, b.rack) for b in self.live_brokers())
+
+    def _existing(self, name: str) -> TopicInfo:
+        info = self.topics.get(name)
+        if info is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        return info
+
+    def _deletable(self, name: str) -> TopicInfo:
+        info = self._existing(name)
+        if not self.config.delete_topic_enable:
+            raise errors.TopicDeletionDisabledError("delete.topic.enable is false")
+        if info.internal:
+            raise errors.InvalidTopicError(f"{name} is internal and cannot be deleted")
+        return info
+
+    def _new_partitions(self, name: str, count: int) -> tuple[TopicInfo, dict[int, list[int]]]:
+        info = self._existing(name)
+        current = len(info.assignment)
+        if count <= current:
+            raise errors.InvalidPartitionsError(f"topic {name} has {current} partitions; {count} would not add any")
+        with errors.translate_zk():
+            extra = layout.assign_replicas_for_new_partitions(info.assignment, self._broker_metadatas(), count)
+        return info, {p: list(r) for p, r in extra.items()}
+
+    def _write_new_partitions(self, name: str, info: TopicInfo, extra: dict[int, list[int]]) -> None:
+        """Add the partitions to the topic znode as it is now (a reassignment's adding/removing replicas kept),
+        compare-and-set so a controller's rewrite in between is not lost."""
+        write_new_partitions(self.store, name, len(info.assignment), extra)
+
+    def _configs_changed(self, info: TopicInfo, configs: dict[str, str], effective: LogConfig) -> None:
+        """New overrides: the table, the log manager (for logs created later) and every hosted log."""
+        info.configs = dict(configs)
+        self.log_manager.topic_overrides[info.name] = info.configs
+        for index in info.assignment:
+            partition = self.replicas.partitions.get(TopicPartition(info.name, index))
+            if partition is not None:
+                partition.log.config = effective
+
+    def _created(self, info: TopicInfo, topic_id: str | None) -> TopicInfo:
+        info.topic_id = topic_uuid(topic_id)
+        self.topics[info.name] = info
+        self.log_manager.topic_overrides[info.name] = info.configs
+        return info
+
+
+def write_new_partitions(store: MetadataStore, name: str, expected: int, extra: dict[int, list[int]]) -> None:
+    """Add ``extra`` partitions to a topic znode that has ``expected`` of them, compare-and-set."""
+    for _ in range(5):
+        with errors.translate_zk():
+            found = layout.get_topic_assignment_with_version(store, name)
+        if found is None:
+            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
+        current, version = found
+        if len(current.partitions) != expected:
+            raise errors.InvalidPartitionsError(f"topic {name} now has {len(current.partitions)} partitions; ask again")
+        current.partitions.update(extra)
+        try:
+            with errors.translate_zk():
+                layout.set_topic_assignment(store, name, current, version)
+            return
+        except BadVersionError:
+            continue
+    raise errors.ReassignmentInProgressError(f"topic {name} kept changing while partitions were added")
+
+
+class SingleNodeTopics(TopicAdmin):
+    """No ZooKeeper: this broker is the controller and the leader of every partition."""
+
+    endpoint: LiveBroker  # set once the listener is bound
+
+    def live_brokers(self) -> list[LiveBroker]:
+        return [self.endpoint]
+
+    def controller_id(self) -> int:
+        return self.broker_id
+
+    def partition_state(self, topic: str, index: int) -> PartitionState:
+        partition = self.replicas.partitions.get(TopicPartition(topic, index))
+        if partition is None or partition.log.offline:
+            return PartitionState(leader=-1, leader_epoch=0, isr=[], controller_epoch=1)
+        return PartitionState(leader=partition.leader_id, leader_epoch=partition.leader_epoch,
+                              isr=list(partition.isr), controller_epoch=1)
+
+    def load(self) -> None:
+        """The topics in the store; a deletion the last run did not finish is finished first."""
+        with errors.translate_zk():
+            doomed = set(layout.get_topics_marked_for_deletion(self.store))
+            for name in layout.get_all_topics(self.store):
+                assignment = layout.get_topic_assignment(self.store, name)
+                if assignment is None:
+                    continue
+                if name in doomed:
+                    self._finish_deletion(name, assignment.partitions)
+                    continue
+                configs = layout.get_entity_config(self.store, "topics", name)
+                self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.partitions.items()},
+                                              dict(configs), topic_uuid(assignment.topic_id))
+        for name, info in self.topics.items():
+            self.log_manager.topic_overrides[name] = info.configs
+
+    def host_all(self) -> None:
+        for name, info in self.topics.items():
+            for index in info.assignment:
+                self._host(TopicPartition(name, index))
+
+    def _host(self, tp: TopicPartition) -> None:
+        """Host as leader and only replica, and say so in the partition state znode."""
+        partition = self.replicas.host_as_sole_replica(tp)
+        state = PartitionState(leader=self.broker_id, leader_epoch=partition.leader_epoch,
+                               isr=[self.broker_id], controller_epoch=1)
+        with errors.translate_zk():
+            current = layout.get_partition_state(self.store, tp.topic, tp.partition)
+            if current is None:
+                layout.create_partition_state(self.store, tp.topic, tp.partition, state)
+            elif current[0] != state:
+                layout.set_partition_state(self.store, tp.topic, tp.partition, state, current[1].version)
+
+    def _register(self, info: TopicInfo) -> TopicInfo:
+        self._store_topic(info)
+        for index in info.assignment:
+            self._host(TopicPartition(info.name, index))
+        log.info("created topic %s with %d partitions", info.name, len(info.assignment))
+        return info
+
+    async def _register_async(self, info: TopicInfo) -> TopicInfo:
+        """Host the new partitions giving the loop back every ``HOSTING_CHUNK``: each costs a directory,
+        three files and a checkpoint (a 1,000-partition topic took seconds, every connection waiting). The
+        topic's other partitions answer LEADER_NOT_AVAILABLE (retriable) meanwhile; a deletion stops it."""
+        self._store_topic(info)
+        for n, index in enumerate(info.assignment, start=1):
+            if self.topics.get(info.name) is not info or self.stopping:
+                return info
+            self._host(TopicPartition(info.name, index))
+            if n % HOSTING_CHUNK == 0:
+                await asyncio.sleep(0)
+        log.info("created topic %s with %d partitions", info.name, len(info.assignment))
+        return info
+
+    def _store_topic(self, info: TopicInfo) -> None:
+        with errors.translate_zk():
+            topic_id = layout.create_topic(self.store, info.name, info.assignment, info.configs)
+        self._created(info, topic_id)
+
+    async def delete(self, name: str) -> None:
+        info = self._deletable(name)
+        with errors.translate_zk():
+            layout.mark_topic_for_deletion(self.store, name)
+        del self.topics[name]
+        self._finish_deletion(name, info.assignment)
+        self.log_manager.topic_overrides.pop(name, None)
+        log.info("deleted topic %s", name)
+
+    def _finish_deletion(self, name: str, assignment: dict[int, list[int]]) -> None:
+        """Logs first, then the znodes (the deletion marker last), so a crash in between resumes."""
+        self.replicas.delete_partitions(name, assignment)
+        with errors.translate_zk():
+            layout.delete_topic_znodes(self.store, name)
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        info, extra = self._new_partitions(name, count)
+        if validate_only:
+            return
+        self._write_new_partitions(name, info, extra)
+        info.assignment.update(extra)
+        for index in extra:
+            self._host(TopicPartition(name, index))
+
+    async def alter_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        info, effective = self._existing(name), self._effective(configs)
+        if validate_only:
+            return
+        with errors.translate_zk():
+            layout.change_entity_config(self.store, "topics", name, configs)
+        self._configs_changed(info, configs, effective)
+
+
+class ZooKeeperTopics(TopicAdmin):
+    """ZooKeeper mode: writes go to ZooKeeper off the event loop; the controller creates partition states
+    and tells the replicas (LeaderAndIsr); the table follows the cluster view."""
+
+    def __init__(self, config: BrokerConfig, store: MetadataStore, replicas: ReplicaManager, cluster: ClusterView,
+                 metadata: MetadataCache) -> None:
+        super().__init__(config, store, replicas)
+        self.cluster = cluster
+        self.metadata = metadata  # what the controller last told us (UpdateMetadata)
+        self._pending: set[str] = set()  # created here, not yet seen in a snapshot
+        self.run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] = cluster.run_blocking
+
+    def live_brokers(self) -> list[LiveBroker]:
+        return list(self.cluster.snapshot.brokers.values())
+
+    def controller_id(self) -> int:
+        found = self.cluster.snapshot.controller_id
+        return -1 if found is None else found
+
+    def partition_state(self, topic: str, index: int) -> PartitionState:
+        state = self.metadata.state(topic, index)
+        if state is None or state.leader not in self.cluster.snapshot.brokers:
+            return PartitionState(leader=-1, leader_epoch=state.leader_epoch if state else 0,
+                                  isr=list(state.isr) if state else [], controller_epoch=-1)
+        return state
+
+    def _register(self, info: TopicInfo) -> TopicInfo:
+        with errors.translate_zk():
+            return self._registered(info, layout.create_topic(self.store, info.name, info.assignment, info.configs))
+
+    async def _register_async(self, info: TopicInfo) -> TopicInfo:
+        with errors.translate_zk():
+            topic_id = await self.run_blocking(
+                lambda: layout.create_topic(self.store, info.name, info.assignment, info.configs))
+        if info.name in self.topics and info.name not in self._pending:
+            raise errors.TopicAlreadyExistsError(f"Topic '{info.name}' already exists.")
+        return self._registered(info, topic_id)
+
+    def _registered(self, info: TopicInfo, topic_id: str | None) -> TopicInfo:
+        """As AdminZkClient: /config/topics/<t> and /brokers/topics/<t> are written; the controller
+        creates the partition states and tells the replicas."""
+        if info.name not in self.topics:
+            self._created(info, topic_id)
+            self._pending.add(info.name)
+        log.info("created topic %s with %d partitions", info.name, len(info.assignment))
+        return info
+
+    async def delete(self, name: str) -> None:
+        """Marked in /admin/delete_topics: the controller deletes it; the logs go when it leaves the view."""
+        self._deletable(name)
+        with errors.translate_zk():
+            await self.run_blocking(lambda: layout.mark_topic_for_deletion(self.store, name))
+
+    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        """The topic znode is read and rewritten off the event loop; the controller creates the new
+        partitions' states, and the view hosts them."""
+        info, extra = self._new_partitions(name, count)
+        if validate_only:
+            return
+        await self.run_blocking(lambda: self._write_new_partitions(name, info, extra))
+        info.assignment.update(extra)
+
+    async def alter_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
+        """The config znode and its change notification are written off the event loop (every broker
+        then applies it from /config/changes, this one too)."""
+        info, effective = self._existing(name), self._effective(configs)
+        if validate_only:
+            return
+        with errors.translate_zk():
+            await self.run_blocking(lambda: layout.change_entity_config(self.store, "topics", name, configs))
+        self._configs_changed(info, configs, effective)
+
+    def apply_snapshot(self, snap: Snapshot) -> None:
+        """Topics with their assignments and configs. Which partitions this broker hosts, and as leader or
+        follower, the controller says (LeaderAndIsr)."""
+        for name in list(self.topics):
+            if name not in snap.assignments and name not in self._pending:
+                info = self.topics.pop(name)
+                self.log_manager.topic_overrides.pop(name, None)
+                self.replicas.delete_partitions(name, info.assignment)  # the controller removed it
+                log.info("topic %s is gone from ZooKeeper: its local logs are deleted", name)
+        self._pending.intersection_update(set(self.topics) - set(snap.assignments))
+        for name, assignment in snap.assignments.items():
+            configs = snap.configs.get(name, {})
+            known = self.topics.get(name)
+            if known is not None and known.configs != configs:
+                self._apply_topic_configs(name, assignment, configs)
+            self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, dict(configs),
+                                          topic_uuid(snap.topic_ids.get(name)))
+            self.log_manager.topic_overrides[name] = self.topics[name].configs
+
+    def _apply_topic_configs(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> None:
+        """A topic's configs changed in ZooKeeper (/config/changes): the hosted logs take them."""
+        try:
+            effective = self.config.log.with_overrides(configs)
+        except ConfigError as exc:
+            log.warning("topic %s: new configs refused (%s); keeping the old ones", name, exc)
+            return
+        for index in assignment:
+            partition = self.replicas.partitions.get(TopicPartition(name, index))
+            if partition is not None:
+                partition.log.config = effective
+        log.info("topic %s now runs with configs %s", name, configs)

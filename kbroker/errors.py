@@ -136,6 +136,12 @@ for _code, _name, _retriable in _TABLE:
 UnknownServerError = _BY_CODE[-1]
 
 
+def __getattr__(name: str) -> type[KafkaError]:
+    """Reached only for a name the table above does not define. Its signature tells type checkers what
+    the generated names are (every one a ``KafkaError`` class), since they cannot see ``globals()``."""
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def for_code(code: int) -> type[KafkaError]:
     """The class for a Kafka error code (unknown codes map to UNKNOWN_SERVER_ERROR)."""
     return _BY_CODE.get(code, UnknownServerError)

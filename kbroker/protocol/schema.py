@@ -34,6 +34,7 @@ import codecs
 import struct
 import sys
 import uuid
+from typing import Any
 
 from . import types as _t
 from .types import FIXED_FORMATS, ZERO_UUID, ProtocolError
@@ -53,6 +54,17 @@ class Field:
 
     __slots__ = ("name", "kind", "type", "elem", "struct", "lo", "hi", "null_lo", "null_hi",
                  "tag", "default")
+    name: str
+    kind: str
+    type: str
+    elem: str | None           # an array's element kind
+    struct: StructSpec | None  # a struct's (or an array of structs') fields
+    lo: int                    # the versions the field is in
+    hi: int
+    null_lo: int | None        # the versions it may be null in
+    null_hi: int
+    tag: int | None            # a tagged field's tag
+    default: Any
 
     def present(self, v: int) -> bool:
         return self.lo <= v <= self.hi

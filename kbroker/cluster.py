@@ -22,6 +22,7 @@ from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, Ses
 from zk_compat.znodes import (
     BrokerIdsZNode,
     BrokerIdZNode,
+    BrokerInfo,
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ControllerZNode,
@@ -64,9 +65,10 @@ class Snapshot:
     deleting: list[str] = field(default_factory=list)  # /admin/delete_topics
 
 
-def _endpoint(info, epoch: int = -1) -> LiveBroker:
+def _endpoint(info: BrokerInfo, epoch: int = -1) -> LiveBroker:
     ep = info.endpoints[0]
-    return LiveBroker(info.id, ep.host, ep.port, info.rack, epoch)
+    # a host of None (all interfaces, written empty) must not reach Metadata, whose host is no nullable string
+    return LiveBroker(info.id, ep.host or "", ep.port, info.rack, epoch)
 
 
 class ClusterView:
@@ -82,7 +84,7 @@ class ClusterView:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-view")
         self._watcher = self._on_watch  # one object, so re-arming is one entry in kazoo's tables
         self._dirty = False
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._known_configs: dict[str, dict[str, str]] = {}
         self._last_config_change: int | None = None  # sequence number of the last /config/changes entry read
@@ -151,8 +153,9 @@ class ClusterView:
         found = self._get_with_version(path)
         return None if found is None else found[0]
 
-    def _get_with_version(self, path: str) -> tuple[bytes, int] | None:
-        """Read with a data watch; a missing node gets an exists watch (fires on creation)."""
+    def _get_with_version(self, path: str) -> tuple[bytes | None, int] | None:
+        """Read with a data watch; a missing node gets an exists watch (fires on creation). A node
+        may hold null data: (None, version)."""
         while True:
             try:
                 data, stat = self.store.get(path, watch=self._watcher)

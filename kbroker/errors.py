@@ -6,6 +6,8 @@ partition boundary, and ``for_code`` maps a code back to its class.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 _TABLE: tuple[tuple[int, str, bool], ...] = (
     (-1, "UNKNOWN_SERVER_ERROR", False),
     (1, "OFFSET_OUT_OF_RANGE", False),
@@ -134,6 +136,13 @@ for _code, _name, _retriable in _TABLE:
     _BY_CODE[_code] = _cls
 
 UnknownServerError = _BY_CODE[-1]
+
+if TYPE_CHECKING:
+    # Generated above; declared for type checkers where kbroker subclasses them (a base class must be a
+    # class, and ``__getattr__`` below only says "some KafkaError class").
+    class CorruptMessageError(KafkaError): ...
+
+    class OffsetOutOfRangeError(KafkaError): ...
 
 
 def __getattr__(name: str) -> type[KafkaError]:

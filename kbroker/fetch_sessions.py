@@ -66,12 +66,12 @@ class FetchSessionCache:
                 self.sessions.pop(session_id, None)  # any session it names is closed
             if epoch == FINAL_EPOCH:
                 return None, False
-            session = FetchSession(self._new_id(), 1, last_used=now)
+            new = FetchSession(self._new_id(), 1, last_used=now)
             for t, p, off, mb, le in wanted:
-                session.partitions[(t, p)] = SessionPartition(off, mb, le)
+                new.partitions[(t, p)] = SessionPartition(off, mb, le)
             self._evict_if_full()
-            self.sessions[session.session_id] = session
-            return session, False
+            self.sessions[new.session_id] = new
+            return new, False
         session = self.sessions.get(session_id)
         if session is None:
             raise errors.FetchSessionIdNotFoundError(f"fetch session {session_id} is unknown")

@@ -4,6 +4,7 @@ FindCoordinator read leaders here in ZooKeeper mode."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from zk_compat.znodes import PartitionState
 
@@ -22,7 +23,7 @@ class MetadataCache:
     partitions: dict[tuple[str, int], CachedPartition] = field(default_factory=dict)
     live_broker_ids: frozenset[int] = frozenset()
 
-    def update(self, request) -> None:
+    def update(self, request: Any) -> None:  # an UpdateMetadataRequest (a generated protocol class)
         """Replace the cache with an UpdateMetadata request's picture (the controller sends it whole)."""
         self.controller_id = request.controller_id
         self.controller_epoch = request.controller_epoch

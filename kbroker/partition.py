@@ -407,9 +407,9 @@ class Partition:
         records = plog.read(offset, max_bytes, upper, min_one_batch)
         aborted = None
         if isolation_level == READ_COMMITTED and not from_follower:
-            # every aborted transaction overlapping [offset, upper): a superset of those in the
-            # returned bytes, which clients filter by producer id and offsets anyway
-            aborted = self.producer_state.aborted_between(offset, upper) if records is not None else []
+            # every aborted transaction overlapping [offset, lso) (this read's upper bound): a superset of
+            # those in the returned bytes, which clients filter by producer id and offsets anyway
+            aborted = self.producer_state.aborted_between(offset, lso) if records is not None else []
         return ReadResult(records, hw, lso, plog.log_start_offset, aborted)
 
     def offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int] | None:

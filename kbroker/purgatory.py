@@ -21,7 +21,7 @@ class DelayedOperation:
     """Subclasses implement ``ready()`` (may it complete now?) and ``result()`` (the outcome)."""
 
     def __init__(self) -> None:
-        self.future: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.completed = False
         self.keys: tuple[Hashable, ...] = ()
         self.timer = -1
@@ -41,7 +41,7 @@ class Purgatory:
     def __len__(self) -> int:
         return len(self.timeouts)
 
-    def watch(self, op: DelayedOperation, keys: Iterable[Hashable], timeout_ms: int) -> asyncio.Future:
+    def watch(self, op: DelayedOperation, keys: Iterable[Hashable], timeout_ms: int) -> asyncio.Future[Any]:
         """Complete now if possible, else wait for a ``check`` of one of ``keys`` or the timeout."""
         if op.ready():
             self._finish(op)

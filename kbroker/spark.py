@@ -40,6 +40,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from typing import Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -55,7 +56,7 @@ from pyspark.sql.types import StructType
 try:  # Spark >= 4.2: admission control for latestOffset(start, limit)
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
 except ImportError:  # pragma: no cover
-    ReadAllAvailable = ReadMaxRows = None
+    ReadAllAvailable = ReadMaxRows = None  # type: ignore[misc, assignment]  # Spark < 4.2: no limits to offer
 
 SCHEMA = ("key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
           "headers array<struct<key: string, value: binary>>")
@@ -279,7 +280,8 @@ class _StreamReader(DataSourceStreamReader):
         latest = {t: {p: hi for p, (lo, hi) in parts.items()} for t, parts in marks.items()}
         cap = None
         if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
-            cap = limit.max_rows if hasattr(limit, "max_rows") else limit.maxRows
+            # maxRows: the name of a pyspark whose ReadMaxRows has no max_rows (this one's types know only max_rows)
+            cap = limit.max_rows if hasattr(limit, "max_rows") else limit.maxRows  # type: ignore[attr-defined]
         elif limit is None and self.max_per_trigger:
             cap = self.max_per_trigger
         if cap is None or start is None:
@@ -364,8 +366,8 @@ class _RowProducer:
         if part is None or part < 0:
             part = partition_for(key, self._partitions(topic))
         headers = [(h["key"], _as_bytes(h["value"])) for h in d.get("headers") or []] or None
-        kwargs = {"key": key, "value": _as_bytes(d.get("value")), "partition": int(part),
-                  "on_delivery": self._on_delivery}
+        kwargs: dict[str, Any] = {"key": key, "value": _as_bytes(d.get("value")), "partition": int(part),
+                                  "on_delivery": self._on_delivery}
         if headers:
             kwargs["headers"] = headers
         while True:

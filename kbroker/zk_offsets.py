@@ -23,7 +23,6 @@ from typing import Protocol, TypeVar
 from kbroker import errors
 from kbroker.config import BrokerConfig
 from kbroker.coordinator.coordinator import GroupCoordinator
-from kbroker.log.names import TopicPartition
 from kbroker.partition import error_code_of
 from zk_compat import layout
 from zk_compat.store import MetadataStore
@@ -44,13 +43,13 @@ class StoreAccess(Protocol):
     async def run_blocking(self, fn: Callable[[], T]) -> T: ...
 
 
-async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[TopicPartition, tuple[int, str | None]]
-                    ) -> dict[TopicPartition, int]:
+async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[tuple[str, int], tuple[int, str | None]]
+                    ) -> dict[tuple[str, int], int]:
     """OffsetCommit v0: each (offset, metadata) written to ZooKeeper (the metadata is checked
     against offset.metadata.max.bytes, then dropped, as Kafka does). A code per partition."""
     max_metadata = getattr(ctx.config, "offset_metadata_max_bytes", DEFAULT_METADATA_MAX_BYTES)
-    codes: dict[TopicPartition, int] = {}
-    todo: dict[TopicPartition, int] = {}
+    codes: dict[tuple[str, int], int] = {}
+    todo: dict[tuple[str, int], int] = {}
     for tp, (offset, metadata) in offsets.items():
         if not group:
             codes[tp] = errors.InvalidGroupIdError.code
@@ -61,7 +60,7 @@ async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[TopicPartitio
     if todo:
         store = ctx.store
 
-        def write() -> dict[TopicPartition, int]:
+        def write() -> dict[tuple[str, int], int]:
             out = {}
             for (topic, partition), offset in todo.items():
                 try:
@@ -76,15 +75,15 @@ async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[TopicPartitio
     return {tp: codes[tp] for tp in offsets}
 
 
-async def fetch_v0(ctx: StoreAccess, group: str, partitions: list[TopicPartition], known: Callable[[str, int], bool]
-                   ) -> dict[TopicPartition, tuple[int, int]]:
+async def fetch_v0(ctx: StoreAccess, group: str, partitions: list[tuple[str, int]],
+                   known: Callable[[str, int], bool]) -> dict[tuple[str, int], tuple[int, int]]:
     """OffsetFetch v0: (offset, error code) per partition from ZooKeeper. An unknown partition or
     one without an offset node is (-1, UNKNOWN_TOPIC_OR_PARTITION), as Kafka answers."""
     unknown = (-1, errors.UnknownTopicOrPartitionError.code)
     store = ctx.store
     wanted = [tp for tp in partitions if known(*tp)]
 
-    def read() -> dict[TopicPartition, tuple[int, int]]:
+    def read() -> dict[tuple[str, int], tuple[int, int]]:
         out = {}
         for topic, partition in wanted:
             try:
@@ -122,7 +121,7 @@ class ZkOffsetMirror:
             except Exception:
                 log.warning("mirroring committed offsets to ZooKeeper failed", exc_info=True)
 
-    def _changes(self) -> dict[str, dict[TopicPartition, int]]:
+    def _changes(self) -> dict[str, dict[tuple[str, int], int]]:
         coordinator = self.groups()
         if coordinator is None:
             return {}
@@ -130,7 +129,7 @@ class ZkOffsetMirror:
         if code:
             return {}
         now = self.clock()
-        out: dict[str, dict[TopicPartition, int]] = {}
+        out: dict[str, dict[tuple[str, int], int]] = {}
         for overview in groups:
             group = overview.group_id
             last = self._last_write.get(group)

@@ -19,7 +19,10 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
 # re-exported: the broker plans new topics and partitions through this module
-from zk_compat.assignment import assign_replicas_for_new_partitions, assign_replicas_to_brokers  # noqa: F401
+from zk_compat.assignment import (
+    assign_replicas_for_new_partitions as assign_replicas_for_new_partitions,
+    assign_replicas_to_brokers as assign_replicas_to_brokers,
+)
 from zk_compat.errors import (
     InvalidReplicaAssignmentError,
     InvalidTopicError,

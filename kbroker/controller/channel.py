@@ -151,11 +151,11 @@ class ControllerChannel:
             self.metadata_version += 1
             self.metadata_request = self._update_metadata(snap)
         for broker_id in list(self.channels):
-            channel = self.channels[broker_id]
+            old = self.channels[broker_id]
             live = snap.brokers.get(broker_id)
-            if live is None or live.epoch != channel.target.epoch or (live.host, live.port) != (
-                    channel.target.host, channel.target.port):
-                channel.stop()  # gone, or registered again: a new channel starts from nothing
+            if live is None or live.epoch != old.target.epoch or (live.host, live.port) != (
+                    old.target.host, old.target.port):
+                old.stop()  # gone, or registered again: a new channel starts from nothing
                 del self.channels[broker_id]
         for broker_id, target in snap.brokers.items():
             channel = self.channels.get(broker_id)

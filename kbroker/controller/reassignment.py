@@ -103,10 +103,10 @@ def progress(ctl: Controller, snap: Snapshot) -> bool:
                                  controller_epoch=ctl.epoch)
             if not ctl._write_state(topic, index, new, stat.version):
                 continue
-        found = layout.get_topic_assignment_with_version(ctl.store, topic)
-        if found is None:
+        assigned = layout.get_topic_assignment_with_version(ctl.store, topic)
+        if assigned is None:
             continue
-        current, version = found
+        current, version = assigned
         current.partitions[index] = target
         current.adding_replicas.pop(index, None)
         current.removing_replicas.pop(index, None)

@@ -135,7 +135,7 @@ class GroupCoordinator:
         self._running = True
         self._tasks: set[asyncio.Future] = set()
         # TxnOffsetCommit: (group, producer id) -> offsets waiting for the transaction's marker
-        self._txn_offsets: dict[tuple[str, int], dict[TopicPartition, OffsetCommitEntry]] = {}
+        self._txn_offsets: dict[tuple[str, int], dict[TopicPartition, OffsetAndMetadata]] = {}
 
     # --- GroupContext ------------------------------------------------------------------------
 

@@ -38,7 +38,12 @@ class BrokerContext(Protocol):
     fetch_sessions: FetchSessionCache
     groups: CoordinatorBridge
     transactions: TransactionBridge
-    zookeeper: ZooKeeperMode | None  # None on a single broker
+
+    @property
+    def zookeeper(self) -> ZooKeeperMode | None:
+        """None on a single broker. Read-only here, so that the broker's own class for the parts fits
+        (a Protocol's settable attribute would have to be of this very type)."""
+        ...
 
     def next_producer_id(self) -> int: ...
 

@@ -82,15 +82,16 @@ async def _alter_reassignments(ctx: BrokerContext, request) -> dict:
 
 @handles(46)
 def list_partition_reassignments(ctx: BrokerContext, header, request, conn):
-    snap = ctx.zookeeper.cluster.snapshot if ctx.zookeeper is not None else None
     wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
     by_topic: dict[str, list[dict]] = {}
-    for (topic, index), (adding, removing) in sorted(snap.moving.items() if snap else ()):
-        if wanted is not None and (topic, index) not in wanted:
-            continue
-        by_topic.setdefault(topic, []).append({
-            "partition_index": index, "replicas": snap.assignments.get(topic, {}).get(index, []),
-            "adding_replicas": adding, "removing_replicas": removing})
+    if ctx.zookeeper is not None:  # a single broker moves nothing
+        snap = ctx.zookeeper.cluster.snapshot
+        for (topic, index), (adding, removing) in sorted(snap.moving.items()):
+            if wanted is not None and (topic, index) not in wanted:
+                continue
+            by_topic.setdefault(topic, []).append({
+                "partition_index": index, "replicas": snap.assignments.get(topic, {}).get(index, []),
+                "adding_replicas": adding, "removing_replicas": removing})
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "topics": [{"name": t, "partitions": parts} for t, parts in by_topic.items()]}
 
@@ -154,5 +155,6 @@ def stop_replica(ctx: BrokerContext, header, request, conn):
 def update_metadata(ctx: BrokerContext, header, request, conn):
     if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code}
+    assert ctx.zookeeper is not None  # _stale_controller refuses every request on a single broker
     ctx.zookeeper.metadata.update(request)
     return {"error_code": 0}

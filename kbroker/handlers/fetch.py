@@ -58,6 +58,7 @@ class _Fetch:
                 partition = self.replicas.fetchable(TopicPartition(topic, index), leader_epoch,
                                                     self.request.replica_id, max_bytes)
                 if self.incremental and self.from_follower and offset == partition.log.log_end_offset:
+                    assert self.session is not None  # an incremental fetch has its session
                     entry = self.session.partitions.get((topic, index))
                     if (entry is not None and entry.high_watermark == partition.log.high_watermark
                             and entry.last_stable_offset == partition.last_stable_offset
@@ -165,13 +166,14 @@ class DelayedFetch(DelayedOperation):
         replicas = fetch.replicas
         replica_id = fetch.request.replica_id
         read_committed = fetch.request.isolation_level == 1
-        out = []
+        out: list[tuple[object, ...] | None] = []
         for tp in self._tps:
             p = replicas.partition(tp)
             if p is None:
                 out.append(None)
                 continue
             plog = p.log
+            end: tuple[int, bool] | int
             if fetch.from_follower:
                 end = (plog.log_end_offset, replica_id in p.followers)
             else:

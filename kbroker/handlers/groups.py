@@ -6,7 +6,7 @@ OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
 from __future__ import annotations
 
 from kbroker import errors, zk_offsets
-from kbroker.coordinator.coordinator import GroupCoordinator
+from kbroker.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
 
 from .context import BrokerContext
 from .registry import handles
@@ -43,9 +43,9 @@ def find_coordinator(ctx: BrokerContext, header, request, conn):
             node = None
         if code == 0 and node is None:
             code, message = errors.CoordinatorNotAvailableError.code, "the coordinator is not available"
-        found = code == 0
-        results.append({"key": key, "node_id": node.id if found else -1, "host": node.host if found else "",
-                        "port": node.port if found else -1, "error_code": code, "error_message": message})
+        results.append({"key": key, "node_id": node.id if node is not None else -1,
+                        "host": node.host if node is not None else "",
+                        "port": node.port if node is not None else -1, "error_code": code, "error_message": message})
     if header.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": results}
     r = results[0]
@@ -117,7 +117,8 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
             if not ctx.topics.exists(topic.name, p.partition_index):
                 unknown[tp] = errors.UnknownTopicOrPartitionError.code
                 continue
-            entry = (p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
+            entry: OffsetCommitEntry = (p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
+                                        p.committed_metadata)
             if v == 1:
                 entry += (p.commit_timestamp,)
             offsets[tp] = entry

@@ -11,6 +11,7 @@ to one magic-2 batch first (``kbroker.log.legacy``).
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from kbroker import errors
 from kbroker._core import records as core_records
@@ -48,7 +49,8 @@ def produce(ctx: BrokerContext, header, request, conn):
 
 
 def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: int, batches, waiting: list) -> dict:
-    out = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1, "log_start_offset": -1}
+    out: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                           "log_start_offset": -1}
     try:
         if acks not in (-1, 0, 1):
             raise errors.InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}")

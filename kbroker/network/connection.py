@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import itertools
 import logging
 import os
@@ -60,7 +61,7 @@ class _Slot:
 
 
 class Connection:
-    def __init__(self, server: ConnectionOwner, sock: socket.socket, peer: tuple) -> None:
+    def __init__(self, server: ConnectionOwner, sock: socket.socket, peer: tuple[Any, ...]) -> None:
         self.server = server
         self.loop = server.loop
         self.sock = sock
@@ -90,6 +91,7 @@ class Connection:
     def _on_readable(self) -> None:
         try:
             if self._big is not None:
+                assert self._big_view is not None  # set together with _big
                 n = self.sock.recv_into(self._big_view[self._big_got:])
                 if not n:
                     return self.close("peer closed")
@@ -160,11 +162,11 @@ class Connection:
             return self.close("handler error")
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             task = asyncio.ensure_future(result)
-            task.add_done_callback(lambda t, s=slot: self._on_done(s, t))
+            task.add_done_callback(functools.partial(self._on_done, slot))
         else:
             self._complete(slot, result)
 
-    def _on_done(self, slot: _Slot, task: asyncio.Future) -> None:
+    def _on_done(self, slot: _Slot, task: asyncio.Future[Any]) -> None:
         if self.closed:
             return
         if task.cancelled():
@@ -196,7 +198,7 @@ class Connection:
         while self._slots and self._slots[0].ready:
             done = self._slots.popleft()
             if done.chunks is not NO_RESPONSE:
-                for chunk in done.chunks:  # type: ignore[union-attr]
+                for chunk in done.chunks:  # type: ignore[attr-defined]  # not NO_RESPONSE: a list of chunks
                     if not isinstance(chunk, _BYTES) and chunk.length <= COPY_RANGE_BYTES:
                         try:
                             data = os.pread(chunk.fd, chunk.length, chunk.position)

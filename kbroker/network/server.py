@@ -34,7 +34,7 @@ class NetworkServer:
         self.connections: set[Connection] = set()
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._listener: socket.socket | None = None
-        self._reaper: asyncio.Task | None = None
+        self._reaper: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()

@@ -10,6 +10,8 @@ Conventions:
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .header import (
     API_VERSIONS_KEY,
     CORRELATION,
@@ -203,8 +205,9 @@ def encode_api_versions_unsupported(correlation_id: int) -> list:
     """The answer to an ApiVersions request whose version we do not know (KIP-511): a v0 body with
     UNSUPPORTED_VERSION and only ApiVersions' own range, so the client can retry with one we do."""
     api = APIS[API_VERSIONS_KEY]
-    body = api.response(error_code=UNSUPPORTED_VERSION_CODE, api_keys=[
-        api.response.ApiVersion(API_VERSIONS_KEY, api.min_version, api.max_version)])
+    response: Any = api.response  # a class generated at import time: mypy cannot see its fields or nested classes
+    body = response(error_code=UNSUPPORTED_VERSION_CODE, api_keys=[
+        response.ApiVersion(API_VERSIONS_KEY, api.min_version, api.max_version)])
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
 
 

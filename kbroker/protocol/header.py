@@ -41,7 +41,7 @@ class RequestHeader:
         return (self.api_key, self.api_version, self.correlation_id, self.client_id) == (
             other.api_key, other.api_version, other.correlation_id, other.client_id)
 
-    __hash__ = None
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as __eq__ says (typeshed types object.__hash__ as a method)
 
     def __repr__(self) -> str:
         return (f"RequestHeader(api_key={self.api_key}, api_version={self.api_version}, "

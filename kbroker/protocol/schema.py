@@ -62,7 +62,7 @@ class Field:
     lo: int                    # the versions the field is in
     hi: int
     null_lo: int | None        # the versions it may be null in
-    null_hi: int
+    null_hi: int               # (set only with null_lo)
     tag: int | None            # a tagged field's tag
     default: Any
 
@@ -71,6 +71,11 @@ class Field:
 
     def nullable(self, v: int) -> bool:
         return self.null_lo is not None and self.null_lo <= v <= self.null_hi
+
+    def nested(self) -> StructSpec:
+        """The struct of a struct field or an array of structs (callers have checked the kind)."""
+        assert self.struct is not None, f"{self!r} has no struct"
+        return self.struct
 
     def __repr__(self) -> str:
         return f"Field({self.name} {self.type} v{self.lo}-{self.hi})"
@@ -134,7 +139,7 @@ def _parse_line(tokens: list[str], qualname: str) -> Field:
         raise ValueError(f"{where}: field names are snake_case")
     f.type = typ
     f.lo, f.hi = _versions(ver, where)
-    f.null_lo = f.null_hi = None
+    f.null_lo = None  # null_hi is read only once null_lo is set
     f.tag = None
     f.struct = None
     f.elem = None
@@ -242,7 +247,7 @@ class Struct:
             return NotImplemented
         return all(getattr(self, n) == getattr(other, n) for n in self._fields)
 
-    __hash__ = None  # mutable
+    __hash__ = None  # type: ignore[assignment]  # mutable: unhashable (typeshed types object.__hash__ as a method)
 
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._fields)
@@ -268,7 +273,7 @@ def _build_class(spec: StructSpec, module: str) -> type[Struct]:
             sub = _build_class(f.struct, module)
             ns[f"_S_{f.struct.name}"] = sub
         if f.kind == "array" or f.default is _MISSING:
-            fresh = "[]" if f.kind == "array" else f"_S_{f.struct.name}()"
+            fresh = "[]" if f.kind == "array" else f"_S_{f.nested().name}()"
             if f.kind == "array" and f.default != []:
                 fresh = repr(f.default)  # e.g. an explicit default=null
             params.append(f"{f.name}=_MISSING")
@@ -356,7 +361,7 @@ class _Gen:
         if f.kind == "array":
             return "[]" if f.default == [] else repr(f.default)
         if f.default is _MISSING:
-            return f"_C_{f.struct.name}()"
+            return f"_C_{f.nested().name}()"
         return self._const("_DF", f.default)
 
     def _layout(self, spec: StructSpec, generate) -> tuple[list[tuple[list[Field], str | None]], list[Field]]:
@@ -375,7 +380,7 @@ class _Gen:
                 runs[-1].append(f)
             else:
                 runs.append([f])
-        tagged = sorted((f for f in fields if f.tag is not None and self.flex), key=lambda f: f.tag)
+        tagged = sorted((f for f in fields if f.tag is not None and self.flex), key=_tag)
         return [(run, "".join(FIXED_FORMATS[g.type] for g in run) if run[0].kind == "fixed" else None)
                 for run in runs], tagged
 
@@ -435,7 +440,7 @@ class _Gen:
                     f"{tgt} = _UUID(bytes=_bytes(buf[p:{e}]))",
                     f"p = {e}"]
         if f.kind == "struct":
-            return [f"{tgt}, p = _d_{f.struct.name}(buf, p, L)"]
+            return [f"{tgt}, p = _d_{f.nested().name}(buf, p, L)"]
         # array
         n = pre or self._name("n")
         lines = [] if pre else self._read_len(n, "i")
@@ -443,7 +448,7 @@ class _Gen:
             x, lst = self._name("x"), self._name("l")
             body = [f"{lst} = []",
                     f"for _ in range({n}):",
-                    f"    {x}, p = _d_{f.struct.name}(buf, p, L)",
+                    f"    {x}, p = _d_{f.nested().name}(buf, p, L)",
                     f"    {lst}.append({x})",
                     f"{tgt} = {lst}"]
         elif f.elem == "fixed":
@@ -544,7 +549,7 @@ class _Gen:
         if f.kind == "uuid":
             return [f"{A}(_uuidb({x}))"]
         if f.kind == "struct":
-            return [f"_e_{f.struct.name}({x}, {P}, H)"]
+            return [f"_e_{f.nested().name}({x}, {P}, H)"]
         fmt = "h" if f.kind == "string" else "i"
         if f.kind == "string":
             body = [f"{x} = {x}.encode()", self._write_len(x, fmt, A), f"{A}({x})"]
@@ -560,7 +565,7 @@ class _Gen:
             body = [self._write_len(x, "i", A)]
             if f.elem == "struct":
                 y = self._name("y")
-                body += [f"for {y} in {x}: _e_{f.struct.name}({y}, {P}, H)"]
+                body += [f"for {y} in {x}: _e_{f.nested().name}({y}, {P}, H)"]
             elif f.elem == "fixed":
                 c = FIXED_FORMATS[f.type[1:-1]]
                 body += [f"{A}(_pack('>%d{c}' % len({x}), *{x}))"]
@@ -600,7 +605,9 @@ class _Gen:
                     where = f"{spec.qualname}.{f.name}"
                     lines.append(f"{x} = o.{f.name}")
                     if f.kind == "struct":
-                        dflt = self._const("_DS", f.struct.cls())
+                        cls = f.nested().cls
+                        assert cls is not None, "classes are built before their codecs"
+                        dflt = self._const("_DS", cls())
                         lines.append(f"if {x} is not None and {x} != {dflt}:")
                     else:
                         lines.append(f"if {x} != {self._const('_DF', f.default)}:")
@@ -622,8 +629,14 @@ class _Gen:
         return "\n".join(self.out)
 
 
+def _tag(f: Field) -> int:
+    assert f.tag is not None, f"{f!r} is not tagged"
+    return f.tag
+
+
 def _element(f: Field) -> Field:
     """A stand-in field for one element of array `f` (of strings, bytes or uuids)."""
+    assert f.elem is not None, f"{f!r} is not an array"
     elem = Field()
     elem.kind, elem.type, elem.null_lo = f.elem, f.type[1:-1], None
     return elem

@@ -201,11 +201,12 @@ class Connection:
     def version(self, api_key: int, min_version: int = 0, max_version: int | None = None) -> int:
         """The highest version of `api_key` both sides speak, within [min_version, max_version]."""
         lo_hi = self.versions.get(api_key)
-        hi = None if lo_hi is None else min(lo_hi[1], max_version if max_version is not None else lo_hi[1])
-        if lo_hi is None or hi < max(lo_hi[0], min_version):
-            need = f" v{min_version}+" if min_version else ""
-            raise ClientError(f"the broker at {self.address} does not support {API_NAMES[api_key]}{need}")
-        return hi
+        if lo_hi is not None:
+            hi = min(lo_hi[1], max_version if max_version is not None else lo_hi[1])
+            if hi >= max(lo_hi[0], min_version):
+                return hi
+        need = f" v{min_version}+" if min_version else ""
+        raise ClientError(f"the broker at {self.address} does not support {API_NAMES[api_key]}{need}")
 
     # --- requests --------------------------------------------------------------------------
 
@@ -394,7 +395,7 @@ class AdminClient:
         v = conn.version(API_KEYS["Metadata"])
         names = None if topics is None else list(topics)
         ask_all = names is None or v == 0 or (v < 4 and bool(names))  # v0 cannot ask for no topic either
-        wanted = ([] if v == 0 else None) if ask_all else [{"name": t} for t in names]
+        wanted = ([] if v == 0 else None) if ask_all or names is None else [{"name": t} for t in names]
         response = conn.send(API_KEYS["Metadata"], {"topics": wanted, "allow_auto_topic_creation": False},
                              version=v)
         if names is not None and ask_all:
@@ -512,7 +513,7 @@ class AdminClient:
     def list_groups(self) -> list[Any]:
         """ListGroups on every broker of the cluster; the listed groups, by group id."""
         self.metadata([])
-        nodes = sorted(self._brokers) or [None]
+        nodes: list[int | None] = [*sorted(self._brokers)] or [None]  # None: the bootstrap connection
         found: dict[str, Any] = {}
         for node_id in nodes:
             def call(node_id=node_id):

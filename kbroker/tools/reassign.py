@@ -26,7 +26,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeGuard
 
 from kbroker import errors
 from kbroker.protocol import API_KEYS
@@ -167,7 +167,7 @@ def _load(text: str, what: str) -> dict:
     return obj
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

@@ -34,7 +34,7 @@ NONE = 0
 OFFSETS_TOPIC = "__consumer_offsets"
 
 AppendFn = Callable[[int, bytearray], "int | Awaitable[int]"]
-MarkersFn = Callable[[int, int, bool, int, set], Awaitable[None]]
+MarkersFn = Callable[[int, int, bool, int, set[tuple[str, int]]], Awaitable[bool | None]]  # False: fenced
 
 
 class TransactionCoordinator:

@@ -30,11 +30,11 @@ import dataclasses
 import inspect
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from zk_compat import layout
+from zk_compat.clock import wall_ms
 from zk_compat.layout import BrokerIdInUseError
 from zk_compat.store import ConnectionLossError, MetadataStore, SessionExpiredError, SessionState
 from zk_compat.znodes import BrokerIdZNode, BrokerInfo
@@ -42,10 +42,6 @@ from zk_compat.znodes import BrokerIdZNode, BrokerInfo
 log = logging.getLogger(__name__)
 
 Callback = Callable[..., Any]
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class SessionManager:
@@ -263,7 +259,7 @@ class SessionManager:
     def _register(self, refresh_timestamp: bool = True) -> int:
         info = self._broker_info
         if refresh_timestamp:  # Kafka writes the time of each registration
-            info = dataclasses.replace(info, timestamp_ms=_now_ms())
+            info = dataclasses.replace(info, timestamp_ms=wall_ms())
         epoch = layout.register_broker(self._store, info, previous_session_id=self._registered_session_id)
         stat = self._store.exists(BrokerIdZNode.path(info.id))
         self._registered_session_id = stat.ephemeral_owner if stat is not None else self._store.session_id

@@ -23,6 +23,7 @@ from typing import Protocol, TypeVar
 from kbroker import errors
 from kbroker.config import BrokerConfig
 from kbroker.coordinator.coordinator import GroupCoordinator
+from kbroker.log import TopicPartition
 from kbroker.partition import error_code_of
 from zk_compat import layout
 from zk_compat.store import MetadataStore
@@ -43,13 +44,13 @@ class StoreAccess(Protocol):
     async def run_blocking(self, fn: Callable[[], T]) -> T: ...
 
 
-async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[tuple[str, int], tuple[int, str | None]]
-                    ) -> dict[tuple[str, int], int]:
+async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[TopicPartition, tuple[int, str | None]]
+                    ) -> dict[TopicPartition, int]:
     """OffsetCommit v0: each (offset, metadata) written to ZooKeeper (the metadata is checked
     against offset.metadata.max.bytes, then dropped, as Kafka does). A code per partition."""
     max_metadata = getattr(ctx.config, "offset_metadata_max_bytes", DEFAULT_METADATA_MAX_BYTES)
-    codes: dict[tuple[str, int], int] = {}
-    todo: dict[tuple[str, int], int] = {}
+    codes: dict[TopicPartition, int] = {}
+    todo: dict[TopicPartition, int] = {}
     for tp, (offset, metadata) in offsets.items():
         if not group:
             codes[tp] = errors.InvalidGroupIdError.code
@@ -60,37 +61,37 @@ async def commit_v0(ctx: StoreAccess, group: str, offsets: Mapping[tuple[str, in
     if todo:
         store = ctx.store
 
-        def write() -> dict[tuple[str, int], int]:
+        def write() -> dict[TopicPartition, int]:
             out = {}
             for (topic, partition), offset in todo.items():
                 try:
                     layout.commit_consumer_offset(store, group, topic, partition, offset)
-                    out[(topic, partition)] = 0
+                    out[TopicPartition(topic, partition)] = 0
                 except Exception as exc:  # a store failure costs this partition its commit
                     log.warning("OffsetCommit v0 of %s %s-%d to ZooKeeper failed: %s", group, topic, partition, exc)
-                    out[(topic, partition)] = error_code_of(exc)
+                    out[TopicPartition(topic, partition)] = error_code_of(exc)
             return out
 
         codes.update(await ctx.run_blocking(write))
     return {tp: codes[tp] for tp in offsets}
 
 
-async def fetch_v0(ctx: StoreAccess, group: str, partitions: list[tuple[str, int]],
-                   known: Callable[[str, int], bool]) -> dict[tuple[str, int], tuple[int, int]]:
+async def fetch_v0(ctx: StoreAccess, group: str, partitions: list[TopicPartition],
+                   known: Callable[[str, int], bool]) -> dict[TopicPartition, tuple[int, int]]:
     """OffsetFetch v0: (offset, error code) per partition from ZooKeeper. An unknown partition or
     one without an offset node is (-1, UNKNOWN_TOPIC_OR_PARTITION), as Kafka answers."""
     unknown = (-1, errors.UnknownTopicOrPartitionError.code)
     store = ctx.store
     wanted = [tp for tp in partitions if known(*tp)]
 
-    def read() -> dict[tuple[str, int], tuple[int, int]]:
+    def read() -> dict[TopicPartition, tuple[int, int]]:
         out = {}
         for topic, partition in wanted:
             try:
                 offset = layout.get_consumer_offset(store, group, topic, partition)
-                out[(topic, partition)] = unknown if offset is None else (offset, 0)
+                out[TopicPartition(topic, partition)] = unknown if offset is None else (offset, 0)
             except Exception as exc:
-                out[(topic, partition)] = (-1, error_code_of(exc))
+                out[TopicPartition(topic, partition)] = (-1, error_code_of(exc))
         return out
 
     found = await ctx.run_blocking(read) if wanted and group else {}
@@ -121,7 +122,7 @@ class ZkOffsetMirror:
             except Exception:
                 log.warning("mirroring committed offsets to ZooKeeper failed", exc_info=True)
 
-    def _changes(self) -> dict[str, dict[tuple[str, int], int]]:
+    def _changes(self) -> dict[str, dict[TopicPartition, int]]:
         coordinator = self.groups()
         if coordinator is None:
             return {}
@@ -129,7 +130,7 @@ class ZkOffsetMirror:
         if code:
             return {}
         now = self.clock()
-        out: dict[str, dict[tuple[str, int], int]] = {}
+        out: dict[str, dict[TopicPartition, int]] = {}
         for overview in groups:
             group = overview.group_id
             last = self._last_write.get(group)

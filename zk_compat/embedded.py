@@ -39,12 +39,12 @@ import logging
 import os
 import struct
 import threading
-import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from zk_compat.clock import wall_ms
 from zk_compat.paths import join, missing_parents, split, validate_path
 from zk_compat.store import (
     ANY_VERSION,
@@ -81,10 +81,6 @@ _JOURNAL_FILE = "journal"
 _SNAPSHOT_MAGIC = b"KBZKSNAP"
 _JOURNAL_MAGIC = b"KBZKJRNL"
 _FORMAT_VERSION = 1
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # ---------------------------------------------------------------------------------------------
@@ -388,7 +384,7 @@ class EmbeddedServer:
 
     def __init__(self, directory: str | os.PathLike[str] | None = None, *, fsync: bool = True,
                  snapshot_bytes: int = DEFAULT_SNAPSHOT_BYTES,
-                 clock_ms: Callable[[], int] = _now_ms) -> None:
+                 clock_ms: Callable[[], int] = wall_ms) -> None:
         self._lock = threading.RLock()
         self._clock_ms = clock_ms
         self._snapshot_bytes = snapshot_bytes

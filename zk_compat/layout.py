@@ -14,15 +14,16 @@ import base64
 import logging
 import random
 import re
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 
-# re-exported: the broker plans new topics and partitions through this module
 from zk_compat.assignment import (
     assign_replicas_for_new_partitions as assign_replicas_for_new_partitions,
     assign_replicas_to_brokers as assign_replicas_to_brokers,
 )
+
+# re-exported: the broker plans new topics and partitions through this module
+from zk_compat.clock import wall_ms
 from zk_compat.errors import (
     InvalidReplicaAssignmentError,
     InvalidTopicError,
@@ -89,10 +90,6 @@ class BrokerIdInUseError(NodeExistsError):
 class ControllerMovedError(MetadataStoreError):
     """The ``/controller_epoch`` check failed: another broker is controller now (Kafka's
     ControllerMovedException). The caller must resign."""
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _ensure_path(store: MetadataStore, path: str) -> None:
@@ -284,7 +281,7 @@ def register_controller_and_increment_epoch(store: MetadataStore, broker_id: int
     create the ephemeral ``/controller`` and bump ``/controller_epoch`` (expected version = the
     one just read) in one multi. Returns (new controller epoch, its zkVersion, the fencing token
     for every later controller write). Raises ControllerMovedError if another broker won."""
-    timestamp_ms = _now_ms() if timestamp_ms is None else timestamp_ms
+    timestamp_ms = wall_ms() if timestamp_ms is None else timestamp_ms
     current = get_controller_epoch(store)
     if current is None:
         try:

@@ -13,13 +13,13 @@ import dataclasses
 import logging
 from collections.abc import Awaitable
 
-from kbroker import errors
 from kbroker.clock import wall_ms
 from kbroker.cluster import LiveBroker
 from kbroker.config import BrokerConfig
+from kbroker.coordinator.binding import InternalTopicBinding
 from kbroker.coordinator.coordinator import GroupCoordinator
 from kbroker.coordinator.group import GroupConfig
-from kbroker.internal_topics import OFFSETS_TOPIC, ensure_internal_topic, offsets_topic_configs, stored_batches
+from kbroker.internal_topics import OFFSETS_TOPIC, offsets_topic_configs, stored_batches
 from kbroker.log import TopicPartition
 from kbroker.partition import Partition
 from kbroker.replica_manager import ReplicaManager
@@ -29,60 +29,55 @@ from kbroker.topic_admin import TopicAdmin
 log = logging.getLogger(__name__)
 
 
-class CoordinatorBridge:
+class CoordinatorBridge(InternalTopicBinding):
+    topic = OFFSETS_TOPIC
+
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, topics: TopicAdmin, clustered: bool) -> None:
-        self.config = config
-        self.replicas = replicas
-        self.topics = topics
-        self.clustered = clustered
+        super().__init__(config, replicas, topics, clustered)
         self.coordinator: GroupCoordinator | None = None
-        replicas.leadership_listeners.append(self._leadership_changed)
         replicas.marker_listeners.append(self._marker_written)
 
     async def start(self) -> None:
         cfg = self.config
-        if OFFSETS_TOPIC not in self.topics.topics and not self.clustered:
-            self._create_offsets_topic(1)
-        info = self.topics.topics.get(OFFSETS_TOPIC)
-        partitions = len(info.assignment) if info is not None else cfg.offsets_topic_num_partitions
+        partitions = self._partition_count(cfg.offsets_topic_num_partitions)
         group_config = dataclasses.replace(GroupConfig.from_broker_config(cfg), offsets_topic_num_partitions=partitions)
         # Session, rebalance and join deadlines run on a Cython timing wheel driven by the loop.
         self.timer = WheelTimer(wall_ms)
         self.coordinator = GroupCoordinator(group_config, append=self._append, clock=wall_ms, timer=self.timer,
                                             active_partitions=() if self.clustered else None)
-        for p in range(partitions):
-            partition = self.replicas.partition(TopicPartition(OFFSETS_TOPIC, p))
+        for index in range(partitions):  # a single broker coordinates every partition's groups
+            partition = self.replicas.partition(TopicPartition(OFFSETS_TOPIC, index))
             if not self.clustered or partition is not None:
-                self.coordinator.begin_loading(p)
-                self.coordinator.load_partition(p, stored_batches(partition))
+                self.coordinator.begin_loading(index)
+                self.coordinator.load_partition(index, stored_batches(partition))
 
-    def _create_offsets_topic(self, factor: int) -> None:
+    def _running(self) -> bool:
+        return self.coordinator is not None
+
+    def _loaded(self, partition: Partition) -> None:
+        assert self.coordinator is not None
+        self.coordinator.begin_loading(partition.tp.partition)
+        self.coordinator.load_partition(partition.tp.partition, stored_batches(partition))
+
+    def _unloaded(self, index: int) -> None:
+        assert self.coordinator is not None
+        self.coordinator.unload_partition(index)
+
+    def _create_topic(self, replication_factor: int) -> None:
         partitions = (self.coordinator.config.offsets_topic_num_partitions if self.coordinator is not None
                       else self.config.offsets_topic_num_partitions)
-        self.topics.create_now(OFFSETS_TOPIC, partitions, factor, configs=offsets_topic_configs(self.config))
+        self.topics.create_now(OFFSETS_TOPIC, partitions, replication_factor,
+                               configs=offsets_topic_configs(self.config))
 
     def ensure_offsets_topic(self) -> None:
         """ZooKeeper mode creates ``__consumer_offsets`` on the first FindCoordinator, as Kafka
         does, and only once enough brokers are alive for offsets.topic.replication.factor."""
-        ensure_internal_topic(self.topics.topics, len(self.topics.live_brokers()), OFFSETS_TOPIC,
-                              self.config.offsets_topic_replication_factor, "offsets.topic.replication.factor",
-                              self._create_offsets_topic)
+        self._ensure_topic(self.config.offsets_topic_replication_factor, "offsets.topic.replication.factor")
 
     def coordinator_endpoint(self, group_id: str) -> LiveBroker | None:
         """The group coordinator: the leader of the group's ``__consumer_offsets`` partition."""
         assert self.coordinator is not None
-        return self.topics.leader_endpoint(OFFSETS_TOPIC, self.coordinator.partition_for(group_id))
-
-    def _leadership_changed(self, partition: Partition, leader: bool) -> None:
-        """This broker became (or stopped being) the leader of ``__consumer_offsets-<partition>``."""
-        if partition.tp.topic != OFFSETS_TOPIC or self.coordinator is None:
-            return  # start() loads what this broker leads by then
-        index = partition.tp.partition
-        if leader:
-            self.coordinator.begin_loading(index)
-            self.coordinator.load_partition(index, stored_batches(self.replicas.partition(partition.tp)))
-        else:
-            self.coordinator.unload_partition(index)
+        return self._endpoint(self.coordinator.partition_for(group_id))
 
     async def _marker_written(self, producer_id: int, commit: bool, tp: TopicPartition) -> None:
         """A transaction's marker reached a ``__consumer_offsets`` partition: its offsets count (or go)."""
@@ -95,8 +90,4 @@ class CoordinatorBridge:
             self.timer.wheel.close()
 
     def _append(self, partition: int, batch: bytearray) -> int | Awaitable[int]:
-        try:
-            return self.replicas.append_internal(TopicPartition(OFFSETS_TOPIC, partition), batch,
-                                                 self.config.offsets_commit_timeout_ms)
-        except errors.NotLeaderOrFollowerError:
-            raise errors.NotCoordinatorError(f"{OFFSETS_TOPIC}-{partition} is not led here") from None
+        return self._append_to(partition, batch, self.config.offsets_commit_timeout_ms)

@@ -39,7 +39,8 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
 
-TopicPartition = tuple[str, int]
+from kbroker.log.names import TopicPartition  # noqa: E402
+
 AppendFn = Callable[[int, bytearray], "int | Awaitable[int]"]
 
 
@@ -413,10 +414,10 @@ class OffsetsLog:
                             removed_groups.discard(key.group_id)
         loaded = LoadedPartition(groups=groups)
         for (group_id, topic, part), (_, value) in offsets.items():
-            loaded.offsets.setdefault(group_id, {})[(topic, part)] = value
+            loaded.offsets.setdefault(group_id, {})[TopicPartition(topic, part)] = value
         for producer_id, staged in pending_txn.items():
             for (group_id, topic, part), (_, value) in staged.items():
-                loaded.pending.setdefault((group_id, producer_id), {})[(topic, part)] = value
+                loaded.pending.setdefault((group_id, producer_id), {})[TopicPartition(topic, part)] = value
         if pending_txn:
             log.info("__consumer_offsets-%d: %d producers with open transactional commits at load",
                      partition, len(pending_txn))

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kbroker import errors, zk_offsets
 from kbroker.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
+from kbroker.log import TopicPartition
 
 from .context import BrokerContext
 from .registry import handles
@@ -113,7 +114,7 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
     unknown = {}
     for topic in request.topics:
         for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
+            tp = TopicPartition(topic.name, p.partition_index)
             if not ctx.topics.exists(topic.name, p.partition_index):
                 unknown[tp] = errors.UnknownTopicOrPartitionError.code
                 continue
@@ -134,14 +135,14 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
     topics: dict[str, list[dict]] = {}
     for topic in request.topics:
         for p in topic.partitions:
-            topics.setdefault(topic.name, []).append(
-                {"partition_index": p.partition_index, "error_code": codes.get((topic.name, p.partition_index), 0)})
+            code = codes.get(TopicPartition(topic.name, p.partition_index), 0)
+            topics.setdefault(topic.name, []).append({"partition_index": p.partition_index, "error_code": code})
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
 def _fetch_group(ctx: BrokerContext, version: int, group_id: str, topics,
                  require_stable: bool) -> tuple[int, list[dict]]:
-    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    wanted = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
     try:
         found = _coordinator(ctx).fetch_offsets(group_id, wanted, require_stable)
     except errors.KafkaError as exc:
@@ -173,7 +174,7 @@ def offset_fetch(ctx: BrokerContext, header, request, conn):
 
 async def _offset_fetch_zookeeper(ctx: BrokerContext, request) -> dict:
     """OffsetFetch v0 reads /consumers/<group>/offsets (OffsetCommit v0 writes there)."""
-    wanted = [(t.name, p) for t in request.topics for p in t.partition_indexes]
+    wanted = [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
 
     found = await zk_offsets.fetch_v0(ctx, request.group_id, wanted, ctx.topics.exists)
     by_topic: dict[str, list[dict]] = {}

@@ -8,6 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from kbroker import errors
+from kbroker.log import TopicPartition
 from kbroker.txn.coordinator import TransactionCoordinator
 
 from .context import BrokerContext
@@ -68,7 +69,8 @@ async def _txn_offset_commit(ctx: BrokerContext, request) -> dict:
     marker reaches the group's __consumer_offsets partition (an ABORT drops them)."""
     groups = ctx.groups.coordinator
     assert groups is not None
-    offsets = {(t.name, p.partition_index): (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
+    offsets = {TopicPartition(t.name, p.partition_index):
+               (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
                for t in request.topics for p in t.partitions}
     results = await groups.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
                                               offsets, request.member_id or "", request.group_instance_id,

@@ -20,12 +20,13 @@ from pathlib import Path
 
 from kbroker import errors
 from kbroker._core.appender import Appender, open_appender
+from kbroker.clock import wall_ms
 
 from . import checkpoint
 from .cleaner import CleanerThread, CleanJob, CleanStats, apply_job, cleanable_range, prepare_job, should_clean
 from .config import LogConfig
 from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
-from .partition_log import PartitionLog, WriteTracker, now_ms
+from .partition_log import PartitionLog, WriteTracker
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ HOSTING_CHUNK = 16
 
 class LogManager:
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], config: LogConfig | None = None, *,
-                 appender: Appender | None = None, clock: Callable[[], int] = now_ms,
+                 appender: Appender | None = None, clock: Callable[[], int] = wall_ms,
                  cleaner_thread: bool = True,
                  last_stable_offset: Callable[[TopicPartition], int | None] | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]

@@ -17,7 +17,6 @@ import itertools
 import logging
 import mmap
 import os
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -26,6 +25,7 @@ from kbroker import errors
 from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import CorruptIndexError
+from kbroker.clock import wall_ms
 
 from .compression import decompress_records
 from .config import LogConfig
@@ -47,10 +47,6 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class AppendResult(NamedTuple):
@@ -98,7 +94,7 @@ class WriteTracker:
 class PartitionLog:
     def __init__(self, directory: Path, tp: TopicPartition, config: LogConfig, appender: Appender, *,
                  recovery_point: int = 0, log_start_offset: int = 0, high_watermark: int = 0,
-                 recover: bool = True, clock: Callable[[], int] = now_ms,
+                 recover: bool = True, clock: Callable[[], int] = wall_ms,
                  on_io_error: Callable[[PartitionLog, OSError], None] | None = None,
                  tracker: WriteTracker | None = None) -> None:
         self.directory = directory

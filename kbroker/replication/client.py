@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from dataclasses import dataclass, field
 from typing import Any
 
 from kbroker.protocol import decode_response, encode_request
@@ -11,15 +12,15 @@ from kbroker.protocol import decode_response, encode_request
 _SIZE = struct.Struct(">i")
 
 
+@dataclass(eq=False)  # one connection each: compared by identity
 class BrokerConnection:
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
-        self.host = host
-        self.port = port
-        self.client_id = client_id
-        self.timeout_s = timeout_s
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._correlation = 0
+    host: str
+    port: int
+    client_id: str
+    timeout_s: float
+    _reader: asyncio.StreamReader | None = field(default=None, init=False, repr=False)
+    _writer: asyncio.StreamWriter | None = field(default=None, init=False, repr=False)
+    _correlation: int = field(default=0, init=False, repr=False)
 
     @property
     def connected(self) -> bool:

@@ -13,9 +13,9 @@ from kbroker import errors
 from kbroker.clock import wall_ms
 from kbroker.cluster import LiveBroker
 from kbroker.config import BrokerConfig
+from kbroker.coordinator.binding import InternalTopicBinding
 from kbroker.coordinator.bridge import CoordinatorBridge
-from kbroker.internal_topics import TRANSACTION_TOPIC, ensure_internal_topic, stored_batches, transaction_topic_configs
-from kbroker.log import TopicPartition
+from kbroker.internal_topics import TRANSACTION_TOPIC, stored_batches, transaction_topic_configs
 from kbroker.partition import Partition
 from kbroker.replica_manager import ReplicaManager
 from kbroker.replication.client import BrokerConnection
@@ -35,36 +35,29 @@ _GONE = frozenset({errors.UnknownTopicOrPartitionError.code})
 _FENCED = frozenset({errors.TransactionCoordinatorFencedError.code, errors.InvalidProducerEpochError.code})
 
 
-class TransactionBridge:
+class TransactionBridge(InternalTopicBinding):
+    topic = TRANSACTION_TOPIC
+
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, topics: TopicAdmin, groups: CoordinatorBridge,
                  next_producer_id: Callable[[], int], clustered: bool) -> None:
-        self.config = config
-        self.replicas = replicas
-        self.topics = topics
+        super().__init__(config, replicas, topics, clustered)
         self.groups = groups
         self.next_producer_id = next_producer_id
-        self.clustered = clustered
         self.coordinator: TransactionCoordinator | None = None
         self._connections: dict[int, BrokerConnection] = {}
         self._stopped = False
-        replicas.leadership_listeners.append(self._leadership_changed)
 
     async def start(self) -> None:
         cfg = self.config
-        if TRANSACTION_TOPIC not in self.topics.topics and not self.clustered:
-            self._create_topic(1)
-        info = self.topics.topics.get(TRANSACTION_TOPIC)
-        partitions = len(info.assignment) if info is not None else cfg.transaction_state_log_num_partitions
+        partitions = self._partition_count(cfg.transaction_state_log_num_partitions)
         groups = self.groups.coordinator
         assert groups is not None, "the group coordinator starts first"
         self.timer = WheelTimer(wall_ms)  # transaction deadlines on a Cython timing wheel
         self.coordinator = TransactionCoordinator(
             partitions, self._append, self.next_producer_id, self._send_markers, groups.partition_for,
             cfg.transaction_max_timeout_ms, timer=self.timer)
-        for p in range(partitions):
-            partition = self.replicas.partition(TopicPartition(TRANSACTION_TOPIC, p))
-            if partition is not None:
-                self.coordinator.load_partition(p, partition.leader_epoch, stored_batches(partition))
+        for partition in self._led_partitions(partitions):
+            self._loaded(partition)
 
     async def stop(self) -> None:
         self._stopped = True
@@ -74,36 +67,33 @@ class TransactionBridge:
         for conn in self._connections.values():
             conn.close()
 
-    def _create_topic(self, factor: int) -> None:
-        self.topics.create_now(TRANSACTION_TOPIC, self.config.transaction_state_log_num_partitions, factor,
-                               configs=transaction_topic_configs(self.config, factor))
+    def _running(self) -> bool:
+        return self.coordinator is not None
+
+    def _loaded(self, partition: Partition) -> None:
+        assert self.coordinator is not None
+        self.coordinator.load_partition(partition.tp.partition, partition.leader_epoch, stored_batches(partition))
+
+    def _unloaded(self, index: int) -> None:
+        assert self.coordinator is not None
+        self.coordinator.unload_partition(index)
+
+    def _create_topic(self, replication_factor: int) -> None:
+        self.topics.create_now(TRANSACTION_TOPIC, self.config.transaction_state_log_num_partitions, replication_factor,
+                               configs=transaction_topic_configs(self.config, replication_factor))
 
     def ensure_topic(self) -> None:
         """ZooKeeper mode: create the topic once enough brokers live for its replication factor."""
-        ensure_internal_topic(self.topics.topics, len(self.topics.live_brokers()), TRANSACTION_TOPIC,
-                              self.config.transaction_state_log_replication_factor,
-                              "transaction.state.log.replication.factor", self._create_topic)
-
-    def _leadership_changed(self, partition: Partition, leader: bool) -> None:
-        if partition.tp.topic != TRANSACTION_TOPIC or self.coordinator is None:
-            return
-        index = partition.tp.partition
-        if leader:
-            self.coordinator.load_partition(index, partition.leader_epoch, stored_batches(partition))
-        else:
-            self.coordinator.unload_partition(index)
+        self._ensure_topic(self.config.transaction_state_log_replication_factor,
+                           "transaction.state.log.replication.factor")
 
     def coordinator_endpoint(self, transactional_id: str) -> LiveBroker | None:
         if self.coordinator is None:
             return None
-        return self.topics.leader_endpoint(TRANSACTION_TOPIC, self.coordinator.partition_for(transactional_id))
+        return self._endpoint(self.coordinator.partition_for(transactional_id))
 
     def _append(self, partition: int, batch: bytearray) -> int | Awaitable[int]:
-        try:
-            return self.replicas.append_internal(TopicPartition(TRANSACTION_TOPIC, partition), batch,
-                                                 self.config.request_timeout_ms)
-        except errors.NotLeaderOrFollowerError:
-            raise errors.NotCoordinatorError(f"{TRANSACTION_TOPIC}-{partition} is not led here") from None
+        return self._append_to(partition, batch, self.config.request_timeout_ms)
 
     # -- markers ----------------------------------------------------------------------------
 

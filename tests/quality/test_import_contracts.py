@@ -161,7 +161,8 @@ def test_the_cycle_check_counts_imports_in_functions_but_not_type_checking_ones(
     (pkg / "b.py").write_text("import cyclepkg.a\n")
     (pkg / "c.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from cyclepkg import d\n")
     (pkg / "d.py").write_text("import cyclepkg.c\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    # sys.path set directly: syspath_prepend imports pkg_resources, which a test run may have left broken
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
     monkeypatch.delitem(sys.modules, "cyclepkg", raising=False)
     graph = runtime_import_graph(["cyclepkg"])
     assert import_cycles(graph) == [["cyclepkg.a", "cyclepkg.b"]]

@@ -209,7 +209,7 @@ class Broker:
             self.topics.stopping = True
         if zk is not None and self.config.controlled_shutdown_enable:
             await controlled_shutdown(self.config, self.broker_id,
-                                      lambda: zk.cluster.snapshot.brokers.get(self.topics.controller_id()))
+                                      lambda: self.topics.live_broker(self.topics.controller_id()))
         for task in self._tasks:
             task.cancel()
         if self.status is not None:

@@ -137,12 +137,11 @@ class ReplicaManager:
 
     # -- append --------------------------------------------------------------------------------
 
-    def append_as_leader(self, tp: TopicPartition, batches: memoryview, acks: int) -> tuple[Partition, AppendResult]:
-        """A client's batches to the partition led here; waiting fetches and produces look again."""
-        partition = self.leader(tp)
+    def append_as_leader(self, partition: Partition, batches: memoryview, acks: int) -> AppendResult:
+        """A client's batches to a partition led here (``leader(tp)``); waiting fetches and produces look again."""
         result = partition.append_as_leader(batches, acks)
         self.on_append(partition)
-        return partition, result
+        return result
 
     def wait_for_isr(self, response: dict, waiting: list[PendingAck], version: int,
                      timeout_ms: int) -> asyncio.Future[Any]:

@@ -87,10 +87,12 @@ class TopicAdmin:
         info = self.topics.get(topic)
         return info is not None and index in info.assignment
 
+    def live_broker(self, broker_id: int) -> LiveBroker | None:
+        return next((b for b in self.live_brokers() if b.id == broker_id), None)
+
     def leader_endpoint(self, topic: str, index: int) -> LiveBroker | None:
         """Where the partition's leader listens, if it has a live one."""
-        leader = self.partition_state(topic, index).leader
-        return next((b for b in self.live_brokers() if b.id == leader), None)
+        return self.live_broker(self.partition_state(topic, index).leader)
 
     # -- operations -----------------------------------------------------------------------------
 
@@ -198,17 +200,15 @@ class TopicAdmin:
             extra = layout.assign_replicas_for_new_partitions(info.assignment, self._broker_metadatas(), count)
         return info, {p: list(r) for p, r in extra.items()}
 
-    def _write_new_partitions(self, name: str, info: TopicInfo, extra: dict[int, list[int]]) -> None:
-        """Add the partitions to the topic znode as it is now (a reassignment's adding/removing replicas kept),
-        compare-and-set so a controller's rewrite in between is not lost."""
-        write_new_partitions(self.store, name, len(info.assignment), extra)
-
     def _configs_changed(self, info: TopicInfo, configs: dict[str, str], effective: LogConfig) -> None:
         """New overrides: the table, the log manager (for logs created later) and every hosted log."""
         info.configs = dict(configs)
         self.log_manager.topic_overrides[info.name] = info.configs
-        for index in info.assignment:
-            partition = self.replicas.partitions.get(TopicPartition(info.name, index))
+        self._reconfigure_hosted(info.name, info.assignment, effective)
+
+    def _reconfigure_hosted(self, name: str, assignment: dict[int, list[int]], effective: LogConfig) -> None:
+        for index in assignment:
+            partition = self.replicas.partitions.get(TopicPartition(name, index))
             if partition is not None:
                 partition.log.config = effective
 
@@ -220,7 +220,9 @@ class TopicAdmin:
 
 
 def write_new_partitions(store: MetadataStore, name: str, expected: int, extra: dict[int, list[int]]) -> None:
-    """Add ``extra`` partitions to a topic znode that has ``expected`` of them, compare-and-set."""
+    """Add ``extra`` partitions to the topic znode as it is now, if it still has ``expected`` of them (a
+    reassignment's adding/removing replicas kept), compare-and-set so a controller's rewrite in between is
+    not lost."""
     for _ in range(5):
         with errors.translate_zk():
             found = layout.get_topic_assignment_with_version(store, name)
@@ -336,7 +338,7 @@ class SingleNodeTopics(TopicAdmin):
         info, extra = self._new_partitions(name, count)
         if validate_only:
             return
-        self._write_new_partitions(name, info, extra)
+        write_new_partitions(self.store, name, len(info.assignment), extra)
         info.assignment.update(extra)
         for index in extra:
             self._host(TopicPartition(name, index))
@@ -409,7 +411,7 @@ class ZooKeeperTopics(TopicAdmin):
         info, extra = self._new_partitions(name, count)
         if validate_only:
             return
-        await self.run_blocking(lambda: self._write_new_partitions(name, info, extra))
+        await self.run_blocking(lambda: write_new_partitions(self.store, name, len(info.assignment), extra))
         info.assignment.update(extra)
 
     async def alter_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
@@ -448,8 +450,5 @@ class ZooKeeperTopics(TopicAdmin):
         except ConfigError as exc:
             log.warning("topic %s: new configs refused (%s); keeping the old ones", name, exc)
             return
-        for index in assignment:
-            partition = self.replicas.partitions.get(TopicPartition(name, index))
-            if partition is not None:
-                partition.log.config = effective
+        self._reconfigure_hosted(name, assignment, effective)
         log.info("topic %s now runs with configs %s", name, configs)

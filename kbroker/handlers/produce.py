@@ -60,14 +60,14 @@ def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: 
         if known is None and ctx.config.auto_create_topics_enable:
             ctx.topics.auto_create(topic)
         tp = TopicPartition(topic, index)
-        ctx.replicas.leader(tp)  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION before looking at the records
+        partition = ctx.replicas.leader(tp)  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION before the records
         if batches is None or len(batches) == 0:
             raise errors.InvalidRecordError("no record batch")
         if version >= 3:
             _check_single_v2_batch(batches, version)
         elif legacy.is_legacy(batches):
             batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
-        partition, result = ctx.replicas.append_as_leader(tp, batches, acks)
+        result = ctx.replicas.append_as_leader(partition, batches, acks)
         out["base_offset"] = result.first_offset
         out["log_append_time_ms"] = result.log_append_time
         out["log_start_offset"] = partition.log.log_start_offset

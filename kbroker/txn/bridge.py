@@ -136,7 +136,7 @@ class TransactionBridge(InternalTopicBinding):
         return self.topics.partition_state(topic, index).leader
 
     async def _remote(self, leader: int, marker: dict) -> dict[tuple[str, int], int]:
-        endpoint = next((b for b in self.topics.live_brokers() if b.id == leader), None)
+        endpoint = self.topics.live_broker(leader)
         if endpoint is None:
             raise OSError(f"broker {leader} is not registered")
         conn = self._connections.get(leader)

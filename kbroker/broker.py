@@ -35,6 +35,7 @@ from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.protocol.outcome import CLOSE
 from kbroker.purgatory import Purgatory
 from kbroker.replica_manager import ReplicaManager
+from kbroker.security import Security
 from kbroker.status import StatusServer
 from kbroker.topic_admin import SingleNodeTopics, TopicAdmin, ZooKeeperTopics
 from kbroker.txn.bridge import TransactionBridge
@@ -81,6 +82,7 @@ class Broker:
         self.transactions: TransactionBridge
         self.next_producer_id: ProducerIdAllocator
         self.endpoint: LiveBroker
+        self.security: Security
 
     # -- start and stop ----------------------------------------------------------------------
 
@@ -93,6 +95,7 @@ class Broker:
         self._store_server = EmbeddedServer.in_log_dir(store_dir)
         self.store = self._store_server.connect()
         self._init_store()
+        self.security.start()
         topics = self.topics = SingleNodeTopics(cfg, self.store, self.replicas)
         topics.load()
         self.log_manager.startup()
@@ -114,6 +117,7 @@ class Broker:
         self.store = await loop.run_in_executor(None, lambda: kazoo_bridge.connect(
             cfg.zookeeper_connect, cfg.zookeeper_session_timeout_ms, cfg.zookeeper_connection_timeout_ms))
         await loop.run_in_executor(None, self._init_store)
+        await loop.run_in_executor(None, self.security.start)
         self.log_manager.startup()
         host, port = await self._start_server()
         controller = Controller(self.store, self.broker_id, cfg.log.unclean_leader_election_enable)
@@ -140,6 +144,7 @@ class Broker:
         layout.ensure_persistent_paths(self.store)
         self.cluster_id = layout.get_or_create_cluster_id(self.store)
         self.next_producer_id = ProducerIdAllocator(self.store, self.broker_id)
+        self.security = Security(self.config, self.store)
 
     def _registration(self, host: str, port: int) -> BrokerInfo:
         return BrokerInfo.from_endpoints(self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
@@ -227,6 +232,8 @@ class Broker:
         if hasattr(self, "groups"):
             await self.groups.stop()
         self.purgatory.close()
+        if hasattr(self, "security"):
+            self.security.stop()
         self.replicas.write_snapshots()
         self.log_manager.shutdown()
         if self.store is not None:

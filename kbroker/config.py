@@ -70,6 +70,11 @@ def _bool_key(key: str, default: bool, doc: str = "") -> _Def:
     return _d(key, parse_bool, default, rule="true or false", doc=doc)
 
 
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in SECURITY_PROTOCOLS)
+# Config values never shown (DescribeConfigs answers null with is_sensitive, logs and status omit them).
+SENSITIVE_SUFFIXES = ("password", "sasl.jaas.config", "ssl.keystore.key")
+
 DEFS: tuple[_Def, ...] = (
     _int_key("broker.id", 0, -1, "this broker's id (-1: generate one)"),
     _d("listeners", parse_str, "PLAINTEXT://127.0.0.1:9092", lambda v: bool(v), "a listener URL list",
@@ -131,6 +136,40 @@ DEFS: tuple[_Def, ...] = (
     _d("leader.imbalance.per.broker.percentage", parse_int, 10, lambda v: 0 <= v <= 100, "an int 0-100"),
     _int_key("controlled.shutdown.max.retries", 3, 0),
     _int_key("controlled.shutdown.retry.backoff.ms", 5000, 0),
+    # -- security (kbroker.security): listeners, TLS, SASL, ACLs, quotas ------------------------
+    _d("listener.security.protocol.map", parse_str, DEFAULT_PROTOCOL_MAP, doc="listener name -> security protocol"),
+    _d("inter.broker.listener.name", parse_str, "",
+       doc="the listener brokers use between them (or security.inter.broker.protocol)"),
+    _d("security.inter.broker.protocol", parse_str, "PLAINTEXT", lambda v: v in SECURITY_PROTOCOLS,
+       "one of " + ", ".join(SECURITY_PROTOCOLS)),
+    _d("sasl.enabled.mechanisms", _list, ["GSSAPI"], doc="PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512 are served"),
+    _d("sasl.mechanism.inter.broker.protocol", parse_str, "GSSAPI"),
+    _d("sasl.jaas.config", parse_str, "", doc="JAAS login module options (listener.name.<l>.<mech>.sasl.jaas.config)"),
+    _int_key("connections.max.reauth.ms", 0, 0, "KIP-368 session lifetime of SASL connections (0: none)"),
+    _int_key("connection.failed.authentication.delay.ms", 100, 0, "delay before closing after a failed authentication"),
+    _int_key("sasl.server.max.receive.size", 524288, 1, "largest frame accepted before authentication"),
+    _d("ssl.keystore.type", parse_str, "JKS", doc="PEM is supported (JKS/PKCS12 need Java)"),
+    _d("ssl.keystore.location", parse_str, ""),
+    _d("ssl.keystore.password", parse_str, ""),
+    _d("ssl.keystore.certificate.chain", parse_str, ""),
+    _d("ssl.keystore.key", parse_str, ""),
+    _d("ssl.key.password", parse_str, ""),
+    _d("ssl.truststore.type", parse_str, "JKS"),
+    _d("ssl.truststore.location", parse_str, ""),
+    _d("ssl.truststore.password", parse_str, ""),
+    _d("ssl.truststore.certificates", parse_str, ""),
+    _d("ssl.client.auth", parse_str, "none", lambda v: v in ("none", "requested", "required"),
+       "none, requested or required"),
+    _d("ssl.principal.mapping.rules", parse_str, "DEFAULT"),
+    _d("ssl.enabled.protocols", _list, ["TLSv1.2", "TLSv1.3"]),
+    _d("ssl.protocol", parse_str, "TLSv1.3"),
+    _d("ssl.cipher.suites", _list, []),
+    _d("ssl.endpoint.identification.algorithm", parse_str, "https", doc="inter-broker clients: check the host name"),
+    _d("authorizer.class.name", parse_str, "", doc="kafka.security.authorizer.AclAuthorizer enables ACLs"),
+    _d("super.users", parse_str, "", doc="semicolon-separated principals allowed everything"),
+    _bool_key("allow.everyone.if.no.acl.found", False),
+    _int_key("quota.window.num", 11, 1, "samples kept for client quotas"),
+    _int_key("quota.window.size.seconds", 1, 1, "length of one quota sample"),
 )
 
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.
@@ -138,8 +177,7 @@ ACCEPTED_UNUSED = frozenset({
     "num.recovery.threads.per.data.dir", "num.replica.fetchers", "log.cleaner.threads",
     "queued.max.requests", "background.threads", "inter.broker.protocol.version",
     "log.message.format.version", "log.preallocate",
-    "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "listener.security.protocol.map",
-    "inter.broker.listener.name", "security.inter.broker.protocol", "log.cleaner.dedupe.buffer.size",
+    "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "log.cleaner.dedupe.buffer.size",
     "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests", "max.connections", "max.connections.per.ip",
 })
@@ -172,6 +210,8 @@ class BrokerConfig:
     listeners: list[Listener]
     advertised_listeners: list[Listener]
     unknown_keys: list[str] = field(default_factory=list)
+    # every key as written (strings), for per-listener lookups (``listener.name.<l>.<key>``)
+    raw: dict[str, str] = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -230,6 +270,8 @@ def build_config(raw: dict[str, tuple[str, str]]) -> BrokerConfig:
             if not definition.check(value):
                 raise ConfigError(f"{where}: {key}: expected {definition.rule}, got {text!r}")
             values[definition.attr] = value
+        elif key.startswith("listener.name."):
+            pass  # per-listener overrides: read by kbroker.security through config.raw
         elif key not in _LOG_BROKER_KEYS and key not in ACCEPTED_UNUSED:
             known = list(_BY_KEY) + sorted(_LOG_BROKER_KEYS) + sorted(ACCEPTED_UNUSED)
             close = difflib.get_close_matches(key, known, n=1)
@@ -247,7 +289,13 @@ def build_config(raw: dict[str, tuple[str, str]]) -> BrokerConfig:
     except ValueError as exc:
         raise ConfigError(f"listeners: {exc}") from None
     dirs = values["log_dirs"] or [values["log_dir"]]
-    return BrokerConfig(values, log_config, [Path(d) for d in dirs], listeners, advertised, unknown)
+    return BrokerConfig(values, log_config, [Path(d) for d in dirs], listeners, advertised, unknown,
+                        {k: v for k, (v, _) in raw.items()})
+
+
+def is_sensitive(key: str) -> bool:
+    """Passwords, private keys and JAAS options (which hold passwords): never logged or shown."""
+    return key.endswith(SENSITIVE_SUFFIXES)
 
 
 def with_values(config: BrokerConfig, **changes: Any) -> BrokerConfig:

@@ -13,6 +13,7 @@ from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.log import LogManager
 from kbroker.metadata_cache import MetadataCache
 from kbroker.replica_manager import ReplicaManager
+from kbroker.security import Security
 from kbroker.topic_admin import TopicAdmin
 from kbroker.txn.bridge import TransactionBridge
 from zk_compat.store import MetadataStore
@@ -38,6 +39,7 @@ class BrokerContext(Protocol):
     fetch_sessions: FetchSessionCache
     groups: CoordinatorBridge
     transactions: TransactionBridge
+    security: Security              # authorizer (None: all allowed), SCRAM credentials, quotas
 
     @property
     def zookeeper(self) -> ZooKeeperMode | None:

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from kbroker._core.sendfile import send_range
 from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_unsupported, encode_response
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
+from kbroker.security.principal import Session
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,22 @@ class ConnectionOwner(Protocol):
     loop: asyncio.AbstractEventLoop
     max_request_bytes: int
     dispatch: Callable[[Any, Any, Any], Any]  # (header, body, connection) -> a handler's result
+    listener_name: str
+    security_protocol: str
 
     def forget(self, conn: Connection) -> None: ...
+
+    def new_authenticator(self, conn: Connection) -> FrameInterceptor | None:
+        """The SASL authenticator of a SASL listener's connection (None: nothing to authenticate)."""
+        ...
+
+
+class FrameInterceptor(Protocol):
+    """Sees every frame before it is decoded as a request (kbroker.security's SASL authenticator).
+    Returns True when it took the frame (answered it with ``reply``/``send_token``, closed the
+    connection, or handed it on with ``handle_request``), False to let it go the normal way."""
+
+    def intercept(self, conn: Connection, frame: bytearray) -> bool: ...
 
 
 class _Slot:
@@ -68,6 +83,10 @@ class Connection:
         self.fd = sock.fileno()
         self.peer = peer
         self.client_host = f"/{peer[0]}" if peer else ""  # Kafka shows InetAddress.toString(): "/1.2.3.4"
+        # who is on this connection: ANONYMOUS until TLS or SASL says otherwise
+        self.session = Session(client_address=peer[0] if peer else "",
+                               listener=getattr(server, "listener_name", "PLAINTEXT"),
+                               security_protocol=getattr(server, "security_protocol", "PLAINTEXT"))
         self.max_frame = server.max_request_bytes
         self.last_active = time.monotonic()
         self.closed = False
@@ -84,6 +103,12 @@ class Connection:
         self._writing = False
         self._reading = True
         self._file_stalls = 0
+        self._muted_until = 0.0          # quota throttling (KIP-219): no reading before this
+        self._unmute: asyncio.TimerHandle | None = None
+        self._close_when_flushed: str | None = None
+        self._reading_blocked = False    # set for good by close_after
+        new_authenticator = getattr(server, "new_authenticator", None)
+        self.authenticator: FrameInterceptor | None = new_authenticator(self) if new_authenticator else None
         self.loop.add_reader(self.fd, self._on_readable)
 
     # -- reading -------------------------------------------------------------------------
@@ -140,6 +165,12 @@ class Connection:
                 return
 
     def _handle_frame(self, frame: bytearray) -> None:
+        if self.authenticator is not None and self.authenticator.intercept(self, frame):
+            return
+        self.handle_request(frame)
+
+    def handle_request(self, frame: bytearray) -> None:
+        """Decode a frame as a Kafka request and dispatch it; its response takes its place in order."""
         try:
             header, body = decode_request(memoryview(frame))
         except ProtocolError as exc:
@@ -152,9 +183,8 @@ class Connection:
             return self.close(f"undecodable request: {exc}")
         slot = _Slot(header.api_key, header.api_version, header.correlation_id)
         self._slots.append(slot)
-        if len(self._slots) >= MAX_IN_FLIGHT and self._reading:
-            self.loop.remove_reader(self.fd)
-            self._reading = False
+        if len(self._slots) >= MAX_IN_FLIGHT:
+            self._pause_reading()
         try:
             result = self.server.dispatch(header, body, self)
         except Exception:
@@ -208,11 +238,68 @@ class Connection:
                             return self.close("segment file ended before the promised range")
                         chunk = data
                     self._out.append(chunk)
-        if not self._reading and len(self._slots) < MAX_IN_FLIGHT // 2 and not self.closed:
-            self.loop.add_reader(self.fd, self._on_readable)
-            self._reading = True
+        if len(self._slots) < MAX_IN_FLIGHT // 2:
+            self._resume_reading()
         if not self._writing:
             self._write()
+
+    # -- what the SASL authenticator and quotas use --------------------------------------------
+
+    def reply(self, api_key: int, version: int, correlation_id: int, body: Any) -> None:
+        """Answer a request the authenticator took, in order with everything before it."""
+        slot = _Slot(api_key, version, correlation_id)
+        self._slots.append(slot)
+        self._complete(slot, body)
+
+    def send_token(self, token: bytes) -> None:
+        """A raw SASL token (SaslHandshake v0 framing): 4-byte size and the bytes, no header."""
+        slot = _Slot(-1, 0, 0)
+        self._slots.append(slot)
+        self._fill(slot, [len(token).to_bytes(4, "big") + token])
+
+    def close_after(self, seconds: float, why: str, api_key: int | None = None, version: int = 0,
+                    correlation_id: int = 0, body: Any = None) -> None:
+        """Kafka's delayed close after a failed authentication: read nothing more, wait, then send
+        the prepared failure response (if any) and close once it is written."""
+        self._pause_reading()
+        self._reading_blocked = True
+
+        def fire() -> None:
+            if self.closed:
+                return
+            self._close_when_flushed = why
+            if api_key is not None:
+                self.reply(api_key, version, correlation_id, body)
+            if not self._out and not self._slots:
+                self.close(why)
+        self.loop.call_later(seconds, fire)
+
+    def mute(self, seconds: float) -> None:
+        """Stop reading requests for a while (a quota's throttle time, sent with the response)."""
+        if seconds <= 0 or self.closed:
+            return
+        self._muted_until = max(self._muted_until, time.monotonic() + seconds)
+        self._pause_reading()
+        if self._unmute is not None:
+            self._unmute.cancel()
+        self._unmute = self.loop.call_at(self.loop.time() + (self._muted_until - time.monotonic()), self._on_unmute)
+
+    def _on_unmute(self) -> None:
+        self._unmute = None
+        self._muted_until = 0.0
+        if len(self._slots) < MAX_IN_FLIGHT // 2:
+            self._resume_reading()
+
+    def _pause_reading(self) -> None:
+        if self._reading and not self.closed:
+            self.loop.remove_reader(self.fd)
+            self._reading = False
+
+    def _resume_reading(self) -> None:
+        if (not self._reading and not self.closed and not self._reading_blocked
+                and time.monotonic() >= self._muted_until):
+            self.loop.add_reader(self.fd, self._on_readable)
+            self._reading = True
 
     def _write(self) -> None:
         out = self._out
@@ -260,6 +347,8 @@ class Connection:
             self.loop.remove_writer(self.fd)
             self._writing = False
         self.last_active = time.monotonic()
+        if self._close_when_flushed is not None and not self._slots:
+            self.close(self._close_when_flushed)
 
     def _wait_writable(self) -> None:
         if not self._writing:
@@ -273,6 +362,8 @@ class Connection:
             return
         self.closed = True
         log.debug("closing connection from %s: %s", self.peer, why)
+        if self._unmute is not None:
+            self._unmute.cancel()
         if self._reading:
             self.loop.remove_reader(self.fd)
         if self._writing:

@@ -15,6 +15,8 @@ sweeps, each on fresh topics:
   partitions   --partition-counts at 1 KiB, acks=1: produce and consume
   clients      --client-counts producer processes, then as many consumer processes, at 1 KiB, acks=1, over
                max(--client-counts) partitions (bench.clients)
+  security     produce and consume at 1 KiB, acks=1 over PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512), on one
+               kbroker with the three listeners (bench.security); Tansu has no TLS, its cells stay empty
 
 The scenarios:
 
@@ -43,7 +45,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench import clients, latency, limits, report, targets, throughput
+from bench import clients, latency, limits, report, security, targets, throughput
 from bench.values import text_values
 
 REPO = Path(__file__).resolve().parent.parent
@@ -68,6 +70,7 @@ class Group:
     partitions: int
     clients: int
     scenarios: tuple[str, ...]
+    protocol: str = "PLAINTEXT"
 
 
 def emit(record: dict) -> None:
@@ -95,6 +98,9 @@ def plan(args: argparse.Namespace) -> list[Group]:
         groups += [Group("partitions", 1024, "1", "none", n, 1, tp) for n in args.partition_counts]
     if "clients" in args.sweeps:
         groups += [Group("clients", 1024, "1", "none", max(args.client_counts), n, tp) for n in args.client_counts]
+    if "security" in args.sweeps:
+        groups += [Group("security", 1024, "1", "none", args.partitions, 1, tp, protocol)
+                   for protocol in security.PROTOCOLS]
     return [g for g in groups if g.scenarios]
 
 
@@ -167,12 +173,19 @@ def run_scenario(args, target, g: Group, scenario: str, topics: dict, lim: dict)
                                                     g.partitions)}
 
 
-def run_target(args: argparse.Namespace, target, groups: list[Group], lim: dict, step: list, total: int) -> None:
+def run_target(args: argparse.Namespace, plain_target, groups: list[Group], lim: dict, step: list,
+               total: int) -> None:
     for g in groups:
-        base = {"kind": "result", "sweep": g.sweep, "target": target.label, "broker": target.name,
-                "topology": target.topology, "size": g.size, "acks": g.acks, "compression": g.compression,
-                "partitions": g.partitions, "clients": g.clients}
-        tag = (f"{g.sweep}-s{g.size}-a{g.acks}-{g.compression}-p{g.partitions}-c{g.clients}"
+        base = {"kind": "result", "sweep": g.sweep, "target": plain_target.label, "broker": plain_target.name,
+                "topology": plain_target.topology, "size": g.size, "acks": g.acks, "compression": g.compression,
+                "partitions": g.partitions, "clients": g.clients, "protocol": g.protocol}
+        target = plain_target.via(g.protocol)
+        if target is None:  # no such listener (Tansu has no TLS): an empty cell, not an error
+            for scenario in g.scenarios:
+                step[0] += 1
+                emit({**base, "scenario": scenario, "skipped": f"{plain_target.name} has no {g.protocol} listener"})
+            continue
+        tag = (f"{g.sweep}-s{g.size}-a{g.acks}-{g.compression}-p{g.partitions}-c{g.clients}-{g.protocol}"
                f"-{time.monotonic_ns() % 10**9}")
         topics = {s: f"bench-{s}-{tag}" for s in ("produce", "latency", "e2e")
                   if s in g.scenarios or (s == "produce" and "consume" in g.scenarios)}
@@ -288,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
         step = [0]
         for name, topology in runs:
             try:
-                target = targets.start(name, topology, workdir)
+                target = targets.start(name, topology, workdir, secure="security" in args.sweeps)
             except Exception as exc:
                 emit({"kind": "result", "broker": name, "topology": topology, "scenario": "start",
                       "error": f"{type(exc).__name__}: {exc}"})
@@ -303,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.monotonic() - started
     results = [r for r in RECORDS if r.get("kind") == "result" and "sweep" in r]
+    for ratio in report.security_ratios(results):
+        emit(ratio)
     emit({"kind": "summary", "elapsed_s": round(elapsed, 1), "results": len(results),
           "errors": sum(1 for r in RECORDS if "error" in r)})
     jsonl = out / f"bench-{stamp}.jsonl"

@@ -11,14 +11,17 @@ SWEEPS = {
     "compression": ("Compression codec (1 KiB text values, acks=1)", ("compression",)),
     "partitions": ("Partition count (1 KiB, acks=1)", ("partitions",)),
     "clients": ("Client processes at once (1 KiB, acks=1)", ("clients",)),
+    "security": ("Security protocol (1 KiB, acks=1; TLS server-verified, SASL_SSL with SCRAM-SHA-512)", ("protocol",)),
 }
 HEADERS = {"size": "size (B)", "acks": "acks", "compression": "codec", "partitions": "partitions",
-           "clients": "clients"}
+           "clients": "clients", "protocol": "protocol"}
 
 
 def figure(r: dict) -> str:
     if "error" in r:
         return "error: " + r["error"][:80].replace("|", "/")
+    if "skipped" in r:
+        return ""  # the broker has no such listener (Tansu and TLS)
     if r["scenario"] in ("produce", "consume"):
         frac = r.get("frac_disk", r.get("frac_tcp"))
         return f"{r['mb_s']} MB/s ({r['msgs_s']}/s, {frac:.1%} of {'disk' if 'frac_disk' in r else 'TCP'})"
@@ -68,7 +71,23 @@ def write_markdown(path: Path, lim: dict, results: list[dict], columns: list[str
              "are text (bench/values.py) that lz4 halves and zstd cuts to a third.", ""]
     for sweep in SWEEPS:
         lines += table(results, sweep, columns)
+        if sweep == "security":
+            lines += [f"- {r['target']} {r['scenario']} over {r['protocol']}: {r['ratio']:.2f} of PLAINTEXT "
+                      f"({1 - r['ratio']:.0%} lost)" for r in security_ratios(results)] + [""]
     path.write_text("\n".join(lines))
+
+
+def security_ratios(results: list[dict]) -> list[dict]:
+    """The cost of TLS and SASL_SSL: each protocol's MB/s as a fraction of PLAINTEXT's, per target and scenario."""
+    out = []
+    plain = {(r["target"], r["scenario"]): r["mb_s"] for r in results
+             if r.get("sweep") == "security" and r.get("protocol") == "PLAINTEXT" and "mb_s" in r}
+    for r in results:
+        base = plain.get((r.get("target"), r.get("scenario")))
+        if r.get("sweep") == "security" and r.get("protocol") != "PLAINTEXT" and "mb_s" in r and base:
+            out.append({"kind": "security_ratio", "target": r["target"], "scenario": r["scenario"],
+                        "protocol": r["protocol"], "ratio": round(r["mb_s"] / base, 3)})
+    return out
 
 
 def write_chart(path: Path, results: list[dict], columns: list[str]) -> None:

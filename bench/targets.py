@@ -5,6 +5,7 @@ CPU seconds all its broker processes have used, the replication factor its topic
 """
 from __future__ import annotations
 
+import copy
 import os
 import sys
 import time
@@ -12,7 +13,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench import throughput
+from bench import security, throughput
 from bench.throughput import BrokerProcess, free_port
 from kazoo_bridge.local_server import ZooKeeperServer
 
@@ -29,6 +30,17 @@ class Target:
         self.replication = replication
         self.zookeeper = zookeeper
         self.bootstrap = ",".join(b.bootstrap for b in brokers)
+        self.client_config: dict[str, str] = {}
+        # security protocol -> (bootstrap, client settings); PLAINTEXT always, the others on a secure target
+        self.protocols: dict[str, tuple[str, dict[str, str]]] = {"PLAINTEXT": (self.bootstrap, {})}
+
+    def via(self, protocol: str) -> Target | None:
+        """This target reached over another listener (None: it has none for ``protocol``)."""
+        if protocol not in self.protocols:
+            return None
+        view = copy.copy(self)
+        view.bootstrap, view.client_config = self.protocols[protocol]
+        return view
 
     @property
     def label(self) -> str:
@@ -64,8 +76,17 @@ def kbroker_argv(port: int, logs: Path, extra: dict[str, str]) -> list[str]:
     return argv
 
 
-def start_single(name: str, workdir: Path) -> Target:
-    return Target(name, "single", [throughput.start_broker(name, None, workdir)], 1)
+def start_single(name: str, workdir: Path, secure: bool = False) -> Target:
+    """One broker; ``secure`` (kbroker only) adds SSL and SASL_SSL listeners beside PLAINTEXT (bench.security)."""
+    if not secure or name != "kbroker":
+        return Target(name, "single", [throughput.start_broker(name, None, workdir)], 1)
+    pki = security.make_pki(workdir)
+    security.seed_user(workdir / f"{name}-logs")
+    ports = {p: free_port() for p in security.PROTOCOLS}
+    broker = throughput.start_broker(name, None, workdir, security.broker_settings(ports, pki), ports["PLAINTEXT"])
+    target = Target(name, "single", [broker], 1)
+    target.protocols = {p: (f"127.0.0.1:{ports[p]}", security.client_settings(p, pki)) for p in security.PROTOCOLS}
+    return target
 
 
 def start_cluster(workdir: Path, size: int = 3) -> Target:
@@ -113,9 +134,9 @@ def warm_up(target: Target, timeout: float = 60.0) -> None:
         consumer.close()
 
 
-def start(name: str, topology: str, workdir: Path) -> Target:
+def start(name: str, topology: str, workdir: Path, secure: bool = False) -> Target:
     if topology == "single":
-        target = start_single(name, workdir)
+        target = start_single(name, workdir, secure)
     elif name != "kbroker":
         raise ValueError(f"{name} has no {topology} mode here (Tansu 0.6 runs no ZooKeeper-mode cluster)")
     else:

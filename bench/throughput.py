@@ -177,7 +177,7 @@ class BrokerProcess:
 def create_topics(broker, names: list[str], partitions: int, timeout: float = 60.0, replication: int = 1,
                   config: dict[str, str] | None = None) -> None:
     """Create the topics and wait until metadata shows every partition led (and, with replicas, its ISR full)."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **getattr(broker, "client_config", {})})
     futures = admin.create_topics([NewTopic(t, num_partitions=partitions, replication_factor=replication,
                                             config=dict(config or {})) for t in names],
                                   operation_timeout=timeout, request_timeout=timeout)
@@ -196,7 +196,7 @@ def create_topics(broker, names: list[str], partitions: int, timeout: float = 60
 
 def delete_topics(broker: BrokerProcess, names: list[str], timeout: float = 30.0) -> None:
     """Best effort: frees Tansu's memory and kbroker's disk between rounds."""
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap, **getattr(broker, "client_config", {})})
     for future in admin.delete_topics(names, operation_timeout=timeout, request_timeout=timeout).values():
         try:
             future.result(timeout)
@@ -222,7 +222,8 @@ def producer_config(args: argparse.Namespace, bootstrap: str, acks: str) -> dict
 def produce(args: argparse.Namespace, broker: BrokerProcess, topic: str, acks: str) -> dict:
     """Send --messages values round-robin over the partitions; the clock stops when every
     delivery report is in. Counts failed deliveries."""
-    producer = Producer(producer_config(args, broker.bootstrap, acks))
+    # client_config: a security sweep's TLS / SASL settings (bench.security)
+    producer = Producer({**producer_config(args, broker.bootstrap, acks), **getattr(broker, "client_config", {})})
     # a pool of values (all --size bytes) cycled through, or one value repeated
     values = getattr(args, "values", None) or [(b"0123456789abcdef" * (args.size // 16 + 1))[:args.size]]
     mask = len(values) - 1
@@ -283,6 +284,7 @@ def consume(args: argparse.Namespace, broker: BrokerProcess, topic: str, partiti
         # waits this long (default 1000 ms) before it fetches again: with the default the run
         # measures those pauses (3 of 5 s at 1M messages), not the broker
         "fetch.queue.backoff.ms": 5,
+        **getattr(broker, "client_config", {}),
     })
     expected = args.messages if expected is None else expected
     partitions = list(range(args.partitions)) if partitions is None else partitions
@@ -465,8 +467,9 @@ def parse_broker(spec: str) -> tuple[str, Path | None]:
     return f"kbroker_{re.sub(r'[^A-Za-z0-9]+', '_', path.name)}", path
 
 
-def start_broker(name: str, tree: Path | None, workdir: Path) -> BrokerProcess:
-    port = free_port()
+def start_broker(name: str, tree: Path | None, workdir: Path, extra: dict[str, str] | None = None,
+                 port: int | None = None) -> BrokerProcess:
+    port = port or free_port()
     if name.startswith("kbroker"):
         if tree is None:
             argv = [str(Path(sys.executable).parent / "kbroker")]
@@ -475,6 +478,8 @@ def start_broker(name: str, tree: Path | None, workdir: Path) -> BrokerProcess:
         argv += ["serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
                  "--override", f"log.dirs={workdir / (name + '-logs')}",
                  "--override", "group.initial.rebalance.delay.ms=0"]
+        for key, value in (extra or {}).items():  # later overrides win: extra may replace the listeners
+            argv += ["--override", f"{key}={value}"]
         env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"))
     else:
         url = f"tcp://127.0.0.1:{port}"

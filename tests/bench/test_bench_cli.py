@@ -68,6 +68,16 @@ def test_quick_run_covers_every_sweep_on_both_topologies(tmp_path):
             assert one(target, "clients", "produce", clients=clients)["messages"] == 2000
             assert one(target, "clients", "consume", clients=clients)["messages"] == 2000
         assert all(r["broker_cpu_s"] >= 0 for r in results if r["target"] == target)
+    # security: one kbroker with PLAINTEXT, SSL and SASL_SSL listeners; the cluster has PLAINTEXT only (empty cells)
+    for protocol in ("PLAINTEXT", "SSL", "SASL_SSL"):
+        assert one("kbroker", "security", "produce", protocol=protocol)["messages"] == 2000
+        assert one("kbroker", "security", "consume", protocol=protocol)["messages"] == 2000
+    for protocol in ("SSL", "SASL_SSL"):
+        assert "skipped" in one(CLUSTER, "security", "produce", protocol=protocol)
+    ratios = [r for r in lines if r["kind"] == "security_ratio"]
+    assert {(r["scenario"], r["protocol"]) for r in ratios} == {
+        (s, p) for s in ("produce", "consume") for p in ("SSL", "SASL_SSL")}
+    assert all(r["ratio"] > 0 for r in ratios)
 
     jsonl = list(tmp_path.glob("bench-*.jsonl"))
     png = list(tmp_path.glob("bench-*.png"))
@@ -75,9 +85,11 @@ def test_quick_run_covers_every_sweep_on_both_topologies(tmp_path):
     assert [json.loads(line) for line in jsonl[0].read_text().splitlines()] == lines
     assert png[0].read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = md.read_text()
-    for header in ("## Message size and acks", "## Compression codec", "## Partition count", "## Client processes"):
+    for header in ("## Message size and acks", "## Compression codec", "## Partition count", "## Client processes",
+                   "## Security protocol"):
         assert header in table
     assert f"| scenario | size (B) | acks | kbroker | {CLUSTER} |" in table
     rows = [line for line in table.splitlines() if line.startswith(("| produce", "| consume", "| latency", "| e2e"))]
-    # base 2 acks x 4 scenarios, and 2 rows x 2 scenarios in each of the other three sweeps
-    assert len(rows) == 8 + 3 * 4 and not [row for row in rows if "error" in row or "| - |" in row]
+    # base 2 acks x 4 scenarios, 2 rows x 2 scenarios in each of the next three sweeps, 3 protocols x 2 in security
+    assert len(rows) == 8 + 3 * 4 + 6 and not [row for row in rows if "error" in row or "| - |" in row]
+    assert "of PLAINTEXT" in table

@@ -271,6 +271,7 @@ class Connection:
             if api_key is not None:
                 self.reply(api_key, version, correlation_id, body)
             if not self._out and not self._slots:
+                self._discard_input()
                 self.close(why)
         self.loop.call_later(seconds, fire)
 
@@ -348,7 +349,17 @@ class Connection:
             self._writing = False
         self.last_active = time.monotonic()
         if self._close_when_flushed is not None and not self._slots:
+            self._discard_input()
             self.close(self._close_when_flushed)
+
+    def _discard_input(self) -> None:
+        """Read away what the peer sent and we will never answer: closing with unread bytes makes the
+        kernel send a reset, which can destroy the failure response before the client reads it."""
+        try:
+            while self.sock.recv_into(self._scratch_view):
+                pass
+        except OSError:
+            pass
 
     def _wait_writable(self) -> None:
         if not self._writing:

@@ -1,0 +1,118 @@
+"""What the connection offers the SASL authenticator and the quotas: muting (KIP-219 throttling stops
+reading, nothing is lost), the delayed close after a failed authentication (the prepared response
+arrives after the delay, then EOF), raw SASL tokens, and an interceptor that sees frames first."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from kbroker.network.connection import Connection
+from kbroker.protocol import decode_response, encode_request
+
+
+@pytest.fixture
+def pair():
+    loop = asyncio.new_event_loop()
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server_sock, peer = listener.accept()
+    listener.close()
+    server_sock.setblocking(False)
+    dispatched: list[tuple[float, int]] = []
+
+    def dispatch(header, body, conn):
+        dispatched.append((time.monotonic(), header.correlation_id))
+        return {"error_code": 0, "api_keys": []}
+    server = SimpleNamespace(loop=loop, max_request_bytes=1 << 20, dispatch=dispatch, forget=lambda c: None)
+    conn = Connection(server, server_sock, peer)
+    yield loop, conn, client, dispatched
+    conn.close()
+    client.close()
+    loop.close()
+
+
+def request(correlation_id: int) -> bytes:
+    return bytes(encode_request(18, 0, correlation_id, "hooks", {}))
+
+
+def read_frame(sock: socket.socket, timeout: float = 5.0) -> bytes:
+    sock.settimeout(timeout)
+    head = b""
+    while len(head) < 4:
+        more = sock.recv(4 - len(head))
+        if not more:
+            raise EOFError
+        head += more
+    size = struct.unpack(">i", head)[0]
+    body = b""
+    while len(body) < size:
+        body += sock.recv(size - len(body))
+    return body
+
+
+def spin(loop, seconds: float) -> None:
+    loop.run_until_complete(asyncio.sleep(seconds))
+
+
+def test_a_muted_connection_reads_nothing_until_the_throttle_ends_and_loses_nothing(pair):
+    loop, conn, client, dispatched = pair
+    conn.mute(0.3)
+    muted_at = time.monotonic()
+    client.sendall(request(1) + request(2))
+    spin(loop, 0.15)
+    assert dispatched == []  # not read while muted
+    spin(loop, 0.3)
+    assert [c for _, c in dispatched] == [1, 2]
+    assert dispatched[0][0] - muted_at >= 0.29
+    for want in (1, 2):
+        assert decode_response(18, 0, read_frame(client))[0] == want
+
+
+def test_close_after_sends_the_prepared_response_after_the_delay_then_closes(pair):
+    loop, conn, client, dispatched = pair
+    started = time.monotonic()
+    conn.close_after(0.2, "authentication failed", api_key=18, version=0, correlation_id=9,
+                     body={"error_code": 58, "api_keys": []})
+    client.sendall(request(3))  # ignored: nothing is read after a failed authentication
+    spin(loop, 0.1)
+    client.settimeout(0.05)
+    with pytest.raises(TimeoutError):
+        client.recv(1)
+    spin(loop, 0.3)
+    correlation, body = decode_response(18, 0, read_frame(client))
+    assert correlation == 9 and body.error_code == 58 and time.monotonic() - started >= 0.2
+    assert client.recv(1) == b""  # then EOF
+    assert conn.closed and dispatched == []
+
+
+def test_send_token_is_a_bare_size_prefixed_frame_in_order(pair):
+    loop, conn, client, dispatched = pair
+    conn.send_token(b"")
+    conn.send_token(b"r=abc,s=xyz,i=4096")
+    spin(loop, 0.05)
+    assert read_frame(client) == b""
+    assert read_frame(client) == b"r=abc,s=xyz,i=4096"
+
+
+def test_an_interceptor_sees_frames_first_and_may_hand_them_on(pair):
+    loop, conn, client, dispatched = pair
+    seen = []
+
+    class Interceptor:
+        def intercept(self, c, frame):
+            seen.append(bytes(frame[:2]))
+            if len(seen) == 1:
+                c.send_token(b"taken")
+                return True
+            return False
+    conn.authenticator = Interceptor()
+    client.sendall(request(4) + request(5))
+    spin(loop, 0.1)
+    assert len(seen) == 2 and [c for _, c in dispatched] == [5]
+    assert read_frame(client) == b"taken"
+    assert decode_response(18, 0, read_frame(client))[0] == 5

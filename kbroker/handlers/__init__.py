@@ -17,6 +17,7 @@ from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 def load_all() -> dict[int, Handler]:
     """Import every handler module (each registers its APIs) and return the registry."""
     from . import admin, api_versions, controller, fetch, groups, metadata, produce, txn  # noqa: F401
+    from . import acls  # noqa: F401
     return HANDLERS
 
 

@@ -21,6 +21,7 @@ from kbroker.partition import error_code_of
 from kbroker.purgatory import DelayedOperation
 from kbroker.replica_manager import ReplicaManager
 
+from .acls import Op, cluster_allowed, topic_filter
 from .context import BrokerContext
 from .registry import handles
 
@@ -42,12 +43,19 @@ class _Fetch:
         self.bytes = 0
         self.errors = False
         self.partitions: list[tuple[str, dict]] = []
+        self.denied: list[tuple[str, int]] = []  # partitions the ACLs refuse: TOPIC_AUTHORIZATION_FAILED
 
     def run(self) -> _Fetch:
         remaining = self.request.max_bytes if self.version >= 3 else 0x7FFFFFFF
         self.bytes = 0
-        self.errors = False
+        self.errors = bool(self.denied)
         self.partitions = []
+        for topic, index in self.denied:
+            out = {"partition_index": index, "error_code": errors.TopicAuthorizationFailedError.code,
+                   "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
+            if self.version >= 4 and self.request.isolation_level == 1:
+                out["aborted_transactions"] = []
+            self.partitions.append((topic, out))
         first = True
         for topic, index, offset, max_bytes, leader_epoch in self.wanted:
             out = {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
@@ -214,10 +222,15 @@ def fetch(ctx: BrokerContext, header, request, conn):
         if session is not None:
             wanted = [(t, p, e.fetch_offset, e.max_bytes, e.current_leader_epoch)
                       for (t, p), e in session.partitions.items()]
+    denied: list[tuple[str, int]] = []
+    if ctx.security.authorizer is not None:
+        wanted, denied = _authorized(ctx, conn, request.replica_id, wanted)
     if request.replica_id >= 0:
         ctx.replicas.record_follower_fetch(request.replica_id, [(TopicPartition(t, p), offset, epoch)
                                                                 for t, p, offset, _, epoch in wanted])
-    evaluation = _Fetch(ctx.replicas, version, request, session, incremental, wanted).run()
+    evaluation = _Fetch(ctx.replicas, version, request, session, incremental, wanted)
+    evaluation.denied = denied
+    evaluation.run()
     if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
         return evaluation.response()
     delayed = DelayedFetch(evaluation, max(request.min_bytes, 1))
@@ -225,15 +238,34 @@ def fetch(ctx: BrokerContext, header, request, conn):
     return ctx.replicas.purgatory.watch(delayed, keys, request.max_wait_ms)
 
 
+def _authorized(ctx: BrokerContext, conn, replica_id: int, wanted: list) -> tuple[list, list[tuple[str, int]]]:
+    """(the wanted partitions the ACLs allow, the refused ones): a follower needs CLUSTER_ACTION on
+    the cluster (else every partition is refused), a consumer READ on each topic."""
+    if replica_id >= 0:
+        if cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
+            return wanted, []
+        return [], [(w[0], w[1]) for w in wanted]
+    may_read = topic_filter(ctx, conn, Op.READ)
+    assert may_read is not None  # only called with an authorizer
+    return [w for w in wanted if may_read(w[0])], [(w[0], w[1]) for w in wanted if not may_read(w[0])]
+
+
 @handles(23)
 def offset_for_leader_epoch(ctx: BrokerContext, header, request, conn):
     """Where did ``leader_epoch`` end in the leader's log (its first offset of the next epoch, or
     the log end offset for the current one)? Followers ask it before fetching after a change."""
     topics = []
+    may_describe = None
+    if ctx.security.authorizer is not None and not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
+        may_describe = topic_filter(ctx, conn, Op.DESCRIBE)
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             out = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            if may_describe is not None and not may_describe(topic.topic):
+                out["error_code"] = errors.TopicAuthorizationFailedError.code
+                partitions.append(out)
+                continue
             try:
                 partition = ctx.replicas.leader(TopicPartition(topic.topic, p.partition))
                 partition.check_leader_epoch(p.current_leader_epoch)
@@ -252,11 +284,18 @@ def offset_for_leader_epoch(ctx: BrokerContext, header, request, conn):
 def list_offsets(ctx: BrokerContext, header, request, conn):
     version = header.api_version
     topics = []
+    may_describe = topic_filter(ctx, conn, Op.DESCRIBE)
     for topic in request.topics:
         partitions = []
         for p in topic.partitions:
             out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
                    "leader_epoch": -1}
+            if may_describe is not None and not may_describe(topic.name):
+                out["error_code"] = errors.TopicAuthorizationFailedError.code
+                if version == 0:
+                    out["old_style_offsets"] = []
+                partitions.append(out)
+                continue
             try:
                 partition = ctx.replicas.leader(TopicPartition(topic.name, p.partition_index))
                 if request.replica_id >= 0:

@@ -20,6 +20,7 @@ from kbroker.partition import error_code_of
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 from kbroker.replication.delayed_produce import PendingAck
 
+from .acls import Op, Res, allowed, topic_filter
 from .context import BrokerContext
 from .registry import handles
 
@@ -33,8 +34,20 @@ def produce(ctx: BrokerContext, header, request, conn):
     responses = []
     failed = False
     waiting: list[PendingAck] = []
+    may_write = None
+    if ctx.security.authorizer is not None:  # ACLs: the transactional id, then each topic
+        if request.transactional_id is not None and not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID,
+                                                                request.transactional_id):
+            return _refused_whole(request, acks, version, errors.TransactionalIdAuthorizationFailedError)
+        may_write = topic_filter(ctx, conn, Op.WRITE)
     for topic in request.topic_data:
         partitions = []
+        if may_write is not None and not may_write(topic.name):
+            for data in topic.partition_data:
+                partitions.append(_refused(data.index, version, errors.TopicAuthorizationFailedError))
+            failed = True
+            responses.append({"name": topic.name, "partition_responses": partitions})
+            continue
         for data in topic.partition_data:
             result = _append_one(ctx, version, acks, topic.name, data.index, data.records, waiting)
             failed |= result["error_code"] != 0
@@ -46,6 +59,22 @@ def produce(ctx: BrokerContext, header, request, conn):
     if not waiting:
         return response
     return ctx.replicas.wait_for_isr(response, waiting, version, request.timeout_ms)
+
+
+def _refused(index: int, version: int, error: type[errors.KafkaError]) -> dict:
+    out: dict[str, Any] = {"index": index, "error_code": error.code, "base_offset": -1, "log_append_time_ms": -1,
+                           "log_start_offset": -1}
+    if version >= 8:
+        out["error_message"] = None
+    return out
+
+
+def _refused_whole(request, acks: int, version: int, error: type[errors.KafkaError]):
+    if acks == 0:
+        return CLOSE
+    return {"throttle_time_ms": 0, "responses": [
+        {"name": t.name, "partition_responses": [_refused(d.index, version, error) for d in t.partition_data]}
+        for t in request.topic_data]}
 
 
 def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: int, batches, waiting: list) -> dict:

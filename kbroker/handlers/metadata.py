@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from kbroker import errors
 
+from .acls import Op, Res, allowed, cluster_allowed
 from .context import BrokerContext
 from .registry import handles
 
@@ -44,9 +45,17 @@ def metadata(ctx: BrokerContext, header, request, conn):
                 continue
             names.append(name)
     topics = []
+    if ctx.security.authorizer is not None:  # ACLs: DESCRIBE to see a topic, CREATE to auto-create it
+        names, refused = _described(ctx, conn, names, request.topics is None or not request.topics)
+        topics += [{"error_code": errors.TopicAuthorizationFailedError.code, "name": n, "partitions": []}
+                   for n in refused]
     for name in names:
         try:
             if name not in ctx.topics.topics and auto and ctx.config.auto_create_topics_enable:
+                if ctx.security.authorizer is not None and not _may_create(ctx, conn, name):
+                    topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "name": name,
+                                   "partitions": []})
+                    continue
                 # an illegal name is answered INVALID_TOPIC_EXCEPTION for that topic, as Kafka does
                 ctx.topics.auto_create(name)
             topics.append(topic_metadata(ctx, name))
@@ -58,6 +67,19 @@ def metadata(ctx: BrokerContext, header, request, conn):
         "controller_id": ctx.topics.controller_id(),
         "topics": topics,
     }
+
+
+def _described(ctx: BrokerContext, conn, names: list[str], all_topics: bool) -> tuple[list[str], list[str]]:
+    """(the topics the principal may describe, the named ones it may not). Asked for all topics,
+    the refused ones are left out silently, as Kafka does."""
+    ok = [n for n in names if allowed(ctx, conn, Op.DESCRIBE, Res.TOPIC, n, log_denied=not all_topics)]
+    if all_topics:
+        return ok, []
+    return ok, [n for n in names if n not in ok]
+
+
+def _may_create(ctx: BrokerContext, conn, name: str) -> bool:
+    return cluster_allowed(ctx, conn, Op.CREATE) or allowed(ctx, conn, Op.CREATE, Res.TOPIC, name)
 
 
 @handles(60)

@@ -9,10 +9,12 @@ from kbroker import errors, zk_offsets
 from kbroker.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
 from kbroker.log import TopicPartition
 
+from .acls import Op, Res, allowed, cluster_allowed, topic_filter
 from .context import BrokerContext
 from .registry import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
+_GROUP_DENIED = errors.GroupAuthorizationFailedError.code
 
 
 def _coordinator(ctx: BrokerContext) -> GroupCoordinator:
@@ -33,6 +35,10 @@ def find_coordinator(ctx: BrokerContext, header, request, conn):
         elif not key:
             code, message = (errors.InvalidRequestError.code, "the transactional id is empty") if transactional \
                 else (errors.InvalidGroupIdError.code, "the group id is empty")
+        if code == 0 and not allowed(ctx, conn, Op.DESCRIBE, Res.TRANSACTIONAL_ID if transactional else Res.GROUP,
+                                     key):
+            code, message = ((errors.TransactionalIdAuthorizationFailedError.code, None) if transactional
+                             else (errors.GroupAuthorizationFailedError.code, None))
         if code == 0 and ctx.zookeeper is not None:
             try:  # the internal topic is created on first use, as Kafka does
                 (ctx.transactions.ensure_topic if transactional else ctx.groups.ensure_offsets_topic)()
@@ -57,6 +63,9 @@ def find_coordinator(ctx: BrokerContext, header, request, conn):
 @handles(11)
 async def join_group(ctx: BrokerContext, header, request, conn):
     v = header.api_version
+    if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "generation_id": -1, "protocol_type": None,
+                "protocol_name": "" if v < 7 else None, "leader": "", "member_id": "", "members": []}
     result = await _coordinator(ctx).join_group(
         request.group_id, request.member_id, request.group_instance_id if v >= 5 else None,
         client_id=header.client_id or "", client_host=conn.client_host,
@@ -76,6 +85,9 @@ async def join_group(ctx: BrokerContext, header, request, conn):
 @handles(14)
 async def sync_group(ctx: BrokerContext, header, request, conn):
     v = header.api_version
+    if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "protocol_type": None, "protocol_name": None,
+                "assignment": b""}
     result = await _coordinator(ctx).sync_group(
         request.group_id, request.generation_id, request.member_id,
         request.group_instance_id if v >= 3 else None,
@@ -88,6 +100,8 @@ async def sync_group(ctx: BrokerContext, header, request, conn):
 
 @handles(12)
 def heartbeat(ctx: BrokerContext, header, request, conn):
+    if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED}
     code = _coordinator(ctx).heartbeat(request.group_id, request.member_id, request.generation_id,
                                           request.group_instance_id if header.api_version >= 3 else None)
     return {"throttle_time_ms": 0, "error_code": code}
@@ -95,6 +109,8 @@ def heartbeat(ctx: BrokerContext, header, request, conn):
 
 @handles(13)
 def leave_group(ctx: BrokerContext, header, request, conn):
+    if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "members": []}
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -112,9 +128,17 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
     v = header.api_version
     offsets = {}
     unknown = {}
+    group_ok = allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id)
+    may_read = topic_filter(ctx, conn, Op.READ)
     for topic in request.topics:
         for p in topic.partitions:
             tp = TopicPartition(topic.name, p.partition_index)
+            if not group_ok:
+                unknown[tp] = _GROUP_DENIED
+                continue
+            if may_read is not None and not may_read(topic.name):
+                unknown[tp] = errors.TopicAuthorizationFailedError.code
+                continue
             if not ctx.topics.exists(topic.name, p.partition_index):
                 unknown[tp] = errors.UnknownTopicOrPartitionError.code
                 continue
@@ -140,15 +164,27 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
-def _fetch_group(ctx: BrokerContext, version: int, group_id: str, topics,
+def _fetch_group(ctx: BrokerContext, conn, version: int, group_id: str, topics,
                  require_stable: bool) -> tuple[int, list[dict]]:
     wanted = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
+    may_describe = topic_filter(ctx, conn, Op.DESCRIBE)
+    refused: list[TopicPartition] = []
     try:
-        found = _coordinator(ctx).fetch_offsets(group_id, wanted, require_stable)
+        if not allowed(ctx, conn, Op.DESCRIBE, Res.GROUP, group_id):
+            raise errors.GroupAuthorizationFailedError()
+        if may_describe is not None and wanted is not None:
+            refused = [tp for tp in wanted if not may_describe(tp.topic)]
+            wanted = [tp for tp in wanted if may_describe(tp.topic)]
+        found = _coordinator(ctx).fetch_offsets(group_id, wanted, require_stable) if wanted != [] else {}
     except errors.KafkaError as exc:
         if wanted is None or version >= 2:
             return exc.code, []
-        found = {tp: (-1, -1, "", exc.code) for tp in wanted}  # v0-1 repeat it per partition
+        found = {tp: (-1, -1, "", exc.code) for tp in wanted + refused}  # v0-1 repeat it per partition
+        refused = []
+    if may_describe is not None and topics is None:  # all of the group's: the refused topics left out
+        found = {tp: v for tp, v in found.items() if may_describe(tp.topic)}
+    for tp in refused:
+        found[tp] = (-1, -1, "", errors.TopicAuthorizationFailedError.code)
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), (offset, epoch, metadata, code) in found.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "committed_offset": offset,
@@ -163,12 +199,12 @@ def offset_fetch(ctx: BrokerContext, header, request, conn):
     if v >= 8:
         groups = []
         for g in request.groups:
-            code, topics = _fetch_group(ctx, v, g.group_id, g.topics, request.require_stable)
+            code, topics = _fetch_group(ctx, conn, v, g.group_id, g.topics, request.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     if v == 0:
         return _offset_fetch_zookeeper(ctx, request)
-    code, topics = _fetch_group(ctx, v, request.group_id, request.topics, v >= 7 and request.require_stable)
+    code, topics = _fetch_group(ctx, conn, v, request.group_id, request.topics, v >= 7 and request.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
 
@@ -188,6 +224,10 @@ async def _offset_fetch_zookeeper(ctx: BrokerContext, request) -> dict:
 def describe_groups(ctx: BrokerContext, header, request, conn):
     groups = []
     for group_id in request.groups:
+        if not allowed(ctx, conn, Op.DESCRIBE, Res.GROUP, group_id):
+            groups.append({"error_code": _GROUP_DENIED, "group_id": group_id, "group_state": "",
+                           "protocol_type": "", "protocol_data": "", "members": []})
+            continue
         d = _coordinator(ctx).describe_group(group_id)
         groups.append({
             "error_code": d.error, "group_id": d.group_id, "group_state": d.state,
@@ -202,6 +242,8 @@ def describe_groups(ctx: BrokerContext, header, request, conn):
 @handles(16)
 def list_groups(ctx: BrokerContext, header, request, conn):
     code, groups = _coordinator(ctx).list_groups(request.states_filter if header.api_version >= 4 else None)
+    if ctx.security.authorizer is not None and not cluster_allowed(ctx, conn, Op.DESCRIBE):
+        groups = [g for g in groups if allowed(ctx, conn, Op.DESCRIBE, Res.GROUP, g.group_id, log_denied=False)]
     return {"throttle_time_ms": 0, "error_code": code,
             "groups": [{"group_id": g.group_id, "protocol_type": g.protocol_type, "group_state": g.state}
                        for g in groups]}
@@ -209,13 +251,25 @@ def list_groups(ctx: BrokerContext, header, request, conn):
 
 @handles(42)
 async def delete_groups(ctx: BrokerContext, header, request, conn):
-    codes = await _coordinator(ctx).delete_groups(request.groups_names)
+    names = [g for g in request.groups_names if allowed(ctx, conn, Op.DELETE, Res.GROUP, g)]
+    codes = await _coordinator(ctx).delete_groups(names) if names else {}
+    codes = {g: codes.get(g, _GROUP_DENIED) for g in request.groups_names}
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": code} for g, code in codes.items()]}
 
 
 @handles(22)
 def init_producer_id(ctx: BrokerContext, header, request, conn):
+    authorizer = ctx.security.authorizer
+    if authorizer is not None:
+        if request.transactional_id is not None:
+            if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+                code = errors.TransactionalIdAuthorizationFailedError.code
+                return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+        elif not (cluster_allowed(ctx, conn, Op.IDEMPOTENT_WRITE)
+                  or authorizer.authorize_by_resource_type(conn.session, Op.WRITE, Res.TOPIC)):
+            code = errors.ClusterAuthorizationFailedError.code
+            return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is not None:
         return _init_transactional(ctx, request)
     if header.api_version >= 3 and request.producer_id >= 0:

@@ -11,6 +11,7 @@ from kbroker import errors
 from kbroker.log import TopicPartition
 from kbroker.txn.coordinator import TransactionCoordinator
 
+from .acls import Op, Res, allowed, cluster_allowed, topic_filter
 from .context import BrokerContext
 from .registry import handles
 
@@ -19,14 +20,27 @@ log = logging.getLogger(__name__)
 
 @handles(24)
 def add_partitions_to_txn(ctx: BrokerContext, header, request, conn):
-    return _add_partitions(ctx, request)
+    return _add_partitions(ctx, request, conn)
 
 
-async def _add_partitions(ctx: BrokerContext, request) -> dict:
+async def _add_partitions(ctx: BrokerContext, request, conn) -> dict:
     wanted = {(t.name, p) for t in request.topics for p in t.partitions}
     unknown = {(t, p) for t, p in wanted if not ctx.topics.exists(t, p)}
     coordinator = ctx.transactions.coordinator
-    if coordinator is None:
+    refused: dict[tuple[str, int], int] = {}
+    if ctx.security.authorizer is not None:  # ACLs: WRITE on the transactional id, then on each topic
+        if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+            refused = {tp: errors.TransactionalIdAuthorizationFailedError.code for tp in wanted}
+        else:
+            may_write = topic_filter(ctx, conn, Op.WRITE)
+            assert may_write is not None
+            internal = {name for name, t in ctx.topics.topics.items() if t.internal}
+            refused = {(t, p): errors.TopicAuthorizationFailedError.code for t, p in wanted
+                       if t in internal or not may_write(t)}
+        unknown -= set(refused)
+    if refused:
+        code = errors.OperationNotAttemptedError.code
+    elif coordinator is None:
         code = errors.CoordinatorNotAvailableError.code
     elif unknown:
         code = errors.OperationNotAttemptedError.code  # the others; the unknown ones say why
@@ -36,18 +50,25 @@ async def _add_partitions(ctx: BrokerContext, request) -> dict:
     by_topic: dict[str, list[dict]] = {}
     for topic, index in sorted(wanted):
         error = errors.UnknownTopicOrPartitionError.code if (topic, index) in unknown else code
+        error = refused.get((topic, index), error)
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": error})
     return {"throttle_time_ms": 0, "results": [{"name": t, "results": r} for t, r in by_topic.items()]}
 
 
 @handles(25)
 def add_offsets_to_txn(ctx: BrokerContext, header, request, conn):
+    if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": errors.TransactionalIdAuthorizationFailedError.code}
+    if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
+        return {"throttle_time_ms": 0, "error_code": errors.GroupAuthorizationFailedError.code}
     return _with_coordinator(ctx, lambda c: c.add_offsets(request.transactional_id, request.producer_id,
                                                           request.producer_epoch, request.group_id))
 
 
 @handles(26)
 def end_txn(ctx: BrokerContext, header, request, conn):
+    if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+        return {"throttle_time_ms": 0, "error_code": errors.TransactionalIdAuthorizationFailedError.code}
     return _with_coordinator(ctx, lambda c: c.end_txn(request.transactional_id, request.producer_id,
                                                       request.producer_epoch, request.committed))
 
@@ -61,20 +82,37 @@ async def _with_coordinator(ctx: BrokerContext, call: Callable[[TransactionCoord
 
 @handles(28)
 def txn_offset_commit(ctx: BrokerContext, header, request, conn):
+    if ctx.security.authorizer is not None:
+        code = 0
+        if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+            code = errors.TransactionalIdAuthorizationFailedError.code
+        elif not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
+            code = errors.GroupAuthorizationFailedError.code
+        if code:
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": code}
+                                                for p in t.partitions]} for t in request.topics]}
+        may_read = topic_filter(ctx, conn, Op.READ)
+        assert may_read is not None
+        return _txn_offset_commit(ctx, request, {t.name for t in request.topics if not may_read(t.name)})
     return _txn_offset_commit(ctx, request)
 
 
-async def _txn_offset_commit(ctx: BrokerContext, request) -> dict:
+async def _txn_offset_commit(ctx: BrokerContext, request, refused: set[str] | None = None) -> dict:
     """The offsets are written as the producer's transactional batch and count once the COMMIT
     marker reaches the group's __consumer_offsets partition (an ABORT drops them)."""
     groups = ctx.groups.coordinator
     assert groups is not None
     offsets = {TopicPartition(t.name, p.partition_index):
                (p.committed_offset, p.committed_leader_epoch, p.committed_metadata)
-               for t in request.topics for p in t.partitions}
+               for t in request.topics for p in t.partitions if not refused or t.name not in refused}
     results = await groups.txn_commit_offsets(request.group_id, request.producer_id, request.producer_epoch,
                                               offsets, request.member_id or "", request.group_instance_id,
-                                              request.generation_id)
+                                              request.generation_id) if offsets else {}
+    for t in request.topics:  # TOPIC_AUTHORIZATION_FAILED for the topics the ACLs refuse READ
+        if refused and t.name in refused:
+            for p in t.partitions:
+                results[TopicPartition(t.name, p.partition_index)] = errors.TopicAuthorizationFailedError.code
     by_topic: dict[str, list[dict]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})
@@ -83,6 +121,11 @@ async def _txn_offset_commit(ctx: BrokerContext, request) -> dict:
 
 @handles(27)
 def write_txn_markers(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
+        denied = errors.ClusterAuthorizationFailedError.code
+        return {"markers": [{"producer_id": m.producer_id, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": i, "error_code": denied} for i in t.partition_indexes]}
+            for t in m.topics]} for m in request.markers]}
     return _write_txn_markers(ctx, request)
 
 

@@ -9,9 +9,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kbroker import errors
+from kbroker.config import is_sensitive
 from kbroker.log import TopicPartition
 from kbroker.log.config import ConfigError
+from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
 
+from .acls import allowed, cluster_allowed
 from .context import BrokerContext
 from .registry import handles
 
@@ -19,6 +22,7 @@ log = logging.getLogger(__name__)
 
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
+BROKER_LOGGER_RESOURCE = 8
 SOURCE_DYNAMIC_TOPIC = 1
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
@@ -48,17 +52,37 @@ async def _each(items, first: Callable[[Any], dict], act: Callable[[Any, dict], 
     return results
 
 
+def _require(ctx: BrokerContext, conn, operation: AclOperation, resource_type: ResourceType, name: str,
+             message: str | None = None) -> None:
+    """Raise the ACL refusal Kafka answers for ``operation`` on a topic (29) or the cluster (31)."""
+    if not allowed(ctx, conn, operation, resource_type, name):
+        if resource_type == ResourceType.TOPIC:
+            raise errors.TopicAuthorizationFailedError(message or "Topic authorization failed.")
+        raise errors.ClusterAuthorizationFailedError(message or "Cluster authorization failed.")
+
+
+def _require_config_resource(ctx: BrokerContext, conn, operation: AclOperation, resource_type: int, name: str) -> None:
+    if resource_type == TOPIC_RESOURCE:
+        _require(ctx, conn, operation, ResourceType.TOPIC, name)
+    elif resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):
+        _require(ctx, conn, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
 def _named(name: str | None) -> dict:
     return {"name": name, "error_code": 0, "error_message": None}
 
 
 @handles(19)
 def create_topics(ctx: BrokerContext, header, request, conn):
-    return _create_topics(ctx, header, request)
+    return _create_topics(ctx, header, request, conn)
 
 
-async def _create_topics(ctx: BrokerContext, header, request) -> dict:
+async def _create_topics(ctx: BrokerContext, header, request, conn) -> dict:
+    may_create_any = ctx.security.authorizer is None or cluster_allowed(ctx, conn, AclOperation.CREATE)
+
     async def create(topic, out: dict) -> None:
+        if not may_create_any:
+            _require(ctx, conn, AclOperation.CREATE, ResourceType.TOPIC, topic.name, "Authorization failed.")
         assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         info = await ctx.topics.create(topic.name, topic.num_partitions, topic.replication_factor,
@@ -66,7 +90,10 @@ async def _create_topics(ctx: BrokerContext, header, request) -> dict:
         out["topic_id"] = info.topic_id
         out["num_partitions"] = len(info.assignment)
         out["replication_factor"] = len(next(iter(info.assignment.values())))
-        if header.api_version >= 5:  # the new topic's effective configs, as Kafka returns them
+        if header.api_version >= 5 and not allowed(ctx, conn, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
+                                                   topic.name):
+            out["topic_config_error_code"] = errors.TopicAuthorizationFailedError.code
+        elif header.api_version >= 5:  # the new topic's effective configs, as Kafka returns them
             out["configs"] = [{"name": n, "value": v, "read_only": False, "is_sensitive": False,
                                "config_source": SOURCE_DYNAMIC_TOPIC if n in configs else SOURCE_DEFAULT}
                               for n, v in sorted(ctx.config.log.with_overrides(configs).topic_values().items())]
@@ -76,15 +103,16 @@ async def _create_topics(ctx: BrokerContext, header, request) -> dict:
 
 @handles(20)
 def delete_topics(ctx: BrokerContext, header, request, conn):
-    return _delete_topics(ctx, header, request)
+    return _delete_topics(ctx, header, request, conn)
 
 
-async def _delete_topics(ctx: BrokerContext, header, request) -> dict:
+async def _delete_topics(ctx: BrokerContext, header, request, conn) -> dict:
     names = [t.name for t in request.topics] if header.api_version >= 6 else list(request.topic_names)
 
     async def delete(name: str | None, out: dict) -> None:
         if name is None:
             raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
+        _require(ctx, conn, AclOperation.DELETE, ResourceType.TOPIC, name)
         await ctx.topics.delete(name)
 
     return {"throttle_time_ms": 0, "responses": await _each(names, lambda n: {"name": n, "error_code": 0}, delete)}
@@ -93,6 +121,7 @@ async def _delete_topics(ctx: BrokerContext, header, request) -> dict:
 @handles(37)
 def create_partitions(ctx: BrokerContext, header, request, conn):
     async def create(topic, out: dict) -> None:
+        _require(ctx, conn, AclOperation.ALTER, ResourceType.TOPIC, topic.name)
         await ctx.topics.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
 
     return _results(_each(request.topics, lambda t: _named(t.name), create))
@@ -107,9 +136,12 @@ def delete_records(ctx: BrokerContext, header, request, conn):
     topics = []
     for topic in request.topics:
         parts = []
+        may_delete = allowed(ctx, conn, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
             out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             try:
+                if not may_delete:
+                    raise errors.TopicAuthorizationFailedError()
                 partition = ctx.replicas.partition(TopicPartition(topic.name, p.partition_index))
                 if partition is None:
                     raise errors.UnknownTopicOrPartitionError(f"{topic.name}-{p.partition_index} is not hosted here")
@@ -129,13 +161,18 @@ def describe_configs(ctx: BrokerContext, header, request, conn):
         out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                "resource_name": resource.resource_name, "configs": []}
         try:
+            _require_config_resource(ctx, conn, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
+                                     resource.resource_name)
             entries = _config_entries(ctx, resource.resource_type, resource.resource_name)
             wanted = resource.configuration_keys
             for name, value, source, read_only in entries:
                 if wanted is not None and name not in wanted:
                     continue
+                sensitive = resource.resource_type == BROKER_RESOURCE and is_sensitive(name)
+                if sensitive:
+                    value = None  # passwords, keys and JAAS options are never shown
                 entry = {"name": name, "value": value, "read_only": read_only, "is_default": source == SOURCE_DEFAULT,
-                         "config_source": source, "is_sensitive": False, "synonyms": []}
+                         "config_source": source, "is_sensitive": sensitive, "synonyms": []}
                 if request.include_synonyms:
                     entry["synonyms"] = [{"name": name, "value": value, "source": source}]
                 out["configs"].append(entry)
@@ -145,7 +182,7 @@ def describe_configs(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "results": results}
 
 
-def _config_entries(ctx: BrokerContext, resource_type: int, name: str) -> list[tuple[str, str, int, bool]]:
+def _config_entries(ctx: BrokerContext, resource_type: int, name: str) -> list[tuple[str, str | None, int, bool]]:
     if resource_type == TOPIC_RESOURCE:
         info = ctx.topics.topics.get(name)
         if info is None:
@@ -165,13 +202,13 @@ def _config_entries(ctx: BrokerContext, resource_type: int, name: str) -> list[t
 @handles(33)
 def alter_configs(ctx: BrokerContext, header, request, conn):
     # AlterConfigs replaces the whole set of a topic's overrides.
-    return _alter_each(ctx, request, lambda info, resource: {c.name: c.value for c in resource.configs
+    return _alter_each(ctx, request, conn, lambda info, resource: {c.name: c.value for c in resource.configs
                                                                 if c.value is not None})
 
 
 @handles(44)
 def incremental_alter_configs(ctx: BrokerContext, header, request, conn):
-    return _alter_each(ctx, request, _apply_operations)
+    return _alter_each(ctx, request, conn, _apply_operations)
 
 
 def _apply_operations(info, resource) -> dict[str, str]:
@@ -192,10 +229,12 @@ def _apply_operations(info, resource) -> dict[str, str]:
     return new
 
 
-async def _alter_each(ctx: BrokerContext, request, new_overrides) -> dict:
+async def _alter_each(ctx: BrokerContext, request, conn, new_overrides) -> dict:
     """One response per resource: topic resources only; ``new_overrides(topic info, resource)``
     computes the topic's new override set."""
     async def alter(resource, out: dict) -> None:
+        _require_config_resource(ctx, conn, AclOperation.ALTER_CONFIGS, resource.resource_type,
+                                 resource.resource_name)
         if resource.resource_type != TOPIC_RESOURCE:
             raise errors.InvalidRequestError("only topic configs can be altered (broker configs are static here)")
         info = ctx.topics.topics.get(resource.resource_name)
@@ -213,6 +252,8 @@ async def _alter_each(ctx: BrokerContext, request, new_overrides) -> dict:
 
 @handles(35)
 def describe_log_dirs(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, AclOperation.DESCRIBE):
+        return {"throttle_time_ms": 0, "results": []}  # Kafka answers an empty result, no error
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

@@ -8,14 +8,18 @@ from kbroker import errors
 from kbroker.controller.reassignment import request_moves
 from kbroker.log.log_manager import HOSTING_CHUNK
 
+from .acls import Op, cluster_allowed
 from .context import BrokerContext
 from .registry import handles
 
 log = logging.getLogger(__name__)
+_DENIED = errors.ClusterAuthorizationFailedError.code
 
 
 @handles(7)
 def controlled_shutdown(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
+        return {"error_code": _DENIED, "remaining_partitions": []}
     return _controlled_shutdown(ctx, request.broker_id)
 
 
@@ -36,6 +40,11 @@ async def _controlled_shutdown(ctx: BrokerContext, broker_id: int) -> dict:
 
 @handles(45)
 def alter_partition_reassignments(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, Op.ALTER):
+        return {"throttle_time_ms": 0, "error_code": _DENIED, "error_message": None, "responses": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": _DENIED,
+                                             "error_message": None} for p in t.partitions]}
+            for t in request.topics]}
     return _alter_reassignments(ctx, request)
 
 
@@ -82,6 +91,8 @@ async def _alter_reassignments(ctx: BrokerContext, request) -> dict:
 
 @handles(46)
 def list_partition_reassignments(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, Op.DESCRIBE):
+        return {"throttle_time_ms": 0, "error_code": _DENIED, "error_message": None, "topics": []}
     wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
     by_topic: dict[str, list[dict]] = {}
     if ctx.zookeeper is not None:  # a single broker moves nothing
@@ -109,6 +120,8 @@ def _stale_controller(ctx: BrokerContext, request) -> bool:
 
 @handles(4)
 def leader_and_isr(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
+        return {"error_code": _DENIED, "partition_errors": []}
     if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
     return _leader_and_isr(ctx, request)
@@ -141,6 +154,8 @@ async def _leader_and_isr(ctx: BrokerContext, request) -> dict:
 
 @handles(5)
 def stop_replica(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
+        return {"error_code": _DENIED, "partition_errors": []}
     if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
     results = []
@@ -153,6 +168,8 @@ def stop_replica(ctx: BrokerContext, header, request, conn):
 
 @handles(6)
 def update_metadata(ctx: BrokerContext, header, request, conn):
+    if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
+        return {"error_code": _DENIED}
     if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code}
     assert ctx.zookeeper is not None  # _stale_controller refuses every request on a single broker

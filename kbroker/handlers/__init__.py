@@ -18,6 +18,8 @@ def load_all() -> dict[int, Handler]:
     """Import every handler module (each registers its APIs) and return the registry."""
     from . import admin, api_versions, controller, fetch, groups, metadata, produce, txn  # noqa: F401
     from . import acls  # noqa: F401
+    from . import quotas  # noqa: F401
+    from . import sasl, scram  # noqa: F401
     return HANDLERS
 
 

@@ -1,0 +1,27 @@
+"""SaslHandshake (17) and SaslAuthenticate (36) outside authentication.
+
+On a SASL listener the authenticator (kbroker.security.sasl) takes these requests until the connection
+is authenticated, and again for a KIP-368 re-authentication. What reaches a handler is a handshake on
+a PLAINTEXT/SSL listener or a SASL request on an authenticated connection that is not a
+re-authentication: Kafka answers ILLEGAL_SASL_STATE (34) to both.
+"""
+from __future__ import annotations
+
+from kbroker import errors
+
+from .context import BrokerContext
+from .registry import handles
+
+ILLEGAL_SASL_STATE = errors.IllegalSaslStateError.code
+
+
+@handles(17)
+def sasl_handshake(ctx: BrokerContext, header, request, conn):
+    return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+
+
+@handles(36)
+def sasl_authenticate(ctx: BrokerContext, header, request, conn):
+    return {"error_code": ILLEGAL_SASL_STATE,
+            "error_message": "SaslAuthenticate request received after successful authentication",
+            "auth_bytes": b"", "session_lifetime_ms": 0}

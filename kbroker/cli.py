@@ -7,6 +7,7 @@
     kbroker groups --bootstrap-server HOST:PORT --list|--describe ...   (kafka-consumer-groups.sh)
     kbroker reassign --bootstrap-server HOST:PORT --generate|--execute|--verify|--list|--cancel ...
                                                                        (kafka-reassign-partitions.sh)
+    kbroker acls --bootstrap-server HOST:PORT --add|--list|--remove ...   (kafka-acls.sh)
 
 Exit status: 0 success, 1 failure (one line on stderr), 2 bad arguments.
 """
@@ -114,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
                      help="set a property, overriding the file (repeatable)")
     dump = sub.add_parser("dump-log", help="print the batches of segment files and the entries of index files")
     dump.add_argument("--files", action="append", required=True, help="a .log, .index or .timeindex file")
-    from kbroker.tools import groups, reassign, topics
+    from kbroker.tools import acls, groups, reassign, topics
     topics.add_parser(sub)
     groups.add_parser(sub)
     reassign.add_parser(sub)
+    acls.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"no such file: {', '.join(missing)}")
         return dump_log(args.files)
-    if args.command in ("topics", "groups", "reassign"):
+    if args.command in ("topics", "groups", "reassign", "acls"):
         try:
             return args.run(args)
         except KeyboardInterrupt:

@@ -29,13 +29,17 @@ from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.handlers import load_all
 from kbroker.housekeeping import housekeeping
 from kbroker.log import LogManager
+from kbroker.log.config import ConfigError
 from kbroker.metadata_cache import MetadataCache
 from kbroker.network.server import NetworkServer
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.protocol.outcome import CLOSE
 from kbroker.purgatory import Purgatory
 from kbroker.replica_manager import ReplicaManager
+from kbroker.replication.client import ClientSecurity, use_inter_broker_security
 from kbroker.security import Security
+from kbroker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, ListenerConfig, Listeners, parse_listeners
+from kbroker.security.tls import PrincipalMapper, TlsConfigError, client_context, server_context
 from kbroker.status import StatusServer
 from kbroker.topic_admin import SingleNodeTopics, TopicAdmin, ZooKeeperTopics
 from kbroker.txn.bridge import TransactionBridge
@@ -67,7 +71,9 @@ class Broker:
         self.fetch_sessions = FetchSessionCache()
         self.zookeeper: ZooKeeperParts | None = None
         self.status: StatusServer | None = None
-        self.server: NetworkServer | None = None
+        self.listeners: Listeners = parse_listeners(config)  # ConfigError: what Kafka would refuse
+        self.servers: list[NetworkServer] = []  # one per listener
+        self.server: NetworkServer | None = None  # the first
         self._store_server: EmbeddedServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._handlers = load_all()
@@ -121,7 +127,8 @@ class Broker:
         self.log_manager.startup()
         host, port = await self._start_server()
         controller = Controller(self.store, self.broker_id, cfg.log.unclean_leader_election_enable)
-        cluster = ClusterView(self.store, loop, self._on_cluster_change)
+        self._inter_broker_client()
+        cluster = ClusterView(self.store, loop, self._on_cluster_change, self.listeners.inter_broker)
         cluster.wants_states = lambda controller_id: controller_id in (None, self.broker_id)
         metadata = MetadataCache()
         self.topics = ZooKeeperTopics(cfg, self.store, self.replicas, cluster, metadata)
@@ -147,24 +154,88 @@ class Broker:
         self.security = Security(self.config, self.store)
 
     def _registration(self, host: str, port: int) -> BrokerInfo:
-        return BrokerInfo.from_endpoints(self.broker_id, [EndPoint("PLAINTEXT", host, port, "PLAINTEXT")],
-                                         timestamp_ms=wall_ms(), rack=self.config.broker_rack or None)
+        """Every advertised endpoint and the listener map, as Kafka writes /brokers/ids/<id>."""
+        endpoints = [EndPoint(name, h, p, protocol) for name, h, p, protocol in self.endpoint.endpoints]
+        return BrokerInfo.from_endpoints(self.broker_id, endpoints, timestamp_ms=wall_ms(),
+                                         rack=self.config.broker_rack or None)
 
     async def _start_server(self) -> tuple[str, int]:
-        """Listen, and work out the advertised endpoint (the bound port when 0 was asked)."""
+        """A NetworkServer per listener, and the advertised endpoints (the bound port when 0 was
+        asked). Returns the inter-broker listener's address (the first listener's without one)."""
         cfg = self.config
-        listener = cfg.listeners[0]
-        self.server = NetworkServer(listener.host, listener.port, self.dispatch,
-                                    max_request_bytes=cfg.socket_request_max_bytes,
-                                    send_buffer_bytes=cfg.socket_send_buffer_bytes,
-                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
-                                    idle_ms=cfg.connections_max_idle_ms)
-        await self.server.start()
-        advertised = cfg.advertised_listeners[0]
-        host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
-        port = self.server.port if advertised.port == 0 else advertised.port
-        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None)
+        endpoints = []
+        for spec in self.listeners.specs:
+            settings = self.listeners.settings[spec.name]
+            context = principal_of = new_authenticator = None
+            try:
+                if spec.tls:
+                    context = server_context(settings, spec.protocol)
+                if spec.protocol == "SSL":
+                    principal_of = PrincipalMapper(settings.get("ssl.principal.mapping.rules")).principal
+            except (TlsConfigError, ValueError) as exc:
+                raise ConfigError(str(exc)) from None
+            if spec.sasl:
+                from kbroker.security.sasl import authenticator_factory
+                new_authenticator = authenticator_factory(cfg, spec.name, spec.protocol, self.security)
+            server = NetworkServer(spec.bind.host, spec.bind.port, self.dispatch,
+                                   max_request_bytes=cfg.socket_request_max_bytes,
+                                   send_buffer_bytes=cfg.socket_send_buffer_bytes,
+                                   receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
+                                   idle_ms=cfg.connections_max_idle_ms, listener_name=spec.name,
+                                   security_protocol=spec.protocol, ssl_context=context, principal_of=principal_of,
+                                   new_authenticator=new_authenticator)
+            await server.start()
+            self.servers.append(server)
+            if spec.announced:
+                advertised = spec.advertised
+                host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
+                port = server.port if advertised.port == 0 else advertised.port
+                endpoints.append((spec.name, host, port, spec.protocol))
+        self.server = self.servers[0]
+        _, host, port, _ = next((e for e in endpoints if e[0] == self.listeners.inter_broker), endpoints[0])
+        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None, endpoints=tuple(endpoints))
         return host, port
+
+    def _inter_broker_client(self) -> None:
+        """How this broker connects to the others' inter-broker listener: TLS with a client context,
+        SASL with sasl.mechanism.inter.broker.protocol and its JAAS username and password."""
+        cfg = self.config
+        name, protocol = self.listeners.inter_broker, self.listeners.inter_broker_protocol
+        settings = self.listeners.settings.get(name) or ListenerConfig(cfg, name)
+        context, check = None, False
+        if protocol in TLS_PROTOCOLS:
+            try:
+                tls = client_context(settings)
+            except TlsConfigError as exc:
+                raise ConfigError(str(exc)) from None
+            context, check = tls.context, tls.check_hostname
+        authenticate = None
+        if protocol in SASL_PROTOCOLS:
+            authenticate = self._inter_broker_sasl(name)
+        use_inter_broker_security(ClientSecurity(context, check, authenticate, protocol))
+
+    def _inter_broker_sasl(self, listener: str) -> Any:
+        from kbroker.security.sasl import listener_value
+        from kbroker.security.sasl.jaas import JaasError, parse_jaas_config
+        from kbroker.security.sasl_client import authenticate
+        cfg = self.config
+        mechanism = cfg.sasl_mechanism_inter_broker_protocol.strip().upper()
+        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+        text = listener_value(cfg, listener, "sasl.jaas.config", mechanism) or cfg.raw.get("sasl.jaas.config")
+        if not text:
+            raise ConfigError(f"the inter-broker listener {listener} uses SASL {mechanism}: set {key} with the "
+                              "username and password this broker authenticates with")
+        try:
+            options = parse_jaas_config(text).options
+        except JaasError as exc:
+            raise ConfigError(f"{key}: {exc}") from None
+        username, password = options.get("username"), options.get("password")
+        if not username or password is None:
+            raise ConfigError(f"{key}: the inter-broker login needs username=\"...\" and password=\"...\"")
+
+        def login(request: Any) -> Any:
+            return authenticate(request, mechanism, username, password)
+        return login
 
     async def _start_services(self) -> None:
         """The coordinators, the optional ZooKeeper offsets mirror and status endpoint, housekeeping."""
@@ -219,8 +290,8 @@ class Broker:
             task.cancel()
         if self.status is not None:
             await self.status.stop()
-        if self.server is not None:
-            await self.server.stop()
+        for server in self.servers:
+            await server.stop()
         if zk is not None:
             zk.cluster.stop()
             zk.channel.stop()
@@ -249,6 +320,9 @@ class Broker:
         if handler is None:
             log.info("closing a connection that sent api key %d, which is not served", header.api_key)
             return CLOSE
+        quotas = self.security.quotas
+        if quotas.enabled:  # client quotas configured: measure, throttle (KIP-219)
+            return quotas.run(handler, self, header, body, conn)
         return handler(self, header, body, conn)
 
     async def run_blocking(self, fn: Callable[[], T]) -> T:

@@ -41,11 +41,27 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LiveBroker:
+    """A registered broker. ``host``/``port`` are its inter-broker listener's address (what replica
+    fetchers and the controller connect to); ``endpoints`` every advertised listener as
+    (listener name, host, port, security protocol), from which clients are answered per listener."""
     id: int
     host: str
     port: int
     rack: str | None
     epoch: int = -1  # Kafka's broker epoch: the czxid of its registration (new at every restart)
+    endpoints: tuple[tuple[str, str, int, str], ...] = ()
+
+    def on(self, listener: str) -> LiveBroker | None:
+        """This broker as a client of ``listener`` must reach it (None: it has no such listener). A
+        broker registered without endpoints (older records) is its one address."""
+        if not self.endpoints:
+            return self
+        for name, host, port, _ in self.endpoints:
+            if name == listener:
+                if (host, port) == (self.host, self.port):
+                    return self
+                return LiveBroker(self.id, host, port, self.rack, self.epoch, self.endpoints)
+        return None
 
 
 @dataclass
@@ -65,16 +81,20 @@ class Snapshot:
     deleting: list[str] = field(default_factory=list)  # /admin/delete_topics
 
 
-def _endpoint(info: BrokerInfo, epoch: int = -1) -> LiveBroker:
-    ep = info.endpoints[0]
+def _endpoint(info: BrokerInfo, epoch: int = -1, inter_broker: str | None = None) -> LiveBroker:
+    """A registration as a LiveBroker whose address is its ``inter_broker`` listener's (else its first)."""
+    ep = next((e for e in info.endpoints if e.listener_name == inter_broker), info.endpoints[0])
     # a host of None (all interfaces, written empty) must not reach Metadata, whose host is no nullable string
-    return LiveBroker(info.id, ep.host or "", ep.port, info.rack, epoch)
+    endpoints = tuple((e.listener_name, e.host or "", e.port, e.security_protocol) for e in info.endpoints)
+    return LiveBroker(info.id, ep.host or "", ep.port, info.rack, epoch, endpoints)
 
 
 class ClusterView:
     def __init__(self, store: MetadataStore, loop: asyncio.AbstractEventLoop,
-                 on_change: Callable[[Snapshot], Awaitable[None] | None]) -> None:
+                 on_change: Callable[[Snapshot], Awaitable[None] | None], inter_broker_listener: str | None = None
+                 ) -> None:
         self.store = store
+        self.inter_broker_listener = inter_broker_listener
         self.loop = loop
         self.on_change = on_change
         # Partition states matter only to the controller (brokers hear theirs through
@@ -208,7 +228,8 @@ class ClusterView:
             except NoNodeError:
                 continue
             try:
-                snap.brokers[int(child)] = _endpoint(BrokerIdZNode.decode(int(child), data), stat.czxid)
+                snap.brokers[int(child)] = _endpoint(BrokerIdZNode.decode(int(child), data), stat.czxid,
+                                                     self.inter_broker_listener)
             except (ValueError, IndexError):
                 log.warning("unreadable registration of broker %s; ignored", child)
         snap.brokers = dict(sorted(snap.brokers.items()))

@@ -200,6 +200,16 @@ class ControllerChannel:
                 "offline_replicas": [r for r in replicas if r not in snap.brokers]})
         return {"controller_id": self.broker_id, "controller_epoch": self.controller_epoch, "broker_epoch": -1,
                 "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()],
-                "live_brokers": [{"id": b.id, "endpoints": [{"port": b.port, "host": b.host, "listener": "PLAINTEXT",
-                                                             "security_protocol": 0}], "rack": b.rack}
+                "live_brokers": [{"id": b.id, "endpoints": _endpoints(b), "rack": b.rack}
                                  for b in snap.brokers.values()]}
+
+
+_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol ids
+
+
+def _endpoints(b: LiveBroker) -> list[dict]:
+    """Every listener of a broker, as UpdateMetadata carries them."""
+    if not b.endpoints:
+        return [{"port": b.port, "host": b.host, "listener": "PLAINTEXT", "security_protocol": 0}]
+    return [{"port": port, "host": host, "listener": name, "security_protocol": _PROTOCOL_IDS.get(protocol, 0)}
+            for name, host, port, protocol in b.endpoints]

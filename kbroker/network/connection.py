@@ -11,6 +11,15 @@ its handler finishes, and slots leave the FIFO strictly in order. Bytes go out w
 of them with one ``sendmsg``), large segment ranges (Fetch) with the Cython ``sendfile``, small
 ones are read into the response (COPY_RANGE_BYTES); on EAGAIN the connection waits for
 writability. Too many unanswered requests pause reading (back-pressure).
+
+TLS (SSL and SASL_SSL listeners): an ``ssl.SSLObject`` between two memory BIOs, on the same raw
+non-blocking socket. Measured against a non-blocking ``SSLSocket`` on this loop (1 KiB records in,
+256 KiB writes out, 100 MB each): receiving 797 vs 553 MB/s (the BIO takes 64 KiB per recv, an
+SSLSocket reads record by record, two syscalls each), sending 654 vs 762 MB/s; produce is what TLS
+must not slow, so BIOs. Ciphertext leaves with ``send``; segment ranges cannot go by sendfile, so
+they are read with ``preadv`` into one reused buffer (TLS_FILE_CHUNK at a time) and encrypted, one
+chunk per writable event so a large fetch never holds the loop. A handshake that does not finish
+within the server's handshake bound is closed; a failed one is logged with the peer.
 """
 from __future__ import annotations
 
@@ -21,6 +30,7 @@ import itertools
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -39,6 +49,14 @@ SCRATCH_BYTES = 64 * 1024
 COPY_RANGE_BYTES = 64 * 1024
 _BYTES = (bytes, bytearray, memoryview)
 MAX_IN_FLIGHT = 100
+# TLS: segment bytes read and encrypted per writable event, and ciphertext gathered before a send
+TLS_FILE_CHUNK = 128 * 1024
+TLS_FLUSH_BYTES = 256 * 1024
+_TLS_RAW = bytearray(64 * 1024)     # every TLS connection's recv lands here first (the loop is one thread)
+_TLS_RAW_VIEW = memoryview(_TLS_RAW)
+_TLS_FILE = bytearray(TLS_FILE_CHUNK)  # segment ranges read for encryption (used and released at once)
+_TLS_FILE_VIEW = memoryview(_TLS_FILE)
+_TLS_RECORD = (0x16, 0x03)          # a TLS handshake record's first bytes
 
 
 class ConnectionOwner(Protocol):
@@ -50,6 +68,10 @@ class ConnectionOwner(Protocol):
     security_protocol: str
 
     def forget(self, conn: Connection) -> None: ...
+
+    # TLS listeners (getattr'd: absent means plaintext)
+    #   ssl_context: ssl.SSLContext | None; handshake_timeout_s: float;
+    #   on_handshake(conn) -> str | None: sets conn.session.principal, returns why to refuse the client
 
     def new_authenticator(self, conn: Connection) -> FrameInterceptor | None:
         """The SASL authenticator of a SASL listener's connection (None: nothing to authenticate)."""
@@ -109,6 +131,23 @@ class Connection:
         self._reading_blocked = False    # set for good by close_after
         new_authenticator = getattr(server, "new_authenticator", None)
         self.authenticator: FrameInterceptor | None = new_authenticator(self) if new_authenticator else None
+        self._first_frame = True
+        context: ssl.SSLContext | None = getattr(server, "ssl_context", None)
+        self.tls: ssl.SSLObject | None = None
+        if context is None:
+            self.loop.add_reader(self.fd, self._on_readable)
+            return
+        self._tls_in = ssl.MemoryBIO()
+        self._tls_out = ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
+        self._cipher: bytes = b""     # encrypted bytes not sent yet
+        self._cipher_pos = 0
+        self._handshaking = True
+        # the TLS paths in place of the plaintext ones (the loop and _fill call these names)
+        self._on_readable = self._on_readable_tls  # type: ignore[method-assign]
+        self._write = self._write_tls  # type: ignore[method-assign]
+        bound = getattr(server, "handshake_timeout_s", 10.0)
+        self._handshake_timer: asyncio.TimerHandle | None = self.loop.call_later(bound, self._handshake_expired)
         self.loop.add_reader(self.fd, self._on_readable)
 
     # -- reading -------------------------------------------------------------------------
@@ -149,7 +188,7 @@ class Connection:
             start = self._start
             size = int.from_bytes(scratch[start:start + 4], "big", signed=True)
             if size < 0 or size > self.max_frame:
-                return self.close(f"frame of {size} bytes refused (socket.request.max.bytes={self.max_frame})")
+                return self._refuse_frame(size)
             have = self._end - start - 4
             if have >= size:
                 frame = scratch[start + 4:start + 4 + size]  # a small copy, owned by the request
@@ -164,7 +203,194 @@ class Connection:
             else:
                 return
 
+    def _refuse_frame(self, size: int) -> None:
+        if self._first_frame and self.tls is None and self._end - self._start >= 2 and \
+                tuple(self._scratch[self._start:self._start + 2]) == _TLS_RECORD:
+            log.warning("a TLS handshake from %s reached the %s listener %s, which is not TLS; closing (is the "
+                        "client's security.protocol right?)", self.describe_peer(), self.session.security_protocol,
+                        self.session.listener)
+            return self.close("TLS spoken to a plaintext listener")
+        log.info("closing the connection from %s: a frame of %d bytes is refused (socket.request.max.bytes=%d)",
+                 self.describe_peer(), size, self.max_frame)
+        return self.close(f"frame of {size} bytes refused (socket.request.max.bytes={self.max_frame})")
+
+    def describe_peer(self) -> str:
+        """``/127.0.0.1:53210`` (Kafka's way) for log lines."""
+        if not self.peer:
+            return "an unknown peer"
+        return f"/{self.peer[0]}:{self.peer[1]}" if len(self.peer) > 1 else f"/{self.peer[0]}"
+
+    # -- TLS -------------------------------------------------------------------------------
+
+    def _on_readable_tls(self) -> None:
+        try:
+            n = self.sock.recv_into(_TLS_RAW_VIEW)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            return self.close(f"receive failed: {exc}")
+        if not n:
+            if self._handshaking:
+                log.info("TLS handshake with %s on listener %s failed: the peer closed the connection",
+                         self.describe_peer(), self.session.listener)
+            return self.close("peer closed")
+        self.last_active = time.monotonic()
+        self._tls_in.write(_TLS_RAW_VIEW[:n])
+        if self._handshaking and not self._handshake_step():
+            return
+        self._decrypt()
+
+    def _handshake_step(self) -> bool:
+        """Advance the handshake; True once it is done (and the client accepted)."""
+        assert self.tls is not None
+        try:
+            self.tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self._flush_tls()
+            return False
+        except (ssl.SSLError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or str(exc)
+            log.warning("TLS handshake with %s on listener %s failed: %s", self.describe_peer(),
+                        self.session.listener, reason)
+            self._flush_tls()  # the alert, if the socket takes it
+            self.close(f"TLS handshake failed: {reason}")
+            return False
+        self._handshaking = False
+        if self._handshake_timer is not None:
+            self._handshake_timer.cancel()
+            self._handshake_timer = None
+        on_handshake = getattr(self.server, "on_handshake", None)
+        refused = on_handshake(self) if on_handshake is not None else None
+        if refused:
+            log.warning("TLS client %s on listener %s refused: %s", self.describe_peer(), self.session.listener,
+                        refused)
+            self.close(refused)
+            return False
+        self._flush_tls()
+        return True
+
+    def _handshake_expired(self) -> None:
+        self._handshake_timer = None
+        if self._handshaking and not self.closed:
+            log.warning("TLS handshake with %s on listener %s did not finish in time; closing",
+                        self.describe_peer(), self.session.listener)
+            self.close("TLS handshake timed out")
+
+    def _decrypt(self) -> None:
+        """Plaintext out of the BIO into the frame buffers, parsed as it comes."""
+        tls = self.tls
+        assert tls is not None
+        while not self.closed and self._reading:
+            big = self._big
+            try:
+                if big is not None:
+                    assert self._big_view is not None
+                    n = tls.read(len(big) - self._big_got, self._big_view[self._big_got:])
+                else:
+                    if self._start == self._end:
+                        self._start = self._end = 0
+                    elif self._end == len(self._scratch):
+                        left = self._end - self._start
+                        self._scratch[:left] = self._scratch[self._start:self._end]
+                        self._start, self._end = 0, left
+                    n = tls.read(len(self._scratch) - self._end, self._scratch_view[self._end:])
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:
+                return self.close("peer closed (TLS close_notify)")
+            except ssl.SSLError as exc:
+                log.info("TLS error on the connection from %s: %s", self.describe_peer(), exc.reason or exc)
+                return self.close(f"TLS error: {exc}")
+            if not n:
+                return self.close("peer closed")
+            if big is not None:
+                self._big_got += n
+                if self._big_got == len(big):
+                    frame, self._big, self._big_view = big, None, None
+                    self._handle_frame(frame)
+            else:
+                self._end += n
+                self._parse_scratch()
+        if self._tls_out.pending:  # post-handshake messages (TLS 1.3 key updates)
+            self._flush_tls()
+
+    def _decrypt_waiting(self) -> None:
+        if not self.closed and self._reading:
+            self._decrypt()
+
+    def _send_cipher(self) -> bool:
+        """Send encrypted bytes waiting; True when none are left."""
+        while True:
+            if self._cipher_pos >= len(self._cipher):
+                if not self._tls_out.pending:
+                    self._cipher, self._cipher_pos = b"", 0
+                    return True
+                self._cipher, self._cipher_pos = self._tls_out.read(), 0
+            n = self.sock.send(memoryview(self._cipher)[self._cipher_pos:] if self._cipher_pos else self._cipher)
+            self._cipher_pos += n
+            if self._cipher_pos < len(self._cipher):
+                return False
+
+    def _flush_tls(self) -> None:
+        try:
+            if self._send_cipher():
+                return
+        except (BlockingIOError, InterruptedError):
+            pass
+        except OSError as exc:
+            return self.close(f"send failed: {exc}")
+        self._wait_writable()
+
+    def _write_tls(self) -> None:
+        """Encrypt what is queued (bytes coalesced, segment ranges a chunk at a time) and send it."""
+        tls = self.tls
+        assert tls is not None
+        out = self._out
+        file_bytes = 0
+        try:
+            while True:
+                if not self._send_cipher():
+                    return self._wait_writable()
+                if self._handshaking or not out:
+                    break
+                if file_bytes >= TLS_FILE_CHUNK:  # one chunk per writable event: let others run
+                    return self._wait_writable()
+                while out and self._tls_out.pending < TLS_FLUSH_BYTES:
+                    chunk = out[0]
+                    if isinstance(chunk, _BYTES):
+                        if len(chunk):
+                            tls.write(chunk)
+                        out.popleft()
+                        continue
+                    if file_bytes >= TLS_FILE_CHUNK:
+                        break
+                    want = min(TLS_FILE_CHUNK, chunk.length - self._out_pos)
+                    n = os.preadv(chunk.fd, [_TLS_FILE_VIEW[:want]], chunk.position + self._out_pos)
+                    if n <= 0:
+                        return self.close("segment file ended before the promised range")
+                    tls.write(_TLS_FILE_VIEW[:n])
+                    file_bytes += n
+                    self._out_pos += n
+                    if self._out_pos >= chunk.length:
+                        out.popleft()
+                        self._out_pos = 0
+        except (BlockingIOError, InterruptedError):
+            return self._wait_writable()
+        except ssl.SSLError as exc:
+            return self.close(f"TLS error: {exc}")
+        except OSError as exc:
+            return self.close(f"send failed: {exc}")
+        if self._writing:
+            self.loop.remove_writer(self.fd)
+            self._writing = False
+        self.last_active = time.monotonic()
+        if self._close_when_flushed is not None and not self._slots and not out:
+            self.close(self._close_when_flushed)
+
+    # -- requests ----------------------------------------------------------------------------
+
     def _handle_frame(self, frame: bytearray) -> None:
+        self._first_frame = False
         if self.authenticator is not None and self.authenticator.intercept(self, frame):
             return
         self.handle_request(frame)
@@ -301,6 +527,9 @@ class Connection:
                 and time.monotonic() >= self._muted_until):
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
+            if self.tls is not None and not self._handshaking:
+                # plaintext may wait in the BIO, which no readable event announces
+                self.loop.call_soon(self._decrypt_waiting)
 
     def _write(self) -> None:
         out = self._out
@@ -375,6 +604,8 @@ class Connection:
         log.debug("closing connection from %s: %s", self.peer, why)
         if self._unmute is not None:
             self._unmute.cancel()
+        if self.tls is not None and self._handshake_timer is not None:
+            self._handshake_timer.cancel()
         if self._reading:
             self.loop.remove_reader(self.fd)
         if self._writing:

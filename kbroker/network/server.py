@@ -9,21 +9,35 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+import ssl
 import time
 from collections.abc import Callable
 from typing import Any
 
-from .connection import Connection
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
+
+from .connection import Connection, FrameInterceptor
 
 log = logging.getLogger(__name__)
 
 Dispatch = Callable[[Any, Any, Connection], Any]
+# a TLS client's certificate (DER, None without one) -> its principal; raises ValueError to refuse it
+PrincipalOf = Callable[[bytes | None], KafkaPrincipal]
+HANDSHAKE_TIMEOUT_S = 10.0  # a TLS handshake gets this long (or connections.max.idle.ms, if shorter)
 
 
 class NetworkServer:
     def __init__(self, host: str, port: int, dispatch: Dispatch, *, max_request_bytes: int = 104857600,
                  send_buffer_bytes: int = 102400, receive_buffer_bytes: int = 102400,
-                 idle_ms: int = 600000) -> None:
+                 idle_ms: int = 600000, listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT",
+                 ssl_context: ssl.SSLContext | None = None, principal_of: PrincipalOf | None = None,
+                 new_authenticator: Callable[[Connection], FrameInterceptor | None] | None = None) -> None:
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.ssl_context = ssl_context
+        self.principal_of = principal_of  # SSL listeners: the certificate names the principal
+        self.handshake_timeout_s = min(HANDSHAKE_TIMEOUT_S, idle_ms / 1000)
+        self.new_authenticator = new_authenticator  # SASL listeners: each connection's authenticator
         self.host = host
         self.port = port
         self.dispatch = dispatch
@@ -48,7 +62,23 @@ class NetworkServer:
         self._listener = sock
         self.loop.add_reader(sock.fileno(), self._accept)
         self._reaper = asyncio.ensure_future(self._reap_idle())
-        log.info("listening on %s:%d", self.host, self.port)
+        log.info("listening on %s:%d (listener %s, %s)", self.host, self.port, self.listener_name,
+                 self.security_protocol)
+
+    def on_handshake(self, conn: Connection) -> str | None:
+        """A TLS handshake finished: an SSL listener's client is who its certificate says (SASL_SSL
+        ones authenticate later). Returns why the client is refused, or None."""
+        if self.principal_of is None or conn.tls is None:
+            return None
+        try:
+            der = conn.tls.getpeercert(binary_form=True)
+            conn.session.principal = self.principal_of(der)
+        except ValueError as exc:
+            return f"no principal for its certificate: {exc}"
+        if conn.session.principal != ANONYMOUS:
+            log.info("TLS client %s on listener %s is %s", conn.describe_peer(), self.listener_name,
+                     conn.session.principal)
+        return None
 
     def _accept(self) -> None:
         assert self._listener is not None

@@ -97,6 +97,9 @@ def serve(args: argparse.Namespace) -> int:
         logging.getLogger("kbroker.config").warning("%s: ignored", line)
     try:
         asyncio.run(run_broker(config))
+    except ConfigError as exc:  # listeners, TLS and SASL settings are checked as the broker starts
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"kbroker: cannot start: {exc}", file=sys.stderr)
         return 1

@@ -11,6 +11,7 @@ from kbroker.log import TopicPartition
 
 from .acls import Op, Res, allowed, cluster_allowed, topic_filter
 from .context import BrokerContext
+from .metadata import listener_of
 from .registry import handles
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
@@ -46,6 +47,7 @@ def find_coordinator(ctx: BrokerContext, header, request, conn):
                 code, message = exc.code, exc.message
         if code == 0:
             node = (ctx.transactions if transactional else ctx.groups).coordinator_endpoint(key)
+            node = node.on(listener_of(conn)) if node is not None else None  # its endpoint on this listener
         else:
             node = None
         if code == 0 and node is None:

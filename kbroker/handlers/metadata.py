@@ -8,8 +8,21 @@ from .context import BrokerContext
 from .registry import handles
 
 
-def _brokers(ctx: BrokerContext) -> list[dict]:
-    return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in ctx.topics.live_brokers()]
+def listener_of(conn) -> str:
+    """The listener a request came in on: brokers are answered with their endpoint on it."""
+    session = getattr(conn, "session", None)
+    return session.listener if session is not None else "PLAINTEXT"
+
+
+def brokers_on(ctx: BrokerContext, conn) -> list:
+    """Live brokers as a client of this connection's listener reaches them; brokers without that
+    listener are left out, as Kafka does."""
+    listener = listener_of(conn)
+    return [e for e in (b.on(listener) for b in ctx.topics.live_brokers()) if e is not None]
+
+
+def _brokers(ctx: BrokerContext, conn) -> list[dict]:
+    return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in brokers_on(ctx, conn)]
 
 
 def topic_metadata(ctx: BrokerContext, name: str) -> dict:
@@ -62,7 +75,7 @@ def metadata(ctx: BrokerContext, header, request, conn):
         except errors.KafkaError as exc:
             topics.append({"error_code": exc.code, "name": name, "partitions": []})
     return {
-        "brokers": _brokers(ctx),
+        "brokers": _brokers(ctx, conn),
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),
         "topics": topics,
@@ -89,5 +102,5 @@ def describe_cluster(ctx: BrokerContext, header, request, conn):
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),
         "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in ctx.topics.live_brokers()],
+                    for b in brokers_on(ctx, conn)],
     }

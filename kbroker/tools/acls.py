@@ -94,9 +94,8 @@ def pascal(name: str) -> str:
 
 
 def pattern_text(rtype: int, name: str | None, ptype: int) -> str:
-    """Kafka's ResourcePattern(Filter).toString()."""
-    kind = "ResourcePattern" if ptype in (PatternType.LITERAL, PatternType.PREFIXED) else "ResourcePatternFilter"
-    return (f"{kind}(resourceType={ResourceType(rtype).name}, name={'<any>' if name is None else name}, "
+    """Kafka's ResourcePattern(Filter).toString() (both print "ResourcePattern(...)")."""
+    return (f"ResourcePattern(resourceType={ResourceType(rtype).name}, name={'<any>' if name is None else name}, "
             f"patternType={PatternType(ptype).name})")
 
 
@@ -254,8 +253,6 @@ def remove(admin: AdminClient, plan: dict[Resource, list[Entry]], force: bool, o
             out.flush()
             if answer().strip().lower() not in ("y", "yes"):
                 continue
-        print(f"Removing ACLs for resource `{flt_text}`: {NL} "
-              f"{NL.join(chr(9) + entry_text(*e) for e in entries)} {NL}", file=out)
         response = conn.send(API_KEYS["DeleteAcls"], {"filters": filters}, version=v)
         for r in response.filter_results:
             if r.error_code:

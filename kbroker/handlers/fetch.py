@@ -20,6 +20,7 @@ from kbroker.log import TopicPartition, legacy
 from kbroker.partition import error_code_of
 from kbroker.purgatory import DelayedOperation
 from kbroker.replica_manager import ReplicaManager
+from kbroker.security.quotas import FetchQuota, fetch_response_size
 
 from .acls import Op, cluster_allowed, topic_filter
 from .context import BrokerContext
@@ -44,9 +45,12 @@ class _Fetch:
         self.errors = False
         self.partitions: list[tuple[str, dict]] = []
         self.denied: list[tuple[str, int]] = []  # partitions the ACLs refuse: TOPIC_AUTHORIZATION_FAILED
+        self.quota: FetchQuota | None = None  # a consumer under a consumer_byte_rate quota
 
     def run(self) -> _Fetch:
         remaining = self.request.max_bytes if self.version >= 3 else 0x7FFFFFFF
+        if self.quota is not None:  # no more than the quota allows in its window (Kafka caps it too)
+            remaining = min(remaining, self.quota.max_bytes)
         self.bytes = 0
         self.errors = bool(self.denied)
         self.partitions = []
@@ -109,6 +113,11 @@ class _Fetch:
         return self
 
     def response(self) -> dict:
+        if self.quota is not None:  # over the quota: an empty answer, muted (KIP-219)
+            throttled = self.quota.throttled_response(fetch_response_size(self.partitions),
+                                                      self.session.session_id if self.session is not None else 0)
+            if throttled is not None:
+                return throttled
         by_topic: dict[str, list[dict]] = {}
         for topic, out in self.partitions:
             if self.incremental and not self._changed(topic, out):
@@ -230,6 +239,8 @@ def fetch(ctx: BrokerContext, header, request, conn):
                                                                 for t, p, offset, _, epoch in wanted])
     evaluation = _Fetch(ctx.replicas, version, request, session, incremental, wanted)
     evaluation.denied = denied
+    if request.replica_id < 0:
+        evaluation.quota = ctx.security.quotas.fetch_quota(conn, header)
     evaluation.run()
     if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
         return evaluation.response()

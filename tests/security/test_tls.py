@@ -141,8 +141,9 @@ def test_a_large_fetch_over_tls_arrives_whole_while_plaintext_clients_are_served
     assert p.flush(60) == 0
 
     def read(bootstrap: str, extra: dict, out: list) -> None:
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + os.urandom(4).hex(), "enable.auto.commit": False,
-                      "fetch.max.bytes": 50_000_000, "max.partition.fetch.bytes": 20_000_000, **extra})
+        c = Consumer({"bootstrap.servers": bootstrap, "group.id": "g-" + os.urandom(4).hex(),
+                      "enable.auto.commit": False, "fetch.max.bytes": 50_000_000,
+                      "max.partition.fetch.bytes": 20_000_000, **extra})
         c.assign([TopicPartition(topic, 0, 0)])
         deadline = time.monotonic() + 60
         while len(out) < len(values) and time.monotonic() < deadline:

@@ -19,8 +19,11 @@ from kbroker.security.entity_configs import DEFAULT
 from kbroker.security.quotas import QUOTA_KEYS
 from zk_compat import layout
 from zk_compat.store import NoNodeError
-from zk_compat.znodes import ConfigEntityChangeNotificationSequenceZNode as ChangeSeq
-from zk_compat.znodes import ConfigEntityZNode, desanitize_entity_name
+from zk_compat.znodes import (
+    ConfigEntityChangeNotificationSequenceZNode as ChangeSeq,
+    ConfigEntityZNode,
+    desanitize_entity_name,
+)
 
 from .acls import Op, cluster_allowed
 from .context import BrokerContext

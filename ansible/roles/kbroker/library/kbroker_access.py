@@ -7,8 +7,10 @@ them in every result, and this module never puts a command line into a result or
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -24,7 +26,9 @@ options:
   command_config: {description: client properties file for the admin connection, type: path}
   timeout: {description: seconds per CLI call, type: int, default: 60}
   scram_users:
-    description: name, password, mechanism (SCRAM-SHA-256|SCRAM-SHA-512), iterations, update_password (on_create|always), state
+    description: >-
+      name, password, mechanism (SCRAM-SHA-256|SCRAM-SHA-512), iterations, update_password
+      (on_create|always), state
     type: list
     elements: dict
     default: []
@@ -70,6 +74,16 @@ class Cli:
         if p["command_config"]:
             self.connect += ["--command-config", p["command_config"]]
         self.timeout = p["timeout"]
+        self.options: dict[tuple[str, str], bool] = {}
+
+    def takes(self, tool: str, option: str) -> bool:
+        """Whether `kbroker <tool> --help` lists `option`."""
+        key = (tool, option)
+        if key not in self.options:
+            proc = subprocess.run(self.base + [tool, "--help"], capture_output=True, text=True, timeout=self.timeout,
+                                  stdin=subprocess.DEVNULL)
+            self.options[key] = re.search(re.escape(option) + r"\b", proc.stdout) is not None
+        return self.options[key]
 
     def run(self, tool: str, args: list[str], *, what: str, ok_missing: bool = False) -> tuple[int, str]:
         try:
@@ -80,6 +94,9 @@ class Cli:
         except OSError as exc:
             raise CliError(f"{what}: cannot run kbroker {tool}: {exc.strerror}") from None
         out = proc.stdout + proc.stderr
+        if proc.returncode == 2 and "--command-config" in out and "unrecognized" in out:
+            raise CliError(f"{what}: this kbroker {tool} takes no --command-config (no TLS/SASL login): set "
+                           "kbroker_local_admin_listener: true, or install a kbroker whose tools take it")
         if proc.returncode != 0 and not (ok_missing and re.search(r"RESOURCE_NOT_FOUND|not found|no credential", out,
                                                                     re.I)):
             raise CliError(f"{what}: kbroker {tool} exited {proc.returncode}: {out.strip()[-2000:]}")
@@ -113,8 +130,18 @@ def apply_scram_user(module: AnsibleModule, cli: Cli, user: dict, report: list[s
         return False
     if not module.check_mode:
         config = f"{mechanism}=[iterations={user['iterations']},password={user['password']}]"
-        cli.run("configs", ["--alter", "--entity-type", "users", "--entity-name", name, "--add-config", config],
-                what=f"set {mechanism} credential of {name}")
+        alter = ["--alter", "--entity-type", "users", "--entity-name", name]
+        if cli.takes("configs", "--add-config-file"):
+            # the password in a private file for the moment, not on a command line other users can read
+            fd, path = tempfile.mkstemp(prefix="kbroker-scram-", suffix=".properties")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    f.write(config + "\n")
+                cli.run("configs", alter + ["--add-config-file", path], what=f"set {mechanism} credential of {name}")
+            finally:
+                os.unlink(path)
+        else:
+            cli.run("configs", alter + ["--add-config", config], what=f"set {mechanism} credential of {name}")
         after = scram_iterations(cli, name, mechanism)
         if after != user["iterations"]:
             raise CliError(f"set {mechanism} credential of {name}: describe shows iterations={after} afterwards")

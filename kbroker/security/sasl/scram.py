@@ -166,7 +166,9 @@ class ScramServer:
         m = CLIENT_FINAL.fullmatch(text)
         if m is None:
             raise SaslError("Invalid SCRAM client final message format")
-        if m["nonce"] != self._full_nonce:
+        # Kafka 2.8 checks that the nonce *ends with* the server-first nonce (later versions want it
+        # equal): librdkafka before 2.x (Debian's kcat: 2.0.2) sends its own nonce in front of it again.
+        if not m["nonce"].endswith(self._full_nonce):
             raise SaslError("Invalid client nonce in the final client message.")
         cred = self._credential
         assert cred is not None  # set with the client-first state

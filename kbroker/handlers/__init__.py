@@ -16,10 +16,20 @@ from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 
 def load_all() -> dict[int, Handler]:
     """Import every handler module (each registers its APIs) and return the registry."""
-    from . import admin, api_versions, controller, fetch, groups, metadata, produce, txn  # noqa: F401
-    from . import acls  # noqa: F401
-    from . import quotas  # noqa: F401
-    from . import sasl, scram  # noqa: F401
+    from . import (  # noqa: F401
+        acls,
+        admin,
+        api_versions,
+        controller,
+        fetch,
+        groups,
+        metadata,
+        produce,
+        quotas,
+        sasl,
+        scram,
+        txn,
+    )
     return HANDLERS
 
 

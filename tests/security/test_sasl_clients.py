@@ -14,9 +14,9 @@ import uuid
 
 import pytest
 
+from tests.integration.conftest import free_port
 from tests.security.pki import Pki
 from tests.security.sasl_helpers import create_scram_users, credentials_for, run_broker, sasl_broker
-from tests.integration.conftest import free_port
 
 N = 20
 
@@ -215,8 +215,8 @@ def test_wrong_password_confluent_kafka(bp, mechanism):
 
 
 def test_wrong_password_kcat(bp, pki):
-    listed = subprocess.run(["kcat", *kcat_args(bp, pki, "SASL_PLAINTEXT", "PLAIN", "alice", "not-it"), "-L", "-m", "5"],
-                            capture_output=True, timeout=30)
+    args = kcat_args(bp, pki, "SASL_PLAINTEXT", "PLAIN", "alice", "not-it")
+    listed = subprocess.run(["kcat", *args, "-L", "-m", "5"], capture_output=True, timeout=30)
     assert listed.returncode != 0
     assert b"SASL authentication error: Authentication failed: Invalid username or password" in listed.stderr
 

@@ -174,7 +174,7 @@ class SaslServerAuthenticator:
             conn.close(f"undecodable SaslHandshake: {exc.reason}")
             return
         mechanisms = self.settings.mechanisms
-        mechanism = body.mechanism
+        mechanism: str = body.mechanism  # type: ignore[attr-defined]  # generated message classes are untyped
         version, corr = header.api_version, header.correlation_id
         if mechanism not in mechanisms:
             self._fail(conn, f"unsupported SASL mechanism {mechanism!r} (enabled: {', '.join(mechanisms)})",
@@ -202,7 +202,7 @@ class SaslServerAuthenticator:
         server = self.server
         assert server is not None  # set with the AUTHENTICATE state
         try:
-            out = server.evaluate(bytes(body.auth_bytes))
+            out = server.evaluate(bytes(body.auth_bytes))  # type: ignore[attr-defined]
             if server.complete:
                 self._check_principal(server)
         except SaslAuthenticationError as exc:

@@ -165,10 +165,10 @@ def decode_change(changes_path: str, data: bytes | None) -> ResourcePattern:
         raise ValueError(f"{changes_path}: unexpected extended ACL change notice")
     rtype = _enum_name(str(obj.get("resourceType", "")), RESOURCE_TYPES)
     ptype = _enum_name(str(obj.get("patternType", "")), STORED_PATTERN_TYPES)
-    name = obj.get("name")
-    if rtype == "UNKNOWN" or ptype == "UNKNOWN" or not isinstance(name, str):
+    resource_name = obj.get("name")
+    if rtype == "UNKNOWN" or ptype == "UNKNOWN" or not isinstance(resource_name, str):
         raise ValueError(f"{changes_path}: extended ACL change notice names no resource")
-    return ResourcePattern(rtype, name, ptype)
+    return ResourcePattern(rtype, resource_name, ptype)
 
 
 def sequence_number(child: str) -> int:

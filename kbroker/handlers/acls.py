@@ -9,6 +9,8 @@ attribute test, and the ACL APIs answer SECURITY_DISABLED (54). The ACL APIs nee
 from __future__ import annotations
 
 import logging
+from functools import partial
+from typing import Any
 
 from kbroker import errors
 from kbroker.protocol.messages.acls import (
@@ -90,7 +92,7 @@ def _filter_problem(f: AclFilter) -> str | None:
 
 @handles(29)
 def describe_acls(ctx: BrokerContext, header, request, conn):
-    out = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
+    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
     authorizer, code, message = _authorizer_or_error(ctx, conn, AclOperation.DESCRIBE)
     if authorizer is None:
         out["error_code"], out["error_message"] = code, message
@@ -165,7 +167,7 @@ async def _create_acls(ctx: BrokerContext, authorizer: Authorizer, version: int,
             results[i] = {"error_code": exc.code, "error_message": exc.message}
     for i, binding in valid:
         try:
-            await ctx.run_blocking(lambda b=binding: authorizer.create([b]))
+            await ctx.run_blocking(partial(authorizer.create, [binding]))
         except Exception as exc:
             log.error("creating ACL %s %s failed: %s", binding[0], binding[1], exc)
             results[i] = {"error_code": errors.UnknownServerError.code, "error_message": f"Failed to create ACL: {exc}"}

@@ -18,9 +18,11 @@ from __future__ import annotations
 import ipaddress
 import logging
 import threading
+from collections.abc import Callable
 
 from kbroker.clock import wall_ms
-from kbroker.config import BrokerConfig, ConfigError
+from kbroker.config import BrokerConfig
+from kbroker.log.config import ConfigError
 from kbroker.protocol.messages.acls import AclOperation, PatternType, PermissionType, ResourceType
 from kbroker.security.principal import Session
 from zk_compat import acls as zk_acls
@@ -76,8 +78,7 @@ class Authorizer:
             for pattern in list(zk_acls.all_patterns(self.store)):
                 self._reload(pattern)
         for changes_path in (zk_acls.ACL_CHANGES_PATH, zk_acls.EXTENDED_ACL_CHANGES_PATH):
-            self._watches.append(ChildrenWatch(
-                self.store, changes_path, lambda children, event, p=changes_path: self._on_changes(p, children)))
+            self._watches.append(ChildrenWatch(self.store, changes_path, self._follower(changes_path)))
         log.info("ACL authorizer started: %d resources with ACLs, super users %s, allow.everyone.if.no.acl.found=%s",
                  sum(len(v) for v in self._cache.values()), sorted(self.super_users) or "none",
                  str(self.allow_if_no_acls).lower())
@@ -106,6 +107,11 @@ class Authorizer:
             else:
                 table.pop(pattern.name, None)
             self._cache[key] = table
+
+    def _follower(self, changes_path: str) -> Callable[[list[str] | None, object], None]:
+        def follow(children: list[str] | None, event: object) -> None:
+            self._on_changes(changes_path, children)
+        return follow
 
     def _on_changes(self, changes_path: str, children: list[str] | None) -> None:
         names = sorted((zk_acls.sequence_number(c), c) for c in children or () if c.startswith(zk_acls.CHANGE_PREFIX))
@@ -231,8 +237,12 @@ class Authorizer:
         for pattern, entry in bindings:
             by_pattern.setdefault(pattern, set()).add(entry)
         for pattern, entries in by_pattern.items():
-            new = zk_acls.update_acls(self.store, pattern, lambda cur, add=frozenset(entries): cur | add)
-            self._put(pattern, new)
+            add = frozenset(entries)
+
+            def grow(current: frozenset[AclEntry], add: frozenset[AclEntry] = add) -> frozenset[AclEntry]:
+                return current | add
+
+            self._put(pattern, zk_acls.update_acls(self.store, pattern, grow))
 
     def delete(self, filters: list[AclFilter]) -> list[list[Binding]]:
         """Remove the ACLs each filter matches (blocking); returns what each filter removed."""

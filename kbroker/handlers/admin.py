@@ -171,9 +171,9 @@ def describe_configs(ctx: BrokerContext, header, request, conn):
                 sensitive = resource.resource_type == BROKER_RESOURCE and is_sensitive(name)
                 if sensitive:
                     value = None  # passwords, keys and JAAS options are never shown
-                entry: dict[str, Any] = {"name": name, "value": value, "read_only": read_only,
-                                         "is_default": source == SOURCE_DEFAULT,
-                         "config_source": source, "is_sensitive": sensitive, "synonyms": []}
+                entry: dict[str, Any] = {
+                    "name": name, "value": value, "read_only": read_only, "is_default": source == SOURCE_DEFAULT,
+                    "config_source": source, "is_sensitive": sensitive, "synonyms": []}
                 if request.include_synonyms:
                     entry["synonyms"] = [{"name": name, "value": value, "source": source}]
                 out["configs"].append(entry)

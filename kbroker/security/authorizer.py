@@ -15,6 +15,7 @@ and Alter, and DescribeConfigs by AlterConfigs.
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import threading
@@ -24,7 +25,7 @@ from kbroker.clock import wall_ms
 from kbroker.config import BrokerConfig
 from kbroker.log.config import ConfigError
 from kbroker.protocol.messages.acls import AclOperation, PatternType, PermissionType, ResourceType
-from kbroker.security.principal import Session
+from kbroker.security.principal import KafkaPrincipal, Session
 from zk_compat import acls as zk_acls
 from zk_compat.acls import AclEntry, ResourcePattern
 from zk_compat.store import ChildrenWatch, MetadataStore, NoNodeError
@@ -45,6 +46,7 @@ _IMPLIED_BY: dict[str, tuple[str, ...]] = {
 Binding = tuple[ResourcePattern, AclEntry]
 
 
+@functools.lru_cache(maxsize=4096)
 def java_host(address: str) -> str:
     """The peer address as Kafka's ``InetAddress.getHostAddress`` prints it: IPv6 uncompressed
     (``0:0:0:0:0:0:0:1``), IPv4 as is."""
@@ -65,6 +67,10 @@ class Authorizer:
         self.allow_if_no_acls = bool(config.allow_everyone_if_no_acl_found)
         # (resource type, pattern type) -> name -> ACLs; values replaced whole, read without the lock
         self._cache: dict[tuple[str, str], dict[str, frozenset[AclEntry]]] = {}
+        # (resource type, name) -> the ACL sets that apply; dropped whole on any change
+        self._matches: dict[tuple[str, str], list[frozenset[AclEntry]]] = {}
+        # (principal, client address, operation, resource type, name) -> decision; dropped whole on any change
+        self._decisions: dict[tuple[KafkaPrincipal, str, AclOperation, ResourceType, str], bool] = {}
         self._lock = threading.RLock()
         self._watches: list[ChildrenWatch] = []
         self._last_seq: dict[str, int] = {}
@@ -107,6 +113,8 @@ class Authorizer:
             else:
                 table.pop(pattern.name, None)
             self._cache[key] = table
+            self._matches = {}
+            self._decisions = {}
 
     def _follower(self, changes_path: str) -> Callable[[list[str] | None, object], None]:
         def follow(children: list[str] | None, event: object) -> None:
@@ -146,6 +154,16 @@ class Authorizer:
 
     def matching_acls(self, resource_type: str, name: str) -> list[frozenset[AclEntry]]:
         """The ACL sets that apply to a resource: its literal name, the literal ``*``, prefixes."""
+        matches = self._matches
+        found = matches.get((resource_type, name))
+        if found is None:
+            found = self._find_acls(resource_type, name)
+            if len(matches) >= 65536:
+                matches.clear()
+            matches[(resource_type, name)] = found
+        return found
+
+    def _find_acls(self, resource_type: str, name: str) -> list[frozenset[AclEntry]]:
         out = []
         literal = self._cache.get((resource_type, "LITERAL"))
         if literal:
@@ -160,6 +178,21 @@ class Authorizer:
 
     def authorize(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str,
                   log_denied: bool = True) -> bool:
+        key = (session.principal, session.client_address, operation, resource_type, name)
+        decisions = self._decisions
+        allowed = decisions.get(key)
+        if allowed is None:
+            allowed = self._decide(session, operation, resource_type, name)
+            if len(decisions) >= 65536:
+                decisions.clear()
+            decisions[key] = allowed
+        if not allowed and log_denied and audit.isEnabledFor(logging.INFO):
+            audit.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
+                       session.principal, zk_acls.pascal_case(operation.name), session.client_address,
+                       zk_acls.pascal_case(resource_type.name), name)
+        return allowed
+
+    def _decide(self, session: Session, operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
         principal = str(session.principal)
         if principal in self.super_users:
             return True
@@ -180,10 +213,6 @@ class Authorizer:
                 ops = _IMPLIED_BY.get(op, (op,))
                 allowed = any(e.permission == "ALLOW" and e.principal in principals and e.host in hosts
                               and (e.operation in ops or e.operation == "ALL") for entries in acl_sets for e in entries)
-        if not allowed and log_denied:
-            audit.info("Principal = %s is Denied Operation = %s from host = %s on resource = %s:LITERAL:%s",
-                       principal, op.title().replace("_", ""), session.client_address,
-                       zk_acls.pascal_case(rtype), name)
         return allowed
 
     def authorize_by_resource_type(self, session: Session, operation: AclOperation,

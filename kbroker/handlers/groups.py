@@ -205,6 +205,11 @@ def offset_fetch(ctx: BrokerContext, header, request, conn):
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
         return {"throttle_time_ms": 0, "groups": groups}
     if v == 0:
+        if not allowed(ctx, conn, Op.DESCRIBE, Res.GROUP, request.group_id):
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "",
+                                                 "error_code": _GROUP_DENIED} for p in t.partition_indexes]}
+                for t in request.topics]}
         return _offset_fetch_zookeeper(ctx, request)
     code, topics = _fetch_group(ctx, conn, v, request.group_id, request.topics, v >= 7 and request.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}

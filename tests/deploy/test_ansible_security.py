@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from kazoo_bridge.local_server import ZooKeeperUnavailable, java_executable, zookeeper_classpath
+from kazoo_bridge.local_server import ZooKeeperUnavailable, free_port, java_executable, zookeeper_classpath
 from tests.deploy.test_ansible import (
+    BIN,
     PLAYBOOK,
     _build_wheel,
     _dependency_wheelhouse,
@@ -46,8 +47,21 @@ def _ansible_installed() -> None:
     assert PLAYBOOK.exists(), "ansible-core is not in .venv (make deps installs it)"
 
 
+def _cli_logs_in() -> bool:
+    """Whether kbroker's admin tools take --command-config (TLS/SASL logins); without it the role's
+    127.0.0.1-only PLAINTEXT admin listener (kbroker_local_admin_listener) carries the admin CLI."""
+    helps = [subprocess.run([str(BIN / "kbroker"), tool, "--help"], capture_output=True, text=True).stdout
+             for tool in ("configs", "acls")]
+    return all("--command-config" in text for text in helps)
+
+
 def _secure_inventory(base: Path, wheel: Path, wheelhouse: Path, ca_dir: Path, secrets: dict[str, str]) -> dict:
     data = _inventory(base, wheel, wheelhouse)
+    if not _cli_logs_in():
+        print("kbroker configs/acls take no --command-config: the admin CLI uses the local admin listener")
+        data["all"]["vars"]["kbroker_local_admin_listener"] = True
+        for host in data["all"]["children"]["kbroker"]["hosts"].values():
+            host["kbroker_local_admin_port"] = free_port()
     data["all"]["vars"].update({
         "kbroker_security_protocol": "SASL_SSL",
         "kbroker_inter_broker_password": secrets["admin"],
@@ -179,10 +193,13 @@ def test_deploy_sasl_ssl_cluster(tmp_path: Path) -> None:
         for name, host in brokers.items():
             conf = Path(host["kbroker_conf_dir"])
             properties = (conf / "server.properties").read_text()
-            assert f"listeners=SASL_SSL://127.0.0.1:{host['kbroker_port']}\n" in properties
+            assert re.search(rf"^listeners=SASL_SSL://127\.0\.0\.1:{host['kbroker_port']}(,LOCAL://127\.0\.0\.1:\d+)?$",
+                             properties, re.M), properties
             assert "inter.broker.listener.name=SASL_SSL\n" in properties
             assert f"authorizer.class.name={ACL_AUTHORIZER}\n" in properties
-            assert "super.users=User:admin\n" in properties
+            local_admin = inventory_data["all"]["vars"].get("kbroker_local_admin_listener", False)
+            assert ("super.users=User:admin;User:ANONYMOUS\n" if local_admin else "super.users=User:admin\n") \
+                in properties
             assert "ssl.keystore.type=PEM\n" in properties
             for path in (conf / "server.properties", conf / "ssl" / "server.keystore.pem",
                          conf / "admin-client.properties"):

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
@@ -370,3 +370,25 @@ def test_alice_is_refused_cluster_apis(strict_broker):
     with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED|[Aa]uthorization failed"):
         for f in alice_admin.create_topics([NewTopic("not-alices", 1, 1)]).values():
             f.result(15)
+
+
+def test_transactional_id_acl(strict_broker):
+    """InitProducerId needs WRITE on the transactional id (53); with kafka-acls.sh --producer
+    --transactional-id a transaction commits and a read_committed consumer sees it."""
+    alice = sasl_bootstrap(strict_broker)
+    create_topic(strict_broker.bootstrap, "txn-acl")
+    kbroker_acls(strict_broker, "--add", "--allow-principal", "User:alice", "--producer", "--topic", "txn-acl")
+    p = Producer({"bootstrap.servers": alice, "transactional.id": "tx-alice", **ALICE})
+    with pytest.raises(KafkaException) as info:
+        p.init_transactions(15)
+    assert info.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    kbroker_acls(strict_broker, "--add", "--allow-principal", "User:alice", "--producer", "--topic", "txn-acl",
+                 "--transactional-id", "tx-alice")
+    p = Producer({"bootstrap.servers": alice, "transactional.id": "tx-alice", **ALICE})
+    p.init_transactions(15)
+    p.begin_transaction()
+    p.produce("txn-acl", b"committed")
+    p.commit_transaction(15)
+    got, errors = consume(strict_broker.bootstrap, "txn-acl", "g-txn", 15, want=1,
+                          **{"isolation.level": "read_committed"})
+    assert got == [b"committed"] and not errors

@@ -161,8 +161,10 @@ async def alter_user_scram_credentials(ctx: BrokerContext, header, request, conn
         for user, (upsert, deletes) in changes.items():
             try:
                 current = read_user_config(ctx.store, user)
-            except ValueError:
-                current = {}
+            except ValueError:   # Kafka fails too: the znode must be repaired (or deleted) first
+                log.warning("SCRAM credentials of user %r not altered: its config znode is unreadable", user)
+                outcome[user] = (UNKNOWN_SERVER_ERROR, f"The configs of user {user} in ZooKeeper are unreadable")
+                continue
             missing = [m for m in deletes if m not in current]
             if missing:
                 outcome[user] = (RESOURCE_NOT_FOUND, "Attempt to delete a user credential that does not exist")
@@ -171,7 +173,7 @@ async def alter_user_scram_credentials(ctx: BrokerContext, header, request, conn
                 alter_scram_credentials(ctx.store, user, upsert, deletes)
                 ctx.security.entity_configs.reload(f"users/{sanitize_entity_name(user)}")
             except Exception as exc:  # noqa: BLE001 - one user's failed write is that user's error
-                log.error("writing the SCRAM credentials of user %r failed: %s", user, exc)
+                log.error("writing the SCRAM credentials of user %r failed: %s", user, type(exc).__name__)
                 outcome[user] = (UNKNOWN_SERVER_ERROR, "Writing the credentials failed")
         return outcome
     written = await ctx.run_blocking(write) if changes else {}

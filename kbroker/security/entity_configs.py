@@ -99,8 +99,9 @@ class EntityConfigs:
             configs = ConfigEntityZNode.decode(kind, name, data)
         except NoNodeError:
             configs = {}
-        except ValueError as exc:  # a corrupt znode: keep serving with what we had
-            log.error("unreadable configs of %s ignored: %s", path, exc)
+        except ValueError:  # a corrupt znode: keep serving with what we had (its text may hold secrets: not logged)
+            log.error("unreadable configs of %s ignored: the znode is not Kafka's {\"version\":1,\"config\":{...}} "
+                      "with string values", path)
             return
         if configs:
             self.configs[path] = configs

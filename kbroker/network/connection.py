@@ -33,7 +33,7 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from kbroker._core.sendfile import send_range
 from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_unsupported, encode_response
@@ -73,9 +73,8 @@ class ConnectionOwner(Protocol):
     #   ssl_context: ssl.SSLContext | None; handshake_timeout_s: float;
     #   on_handshake(conn) -> str | None: sets conn.session.principal, returns why to refuse the client
 
-    def new_authenticator(self, conn: Connection) -> FrameInterceptor | None:
-        """The SASL authenticator of a SASL listener's connection (None: nothing to authenticate)."""
-        ...
+    # SASL listeners: each connection's authenticator (None, or absent: nothing to authenticate)
+    new_authenticator: Callable[[Connection], FrameInterceptor | None] | None
 
 
 class FrameInterceptor(Protocol):
@@ -285,7 +284,7 @@ class Connection:
             try:
                 if big is not None:
                     assert self._big_view is not None
-                    n = tls.read(len(big) - self._big_got, self._big_view[self._big_got:])
+                    n = cast(int, tls.read(len(big) - self._big_got, self._big_view[self._big_got:]))
                 else:
                     if self._start == self._end:
                         self._start = self._end = 0
@@ -293,7 +292,7 @@ class Connection:
                         left = self._end - self._start
                         self._scratch[:left] = self._scratch[self._start:self._end]
                         self._start, self._end = 0, left
-                    n = tls.read(len(self._scratch) - self._end, self._scratch_view[self._end:])
+                    n = cast(int, tls.read(len(self._scratch) - self._end, self._scratch_view[self._end:]))
             except ssl.SSLWantReadError:
                 break
             except ssl.SSLZeroReturnError:

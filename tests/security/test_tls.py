@@ -10,9 +10,11 @@ import os
 import socket
 import ssl
 import subprocess
+import tempfile
 import threading
 import time
 import warnings
+from pathlib import Path
 
 import pytest
 from cryptography import x509
@@ -278,3 +280,73 @@ def test_a_stalled_handshake_is_closed_and_others_are_served(edgy_broker: TlsBro
         s.close()
     assert time.monotonic() - started < 6
     assert "did not finish in time" in edgy_broker.log()
+
+
+# -- key material and contexts -------------------------------------------------------------------
+
+
+def _listener(settings: dict[str, str], name: str = "SSL"):
+    from kbroker.config import build_config
+    from kbroker.security.listeners import ListenerConfig
+    return ListenerConfig(build_config({k: (v, "test") for k, v in settings.items()}), name)
+
+
+def _handshake(server_ctx: ssl.SSLContext, client_ctx: ssl.SSLContext) -> ssl.SSLObject:
+    """Drive both ends in memory; returns the server's SSLObject after the handshake."""
+    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="localhost")
+    done = [False, False]
+    for _ in range(20):
+        for i, end in enumerate((client, server)):
+            if not done[i]:
+                try:
+                    end.do_handshake()
+                    done[i] = True
+                except ssl.SSLWantReadError:
+                    pass
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+        if all(done):
+            return server
+    raise AssertionError("no handshake")
+
+
+def test_inline_pem_keystore_and_truststore_and_an_encrypted_key(pki: Pki):
+    from kbroker.security.tls import server_context
+    inline = _listener({"ssl.keystore.type": "PEM", "ssl.keystore.key": pki.broker_key.read_text(),
+                        "ssl.keystore.certificate.chain": pki.broker_cert.read_text(),
+                        "ssl.truststore.type": "PEM", "ssl.truststore.certificates": pki.ca.read_text(),
+                        "ssl.client.auth": "required"})
+    server = _handshake(server_context(inline), client_ssl_context(pki, pki.client_cert, pki.client_key))
+    assert server.getpeercert(binary_form=True)  # the client's certificate was asked for and checked
+    encrypted = _listener({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker_encrypted),
+                           "ssl.key.password": "key-secret"})
+    _handshake(server_context(encrypted), client_ssl_context(pki))
+    from kbroker.security.tls import TlsConfigError
+    wrong = _listener({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker_encrypted),
+                       "ssl.key.password": "not-the-secret"})
+    with pytest.raises(TlsConfigError) as found:
+        server_context(wrong)
+    assert "not-the-secret" not in str(found.value) and "PRIVATE KEY" not in str(found.value)
+    assert not list(Path(tempfile.gettempdir()).glob("kbroker-keystore-*"))  # the inline key's file is gone
+
+
+def test_client_auth_is_ignored_on_sasl_ssl_unless_set_for_the_listener():
+    from kbroker.security.tls import client_auth
+    broker_wide = _listener({"ssl.client.auth": "required"}, "SASL_SSL")
+    assert client_auth(broker_wide, "SASL_SSL") == "none"
+    assert client_auth(broker_wide, "SSL") == "required"
+    prefixed = _listener({"listener.name.sasl_ssl.ssl.client.auth": "requested"}, "SASL_SSL")
+    assert client_auth(prefixed, "SASL_SSL") == "requested"
+
+
+def test_inter_broker_client_context_checks_the_host_name_unless_told_not_to(pki: Pki):
+    from kbroker.security.tls import client_context, server_context
+    server = _listener({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker)})
+    checking = client_context(_listener({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca)}))
+    assert checking.check_hostname and checking.context.check_hostname
+    _handshake(server_context(server), checking.context)  # SAN localhost
+    relaxed = client_context(_listener({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca),
+                                        "ssl.endpoint.identification.algorithm": ""}))
+    assert not relaxed.check_hostname and relaxed.context.verify_mode == ssl.CERT_REQUIRED

@@ -16,7 +16,9 @@ Describe on the topics and Read on the groups. --remove without principals or op
 every ACL of the resources. The output is Kafka's: "Adding ACLs for resource `...`:",
 "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=t, patternType=LITERAL)`:"
 with one tab-indented ``(principal=..., host=..., operation=..., permissionType=...)`` per ACL.
-Exit status: 0 done, 1 an error from the broker or the network, 2 bad arguments.
+--command-config FILE takes Kafka's client properties to reach a TLS or SASL listener
+(``kbroker.tools.security``). Exit status: 0 done, 1 an error from the broker or the network, 2 bad
+arguments.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from kbroker.protocol.messages.acls import (
 )
 
 from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
+from .security import SecurityConfigError, load_command_config
 
 ERROR_PREFIX = "Error while executing ACL command: "
 NL = "\n"
@@ -77,6 +80,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--consumer", action="store_true", help="the ACLs a consumer needs on the topics and groups")
     p.add_argument("--idempotent", action="store_true", help="with --producer: IdempotentWrite on the cluster")
     p.add_argument("--force", action="store_true", help="with --remove: do not ask for confirmation")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties for a TLS or SASL listener (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.location, ...)")
     add_timeout_option(p, 30000, "how long to wait for each answer")
     return p
 
@@ -265,7 +271,8 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     if args.list and (args.producer or args.consumer or args.allow_principal or args.deny_principal):
         parser.error("--list takes resources and --principal only")
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000) as admin:
+        security = load_command_config(args.command_config) if args.command_config else None
+        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000, security=security) as admin:
             if args.add:
                 add(admin, plan, out)
             elif args.remove:
@@ -274,7 +281,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 list_acls(admin, args, out)
             else:  # after --add or --remove, as Kafka: the resources' ACLs now
                 list_after(admin, plan, out)
-    except (AclCommandError, ClientError) as exc:
+    except (AclCommandError, ClientError, SecurityConfigError) as exc:
         out.flush()
         print(ERROR_PREFIX + str(exc), file=err)
         return 1

@@ -16,13 +16,15 @@ import argparse
 import socket
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kbroker import errors
 from kbroker.log.names import TopicPartition
 from kbroker.protocol import API_KEYS, API_NAMES, SUPPORTED_VERSIONS, ProtocolError, decode_response, encode_request
+
+from . import security as secure
 
 __all__ = [
     "AdminClient",
@@ -149,7 +151,7 @@ class Connection:
     """One blocking connection to one broker, with its negotiated API versions."""
 
     def __init__(self, host: str, port: int, *, client_id: str = "kbroker-tools",
-                 timeout: float = DEFAULT_TIMEOUT) -> None:
+                 timeout: float = DEFAULT_TIMEOUT, security: Mapping[str, str] | None = None) -> None:
         self.host = host
         self.port = port
         self.address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -165,7 +167,18 @@ class Connection:
         #: api key -> (min, max) that both sides implement
         self.versions: dict[int, tuple[int, int]] = {}
         try:
+            protocol = secure.protocol(security)
+            if protocol in ("SSL", "SASL_SSL"):  # --command-config: TLS, then SASL after ApiVersions
+                assert security is not None
+                self._sock = secure.wrap_tls(self._sock, host, security)
             self._negotiate()
+            if protocol.startswith("SASL"):
+                assert security is not None
+                secure.authenticate(lambda key, body: self.send(key, body), security,
+                                    API_KEYS["SaslHandshake"], API_KEYS["SaslAuthenticate"])
+        except secure.SecurityConfigError as exc:
+            self.close()
+            raise ClientError(f"{self.address}: {exc}") from None
         except BaseException:
             self.close()
             raise
@@ -323,7 +336,9 @@ class AdminClient:
     """The calls the admin tools make, routed to the right broker (controller, partition leader,
     group coordinator). Connections are opened on demand and kept until `close()`."""
 
-    def __init__(self, bootstrap: str, *, client_id: str = "kbroker-tools", timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, bootstrap: str, *, client_id: str = "kbroker-tools", timeout: float = DEFAULT_TIMEOUT,
+                 security: Mapping[str, str] | None = None) -> None:
+        self.security = security  # Kafka's client properties (--command-config): TLS and SASL
         try:
             self.bootstrap = parse_bootstrap(bootstrap)
         except ValueError as exc:
@@ -353,7 +368,7 @@ class AdminClient:
     def _connect(self, host: str, port: int) -> Connection:
         conn = self._conns.get((host, port))
         if conn is None or conn.closed:
-            conn = Connection(host, port, client_id=self.client_id, timeout=self.timeout)
+            conn = Connection(host, port, client_id=self.client_id, timeout=self.timeout, security=self.security)
             self._conns[(host, port)] = conn
         return conn
 

@@ -1,0 +1,305 @@
+"""``kbroker configs``: kafka-configs.sh --bootstrap-server for users and client ids: client quotas
+and SCRAM credentials.
+
+    kbroker configs --bootstrap-server HOST:PORT --alter --entity-type clients --entity-name C
+                    --add-config 'producer_byte_rate=1048576,consumer_byte_rate=2097152'
+    kbroker configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name U
+                    [--entity-type clients --entity-name C | --entity-default]
+                    --add-config 'request_percentage=50' | --delete-config producer_byte_rate
+    kbroker configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice
+                    --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret],SCRAM-SHA-512=[password=x]'
+    kbroker configs --bootstrap-server HOST:PORT --alter --entity-type users --entity-name alice
+                    --delete-config SCRAM-SHA-512
+    kbroker configs --bootstrap-server HOST:PORT --describe --entity-type users [--entity-name U | --entity-default]
+                    [--entity-type clients [--entity-name C | --entity-default]]
+
+As kafka-configs.sh does: --entity-default stands for the default entity (``<default>``) in the
+place it is given; quota keys go through AlterClientQuotas / DescribeClientQuotas (describing is
+strict: only entities of exactly the types given, any name where none is given); SCRAM keys go
+through AlterUserScramCredentials with a salt made here and the salted password
+(PBKDF2-HMAC of the password, never the password itself) and DescribeUserScramCredentials, which
+shows the mechanism and iterations only. Output is Kafka's ("Completed updating config for user
+alice.", "Quota configs for client-id 'c1' are producer_byte_rate=1048576.0", "SCRAM credential
+configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"). Exit status: 0 done, 1 an
+error from the broker or the network (one line on stderr), 2 bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import decimal
+import hashlib
+import math
+import re
+import secrets
+import sys
+from typing import TextIO
+
+from kbroker.protocol import API_KEYS
+
+from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
+
+ERROR_PREFIX = "Error while executing config command : "
+QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
+SCRAM_MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
+MECHANISM_NAMES = {code: name for name, (code, _) in SCRAM_MECHANISMS.items()}
+DEFAULT_ITERATIONS = 4096
+MIN_ITERATIONS = 4096
+RESOURCE_NOT_FOUND = 91
+QUOTA_ENTITY = {"users": "user", "clients": "client-id"}
+DESCRIBED_AS = {"user": "user-principal", "client-id": "client-id"}
+MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2
+# kafka-configs.sh's split of --add-config: commas and '=' outside [...] separate
+_OUTSIDE_BRACKETS = r"(?=[^\]]*(?:\[|$))"
+_SCRAM_VALUE = re.compile(r"(?:iterations=(-?[0-9]*),)?password=(.*)", re.DOTALL)
+
+
+class ConfigCommandError(Exception):
+    """A failure to report as "Error while executing config command : <message>"."""
+
+
+class _EntityName(argparse.Action):
+    """--entity-name N and --entity-default, kept in command-line order ("" = the default entity)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        names = list(getattr(namespace, "entity_names", None) or [])
+        names.append("" if option_string == "--entity-default" else str(values))
+        namespace.entity_names = names
+
+
+def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = add_tool_parser(sub, "configs", run,
+                        help="alter and describe client quotas and SCRAM credentials (kafka-configs.sh)",
+                        description="Alter and describe the quotas of users and client ids and the SCRAM "
+                                    "credentials of users, like kafka-configs.sh --bootstrap-server.",
+                        actions={"--alter": "change the entity's configs", "--describe": "show the entity's configs"})
+    p.add_argument("--entity-type", action="append", default=[], choices=("users", "clients"),
+                   help="users or clients; both (users first or clients first) for a user's client id")
+    p.add_argument("--entity-name", action=_EntityName, metavar="NAME", dest="entity_names",
+                   help="the user or client id, in the order of --entity-type")
+    p.add_argument("--entity-default", action=_EntityName, nargs=0, dest="entity_names",
+                   help="the default user or client id (<default>), in place of --entity-name")
+    p.add_argument("--add-config", metavar="K=V,...",
+                   help="configs to set: quota keys (producer_byte_rate=1048576,...) or, for a user, "
+                        "SCRAM-SHA-256=[iterations=8192,password=...] / SCRAM-SHA-512=[password=...]")
+    p.add_argument("--delete-config", metavar="K,...", help="config keys to remove")
+    add_timeout_option(p, 30000, "how long to wait for each answer")
+    p.set_defaults(entity_names=[])
+    return p
+
+
+def parse_add_config(text: str) -> dict[str, str]:
+    """kafka-configs.sh's --add-config: 'k1=v1,k2=[a,b],k3=v3' -> {k1: v1, k2: "a,b", k3: v3}."""
+    out: dict[str, str] = {}
+    for item in re.split("," + _OUTSIDE_BRACKETS, text):
+        pair = re.split(r"\s*=\s*" + _OUTSIDE_BRACKETS, item)
+        if len(pair) != 2 or not pair[0].strip():
+            raise ValueError('Invalid entity config: all configs to be added must be in the format "key=val".')
+        out[pair[0].strip()] = re.sub(r"[\[\]]", "", pair[1]).strip()
+    return out
+
+
+def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[dict[str, str], list[str]]:
+    types, names = args.entity_type, args.entity_names
+    if not types:
+        parser.error("at least one --entity-type must be given (users or clients)")
+    if len(types) > 2 or (len(types) == 2 and set(types) != {"users", "clients"}):
+        parser.error("only 'users' and 'clients' entity types may be given together")
+    if len(names) > len(types):
+        parser.error("more entity names than entity types given")
+    if args.alter and len(names) != len(types):
+        parser.error(f"an entity name (--entity-name or --entity-default) must be given with --alter of "
+                     f"{','.join(types)}")
+    if args.describe and (args.add_config or args.delete_config):
+        parser.error("--add-config and --delete-config can only be used with --alter")
+    if args.alter and not (args.add_config or args.delete_config):
+        parser.error("at least one of --add-config or --delete-config must be given with --alter")
+    if args.timeout <= 0:
+        parser.error("--timeout must be positive")
+    try:
+        add = parse_add_config(args.add_config) if args.add_config else {}
+    except ValueError as exc:
+        parser.error(str(exc))
+    delete = [k.strip() for k in args.delete_config.split(",")] if args.delete_config else []
+    return add, delete
+
+
+def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    add, delete = _check_args(args, args.parser)
+    try:
+        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000) as admin:
+            if args.alter:
+                alter(admin, args.entity_type, args.entity_names, add, delete, out)
+            else:
+                describe(admin, args.entity_type, args.entity_names, out)
+    except (ConfigCommandError, ClientError) as exc:
+        out.flush()
+        print(ERROR_PREFIX + str(exc), file=err)
+        return 1
+    return 0
+
+
+# -- alter ----------------------------------------------------------------------------------
+
+def alter(admin: AdminClient, types: list[str], names: list[str], add: dict[str, str], delete: list[str],
+          out: TextIO) -> None:
+    quota_add = {k: v for k, v in add.items() if k in QUOTA_KEYS}
+    scram_add = {k: v for k, v in add.items() if k in SCRAM_MECHANISMS}
+    unknown_add = [k for k in add if k not in QUOTA_KEYS and k not in SCRAM_MECHANISMS]
+    quota_delete = [k for k in delete if k in QUOTA_KEYS]
+    scram_delete = [k for k in delete if k in SCRAM_MECHANISMS]
+    unknown_delete = [k for k in delete if k not in QUOTA_KEYS and k not in SCRAM_MECHANISMS]
+    if types[0] == "clients" or len(types) == 2:
+        if unknown_add or scram_add:
+            raise ConfigCommandError(f"Only quota configs can be added for 'clients' using --bootstrap-server. "
+                                     f"Unexpected config names: {', '.join(unknown_add + list(scram_add))}")
+        if unknown_delete or scram_delete:
+            raise ConfigCommandError(f"Only quota configs can be deleted for 'clients' using --bootstrap-server. "
+                                     f"Unexpected config names: {', '.join(unknown_delete + scram_delete)}")
+    else:
+        if unknown_add:
+            raise ConfigCommandError(f"Only quota and SCRAM credential configs can be added for 'users' using "
+                                     f"--bootstrap-server. Unexpected config names: {', '.join(unknown_add)}")
+        if unknown_delete:
+            raise ConfigCommandError(f"Only quota and SCRAM credential configs can be deleted for 'users' using "
+                                     f"--bootstrap-server. Unexpected config names: {', '.join(unknown_delete)}")
+        if scram_add or scram_delete:
+            if "" in names:
+                raise ConfigCommandError("The use of --entity-default is not allowed with User SCRAM Credentials "
+                                         "using --bootstrap-server.")
+            if quota_add or quota_delete:
+                raise ConfigCommandError("Cannot alter both quota and SCRAM credential configs simultaneously "
+                                         "for 'users' using --bootstrap-server.")
+    if quota_add or quota_delete:
+        alter_quotas(admin, types, names, quota_add, quota_delete)
+    else:
+        alter_scram(admin, names[0], scram_add, scram_delete)
+    if names[0]:
+        print(f"Completed updating config for {types[0][:-1]} {names[0]}.", file=out)
+    else:
+        print(f"Completed updating default config for {types[0]} in the cluster.", file=out)
+
+
+def alter_quotas(admin: AdminClient, types: list[str], names: list[str], add: dict[str, str],
+                 delete: list[str]) -> None:
+    ops = []
+    for key, text in add.items():
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigCommandError(f"Cannot parse quota configuration value for {key}: {text}") from None
+        ops.append({"key": key, "value": value, "remove": False})
+    ops += [{"key": key, "value": 0.0, "remove": True} for key in delete]
+    entity = [{"entity_type": QUOTA_ENTITY[t], "entity_name": n or None} for t, n in zip(types, names)]
+    conn = admin.connection()
+    response = conn.send(API_KEYS["AlterClientQuotas"], {"entries": [{"entity": entity, "ops": ops}],
+                                                         "validate_only": False})
+    for entry in response.entries:
+        if entry.error_code:
+            raise KafkaApiError(entry.error_code, entry.error_message, context="AlterClientQuotas")
+
+
+def scram_salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """SCRAM's SaltedPassword: PBKDF2-HMAC over the UTF-8 password (no SASLprep, as Kafka)."""
+    return hashlib.pbkdf2_hmac(SCRAM_MECHANISMS[mechanism][1], password.encode("utf-8"), salt, iterations)
+
+
+def _new_salt() -> bytes:
+    """What Kafka's tools use: the base-36 text of a random 130-bit number."""
+    n = secrets.randbits(130)
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    text = ""
+    while n:
+        n, d = divmod(n, 36)
+        text = digits[d] + text
+    return (text or "0").encode()
+
+
+def alter_scram(admin: AdminClient, user: str, add: dict[str, str], delete: list[str]) -> None:
+    upsertions = []
+    for mechanism, text in add.items():
+        m = _SCRAM_VALUE.fullmatch(text)
+        if m is None:
+            # never the value itself: it holds the password
+            raise ConfigCommandError(f"Invalid credential property {mechanism}: expected "
+                                     f"[iterations=N,]password=PASSWORD")
+        iterations = int(m.group(1)) if m.group(1) not in (None, "", "-1") else DEFAULT_ITERATIONS
+        if iterations < MIN_ITERATIONS:
+            raise ConfigCommandError(f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} required "
+                                     f"for {mechanism}")
+        salt = _new_salt()
+        upsertions.append({"name": user, "mechanism": SCRAM_MECHANISMS[mechanism][0], "iterations": iterations,
+                           "salt": salt, "salted_password": scram_salted_password(mechanism, m.group(2), salt,
+                                                                                  iterations)})
+    deletions = [{"name": user, "mechanism": SCRAM_MECHANISMS[m][0]} for m in delete]
+    conn = admin.controller()
+    response = conn.send(API_KEYS["AlterUserScramCredentials"], {"deletions": deletions, "upsertions": upsertions})
+    for result in response.results:
+        if result.error_code:
+            raise KafkaApiError(result.error_code, result.error_message,
+                                context=f"AlterUserScramCredentials for user '{result.user}'")
+
+
+# -- describe -------------------------------------------------------------------------------
+
+def _format_double(value: float) -> str:
+    """Java's Double.toString, as kafka-configs.sh prints quotas (1048576.0, 50.5, 1.0E7)."""
+    if not math.isfinite(value):
+        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+    if value == 0:
+        return "0.0"
+    a = abs(value)
+    sign = "-" if value < 0 else ""
+    if 1e-3 <= a < 1e7:
+        text = repr(a)
+        return sign + (text if "." in text else text + ".0")
+    _, digits, exponent = decimal.Decimal(repr(a)).as_tuple()
+    ds = "".join(map(str, digits)).rstrip("0") or "0"
+    return f"{sign}{ds[0]}.{ds[1:] or '0'}E{len(digits) - 1 + int(exponent)}"
+
+
+def describe(admin: AdminClient, types: list[str], names: list[str], out: TextIO) -> None:
+    components = []
+    for i, t in enumerate(types):
+        if i >= len(names):
+            components.append({"entity_type": QUOTA_ENTITY[t], "match_type": MATCH_ANY, "match": None})
+        elif names[i] == "":
+            components.append({"entity_type": QUOTA_ENTITY[t], "match_type": MATCH_DEFAULT, "match": None})
+        else:
+            components.append({"entity_type": QUOTA_ENTITY[t], "match_type": MATCH_EXACT, "match": names[i]})
+    conn = admin.connection()
+    response = conn.send(API_KEYS["DescribeClientQuotas"], {"components": components, "strict": True})
+    if response.error_code:
+        raise KafkaApiError(response.error_code, response.error_message, context="DescribeClientQuotas")
+    lines = []
+    for entry in response.entries or []:
+        parts = {e.entity_type: e.entity_name for e in entry.entity}
+        where = []
+        for kind in ("user", "client-id"):
+            if kind in parts:
+                name = parts[kind]
+                described = DESCRIBED_AS[kind]
+                where.append(f"{described} '{name}'" if name is not None else f"the default {described}")
+        values = ", ".join(f"{v.key}={_format_double(v.value)}" for v in entry.values)
+        lines.append(f"Quota configs for {', '.join(where)} are {values}")
+    for line in sorted(lines):
+        print(line, file=out)
+    if "clients" in types or "" in names:
+        return  # as kafka-configs.sh: SCRAM credentials only for users alone, never the default one
+    conn = admin.connection()
+    users = [{"name": n} for n in names]
+    response = conn.send(API_KEYS["DescribeUserScramCredentials"], {"users": users or None})
+    if response.error_code:
+        raise KafkaApiError(response.error_code, response.error_message, context="DescribeUserScramCredentials")
+    for result in response.results:
+        if result.error_code == RESOURCE_NOT_FOUND:
+            continue  # a user without credentials: nothing to show
+        if result.error_code:
+            error = KafkaApiError(result.error_code, result.error_message)
+            print(f"Error retrieving SCRAM credential configs for user-principal '{result.user}': {error}", file=out)
+            continue
+        infos = ", ".join(f"{MECHANISM_NAMES.get(i.mechanism, 'UNKNOWN')}=iterations={i.iterations}"
+                          for i in result.credential_infos)
+        print(f"SCRAM credential configs for user-principal '{result.user}' are {infos}", file=out)
+
+
+__all__ = ["add_parser", "parse_add_config", "run", "scram_salted_password"]

@@ -1,0 +1,165 @@
+"""`kbroker configs` against real brokers: client quotas and SCRAM credentials round trips with
+kafka-configs.sh's output lines and exit codes; a SCRAM credential made by the CLI lets a real
+client authenticate, and the password appears nowhere."""
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from tests.integration.conftest import BrokerProcess
+from tests.security.sasl_helpers import librdkafka_conf, run_broker, sasl_broker
+
+ERROR = "Error while executing config command : "
+
+
+def ok(result) -> str:
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr == ""
+    return result.stdout
+
+
+def failed(result, code: int = 1) -> str:
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    if code == 1:
+        assert result.stdout == ""
+        assert result.stderr.count("\n") == 1, result.stderr
+    return result.stderr.rstrip("\n")
+
+
+def test_client_and_user_quotas_round_trip(broker, kbroker, unique):
+    b = ["configs", "--bootstrap-server", broker.bootstrap]
+    client, user = unique("c"), unique("u")
+    assert ok(kbroker(*b, "--alter", "--entity-type", "clients", "--entity-name", client,
+                      "--add-config", "producer_byte_rate=1048576,consumer_byte_rate=2097152")) == \
+        f"Completed updating config for client {client}.\n"
+    assert ok(kbroker(*b, "--describe", "--entity-type", "clients", "--entity-name", client)) == \
+        f"Quota configs for client-id '{client}' are producer_byte_rate=1048576.0, consumer_byte_rate=2097152.0\n"
+
+    # a user's client ids: users first or clients first, a name or the default in each place
+    assert ok(kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients",
+                      "--entity-default", "--add-config", "request_percentage=50.5")) == \
+        f"Completed updating config for user {user}.\n"
+    assert ok(kbroker(*b, "--alter", "--entity-type", "clients", "--entity-name", client, "--entity-type", "users",
+                      "--entity-name", user, "--add-config", "producer_byte_rate=4096")) == \
+        f"Completed updating config for client {client}.\n"
+    lines = ok(kbroker(*b, "--describe", "--entity-type", "users", "--entity-name", user,
+                       "--entity-type", "clients")).splitlines()
+    assert sorted(lines) == sorted([
+        f"Quota configs for user-principal '{user}', the default client-id are request_percentage=50.5",
+        f"Quota configs for user-principal '{user}', client-id '{client}' are producer_byte_rate=4096.0"])
+    # strict, as kafka-configs.sh: the user alone has no quota of its own
+    assert ok(kbroker(*b, "--describe", "--entity-type", "users", "--entity-name", user)) == ""
+
+    assert ok(kbroker(*b, "--alter", "--entity-type", "users", "--entity-default",
+                      "--add-config", "consumer_byte_rate=10000000")) == \
+        "Completed updating default config for users in the cluster.\n"
+    assert ok(kbroker(*b, "--describe", "--entity-type", "users", "--entity-default")) == \
+        "Quota configs for the default user-principal are consumer_byte_rate=1.0E7\n"
+
+    assert ok(kbroker(*b, "--alter", "--entity-type", "clients", "--entity-name", client,
+                      "--delete-config", "producer_byte_rate")) == f"Completed updating config for client {client}.\n"
+    assert ok(kbroker(*b, "--describe", "--entity-type", "clients", "--entity-name", client)) == \
+        f"Quota configs for client-id '{client}' are consumer_byte_rate=2097152.0\n"
+    listed = ok(kbroker(*b, "--describe", "--entity-type", "clients")).splitlines()
+    assert f"Quota configs for client-id '{client}' are consumer_byte_rate=2097152.0" in listed
+    assert ok(kbroker(*b, "--alter", "--entity-type", "users", "--entity-default",
+                      "--delete-config", "consumer_byte_rate"))
+
+
+def test_bad_input(broker, kbroker, unique):
+    b = ["configs", "--bootstrap-server", broker.bootstrap]
+    client = unique("c")
+    alter = [*b, "--alter", "--entity-type", "clients", "--entity-name", client]
+    assert failed(kbroker(*alter, "--add-config", "producer_byte_rate=1.5")) == \
+        ERROR + "AlterClientQuotas: Configuration producer_byte_rate must be a Long value (INVALID_REQUEST)"
+    assert failed(kbroker(*alter, "--add-config", "producer_byte_rate=fast")) == \
+        ERROR + "Cannot parse quota configuration value for producer_byte_rate: fast"
+    assert failed(kbroker(*alter, "--add-config", "retention.ms=5")) == \
+        ERROR + "Only quota configs can be added for 'clients' using --bootstrap-server. " \
+                "Unexpected config names: retention.ms"
+    assert failed(kbroker(*alter, "--add-config", "SCRAM-SHA-256=[password=hush]")) == \
+        ERROR + "Only quota configs can be added for 'clients' using --bootstrap-server. " \
+                "Unexpected config names: SCRAM-SHA-256"
+    user = [*b, "--alter", "--entity-type", "users", "--entity-name", unique("u")]
+    assert failed(kbroker(*user, "--add-config", "SCRAM-SHA-256=[password=hush],producer_byte_rate=5")) == \
+        ERROR + "Cannot alter both quota and SCRAM credential configs simultaneously for 'users' using " \
+                "--bootstrap-server."
+    low = kbroker(*user, "--add-config", "SCRAM-SHA-256=[iterations=100,password=hush-hush]")
+    assert failed(low) == ERROR + "Iterations 100 is less than the minimum 4096 required for SCRAM-SHA-256"
+    bad = kbroker(*user, "--add-config", "SCRAM-SHA-256=[pass=hush-hush]")
+    assert "hush-hush" not in failed(bad)
+    assert failed(kbroker(*b, "--alter", "--entity-type", "users", "--entity-default",
+                          "--add-config", "SCRAM-SHA-256=[password=hush]")) == \
+        ERROR + "The use of --entity-default is not allowed with User SCRAM Credentials using --bootstrap-server."
+    # argument errors: exit 2, usage on stderr
+    assert "at least one of --add-config or --delete-config" in failed(kbroker(*alter), 2)
+    assert "an entity name" in failed(kbroker(*b, "--alter", "--entity-type", "clients",
+                                              "--add-config", "producer_byte_rate=1"), 2)
+    assert "at least one --entity-type" in failed(kbroker(*b, "--describe"), 2)
+    assert "invalid choice" in failed(kbroker(*b, "--describe", "--entity-type", "groups"), 2)
+    assert "only 'users' and 'clients'" in failed(kbroker(*b, "--describe", "--entity-type", "users",
+                                                          "--entity-type", "users"), 2)
+    assert "key=val" in failed(kbroker(*alter, "--add-config", "producer_byte_rate"), 2)
+    # nothing of the refused alterations was written
+    assert ok(kbroker(*b, "--describe", "--entity-type", "clients", "--entity-name", client)) == ""
+
+
+@pytest.fixture(scope="module")
+def scram_broker(tmp_path_factory) -> Iterator[BrokerProcess]:
+    yield from run_broker(sasl_broker(tmp_path_factory.mktemp("configs-scram")))
+
+
+def authenticates(bp: BrokerProcess, mechanism: str, user: str, password: str) -> bool:
+    """Metadata over SASL_PLAINTEXT with these credentials: True once answered, False on the first
+    authentication error (librdkafka's __AUTHENTICATION from the broker's SASL_AUTHENTICATION_FAILED)."""
+    failures: list[KafkaError] = []
+    producer = Producer(librdkafka_conf(bp, mechanism, user, password, error_cb=failures.append))
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            producer.list_topics(timeout=0.5)
+            return True
+        except KafkaException:
+            producer.poll(0)
+            if any(f.code() == KafkaError._AUTHENTICATION for f in failures):
+                return False
+    raise AssertionError(f"neither answered nor refused: {failures}")
+
+
+def test_scram_credentials_round_trip(scram_broker, kbroker):
+    bp = scram_broker
+    b = ["configs", "--bootstrap-server", bp.bootstrap]
+    password = "dora-Secret-9x"
+    added = kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "dora", "--add-config",
+                    f"SCRAM-SHA-256=[iterations=8192,password={password}],SCRAM-SHA-512=[password={password}]")
+    assert ok(added) == "Completed updating config for user dora.\n"
+    described = kbroker(*b, "--describe", "--entity-type", "users", "--entity-name", "dora")
+    assert ok(described) == ("SCRAM credential configs for user-principal 'dora' are "
+                             "SCRAM-SHA-256=iterations=8192, SCRAM-SHA-512=iterations=4096\n")
+    # the credential the CLI salted works for a real client, the wrong password does not
+    assert authenticates(bp, "SCRAM-SHA-256", "dora", password)
+    assert authenticates(bp, "SCRAM-SHA-512", "dora", password)
+    assert not authenticates(bp, "SCRAM-SHA-256", "dora", password + "x")
+
+    # quotas for the same user, then one mechanism deleted: the rest stays
+    assert ok(kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "dora",
+                      "--add-config", "producer_byte_rate=1048576"))
+    assert ok(kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "dora",
+                      "--delete-config", "SCRAM-SHA-512")) == "Completed updating config for user dora.\n"
+    assert ok(kbroker(*b, "--describe", "--entity-type", "users", "--entity-name", "dora")) == (
+        "Quota configs for user-principal 'dora' are producer_byte_rate=1048576.0\n"
+        "SCRAM credential configs for user-principal 'dora' are SCRAM-SHA-256=iterations=8192\n")
+    assert authenticates(bp, "SCRAM-SHA-256", "dora", password)
+    assert not authenticates(bp, "SCRAM-SHA-512", "dora", password)
+    # describing every user lists dora; deleting a credential that is not there is the broker's error
+    assert "SCRAM credential configs for user-principal 'dora' are SCRAM-SHA-256=iterations=8192" in \
+        ok(kbroker(*b, "--describe", "--entity-type", "users")).splitlines()
+    missing = failed(kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "dora",
+                             "--delete-config", "SCRAM-SHA-512"))
+    assert missing.startswith(ERROR + "AlterUserScramCredentials for user 'dora': ") and "RESOURCE_NOT_FOUND" in missing
+    for text in (added.stdout, added.stderr, described.stdout, bp.log()):
+        assert password not in text

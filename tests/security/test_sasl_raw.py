@@ -176,8 +176,9 @@ def test_oversized_pre_auth_frame_closes(bp):
     # after authentication the normal limit applies again: a 6 KB metadata request is fine
     r = raw(bp)
     assert r.plain("alice", PLAIN_USERS["alice"]).error_code == 0
-    meta = r.request(3, 1, {"topics": [{"name": f"t{i:05d}-" + "x" * 50} for i in range(100)]})
-    assert len(meta.topics) == 100
+    meta = r.request(3, 4, {"topics": [{"name": f"t{i:05d}-" + "x" * 50} for i in range(100)],
+                            "allow_auto_topic_creation": False})
+    assert len(meta.topics) == 100 and {t.error_code for t in meta.topics} == {3}
     r.close()
     still_serving(bp)
 
@@ -212,4 +213,30 @@ def test_api_versions_once_then_handshake_and_unsupported_version_retry(bp):
     r.request(18, 0, {})
     r.send(18, 0, {})                              # a second ApiVersions before the handshake: closed
     assert r.closed_within(3) is not None
+    still_serving(bp)
+
+
+def test_random_bytes_before_and_during_authentication(bp):
+    """Bounded garbage in every pre-authentication state, both framings: each connection is answered or
+    closed, the broker logs no error (checked at teardown) and serves a good client after."""
+    import random
+    rng = random.Random(1368)
+    for i in range(60):
+        r = raw(bp)
+        stage = i % 4
+        if stage == 1:
+            r.request(17, 1, {"mechanism": rng.choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])})
+        elif stage == 2:
+            r.request(17, 0, {"mechanism": rng.choice(["PLAIN", "SCRAM-SHA-512"])})
+        body = bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300)))
+        if stage == 3:     # a header that looks right around a random body
+            body = rng.choice([b"\x00\x11", b"\x00\x24", b"\x00\x12"]) + bytes([0, rng.randrange(0, 4)]) + body
+        try:
+            r.sock.sendall(len(body).to_bytes(4, "big") + body)
+            if stage == 1:   # and a SaslAuthenticate carrying random bytes
+                r.send(36, rng.randrange(0, 3), {"auth_bytes": body})
+            r.closed_within(2)
+        except (ConnectionError, OSError):
+            pass
+        r.close()
     still_serving(bp)

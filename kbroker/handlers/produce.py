@@ -20,7 +20,7 @@ from kbroker.partition import error_code_of
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 from kbroker.replication.delayed_produce import PendingAck
 
-from .acls import Op, Res, allowed, topic_filter
+from .acls import Op, Res, allowed, cluster_allowed, topic_filter
 from .context import BrokerContext
 from .registry import handles
 
@@ -42,9 +42,11 @@ def produce(ctx: BrokerContext, header, request, conn):
         may_write = topic_filter(ctx, conn, Op.WRITE)
     for topic in request.topic_data:
         partitions = []
-        if may_write is not None and not may_write(topic.name):
+        if may_write is not None and (not may_write(topic.name) or not _may_exist(ctx, conn, topic.name)):
+            error = errors.TopicAuthorizationFailedError if not may_write(topic.name) \
+                else errors.UnknownTopicOrPartitionError  # no CREATE: not auto-created
             for data in topic.partition_data:
-                partitions.append(_refused(data.index, version, errors.TopicAuthorizationFailedError))
+                partitions.append(_refused(data.index, version, error))
             failed = True
             responses.append({"name": topic.name, "partition_responses": partitions})
             continue
@@ -59,6 +61,13 @@ def produce(ctx: BrokerContext, header, request, conn):
     if not waiting:
         return response
     return ctx.replicas.wait_for_isr(response, waiting, version, request.timeout_ms)
+
+
+def _may_exist(ctx: BrokerContext, conn, topic: str) -> bool:
+    """The topic exists, or it would be auto-created and the principal may create it."""
+    if topic in ctx.topics.topics or not ctx.config.auto_create_topics_enable:
+        return True
+    return cluster_allowed(ctx, conn, Op.CREATE) or allowed(ctx, conn, Op.CREATE, Res.TOPIC, topic)
 
 
 def _refused(index: int, version: int, error: type[errors.KafkaError]) -> dict:

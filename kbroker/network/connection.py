@@ -283,33 +283,50 @@ class Connection:
             big = self._big
             try:
                 if big is not None:
-                    assert self._big_view is not None
-                    n = cast(int, tls.read(len(big) - self._big_got, self._big_view[self._big_got:]))
-                else:
-                    if self._start == self._end:
-                        self._start = self._end = 0
-                    elif self._end == len(self._scratch):
-                        left = self._end - self._start
-                        self._scratch[:left] = self._scratch[self._start:self._end]
-                        self._start, self._end = 0, left
-                    n = cast(int, tls.read(len(self._scratch) - self._end, self._scratch_view[self._end:]))
-            except ssl.SSLWantReadError:
-                break
+                    # a large frame (Produce): fill it record by record in a tight loop, one record
+                    # per read being all OpenSSL gives (clients often write records of a few KiB)
+                    view = self._big_view
+                    assert view is not None
+                    read = tls.read
+                    got, total = self._big_got, len(big)
+                    try:
+                        while got < total:
+                            n = cast(int, read(total - got, view[got:]))
+                            if not n:
+                                return self.close("peer closed")
+                            got += n
+                    except ssl.SSLWantReadError:
+                        self._big_got = got
+                        break
+                    self._big, self._big_view, self._big_got = None, None, 0
+                    self._handle_frame(big)
+                    continue
+                if self._start == self._end:
+                    self._start = self._end = 0
+                elif self._end == len(self._scratch):
+                    left = self._end - self._start
+                    self._scratch[:left] = self._scratch[self._start:self._end]
+                    self._start, self._end = 0, left
+                # small frames: fill the scratch with as many records as wait, then parse them
+                end, cap, view = self._end, len(self._scratch), self._scratch_view
+                waiting = False
+                try:
+                    while end < cap:
+                        n = cast(int, tls.read(cap - end, view[end:]))
+                        if not n:
+                            return self.close("peer closed")
+                        end += n
+                except ssl.SSLWantReadError:
+                    waiting = True
+                self._end = end
+                self._parse_scratch()
+                if waiting:
+                    break
             except ssl.SSLZeroReturnError:
                 return self.close("peer closed (TLS close_notify)")
             except ssl.SSLError as exc:
                 log.info("TLS error on the connection from %s: %s", self.describe_peer(), exc.reason or exc)
                 return self.close(f"TLS error: {exc}")
-            if not n:
-                return self.close("peer closed")
-            if big is not None:
-                self._big_got += n
-                if self._big_got == len(big):
-                    frame, self._big, self._big_view = big, None, None
-                    self._handle_frame(frame)
-            else:
-                self._end += n
-                self._parse_scratch()
         if self._tls_out.pending:  # post-handshake messages (TLS 1.3 key updates)
             self._flush_tls()
 

@@ -358,6 +358,12 @@ def test_failures_answer_kafka_codes_after_the_delay(caplog):
     auth.intercept(conn, req(17, 1, {"mechanism": "PLAIN"}))
     auth.intercept(conn, req(17, 1, {"mechanism": "PLAIN"}, corr=7))
     assert conn.events[-1][2] == 17 and conn.events[-1][3].error_code == 34
+    auth, conn = machine()   # ... of a version we do not speak: no answer, still the delayed close
+    auth.intercept(conn, req(17, 1, {"mechanism": "PLAIN"}))
+    frame = req(18, 0, {})
+    frame[2:4] = (77).to_bytes(2, "big")
+    auth.intercept(conn, frame)
+    assert conn.events[-1] == ("close_after", 0.1, None, None)
     auth, conn = machine()   # a request before the handshake: closed, no answer, no delay
     auth.intercept(conn, req(3, 1, {"topics": []}))
     assert conn.events == [("close", "api key 3 received before SASL authentication")]

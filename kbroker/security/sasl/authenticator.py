@@ -99,9 +99,13 @@ def _peek(frame: bytearray) -> tuple[int, int, int] | None:
             int.from_bytes(frame[4:8], "big", signed=True))
 
 
-def error_response(api_key: int, code: int) -> Any:
-    """A response of that API with ``code`` as its top-level error, or None if it has none
-    (Kafka builds the request type's own error response; here only those with a top-level code)."""
+def error_response(api_key: int, version: int, code: int) -> Any:
+    """A response of that API with ``code`` as its top-level error, or None if it has none or the
+    version is not one we speak (Kafka builds the request type's own error response; here only those
+    with a top-level code)."""
+    lo, hi = SUPPORTED_VERSIONS.get(api_key, (0, -1))
+    if not lo <= version <= hi:
+        return None
     try:
         body = response_class(api_key)()
     except (KeyError, TypeError):
@@ -147,7 +151,7 @@ class SaslServerAuthenticator:
                 self._authenticate(conn, frame)
             else:
                 self._fail(conn, f"unexpected request (api key {api_key}) while authenticating",
-                           api_key, version, correlation_id, error_response(api_key, ILLEGAL_SASL_STATE))
+                           api_key, version, correlation_id, error_response(api_key, version, ILLEGAL_SASL_STATE))
             return True
         if api_key == API_VERSIONS and state == HANDSHAKE_OR_VERSIONS and not self.reauthenticating:
             lo, hi = SUPPORTED_VERSIONS[API_VERSIONS]

@@ -258,12 +258,14 @@ def write_change_notice(store: MetadataStore, pattern: ResourcePattern) -> str:
 
 
 def purge_old_notices(store: MetadataStore, changes_path: str, children: list[str], now_ms: int) -> None:
-    """Delete notices older than CHANGE_EXPIRATION_MS (as every Kafka broker's listener does)."""
-    for child in children:
+    """Delete notices older than CHANGE_EXPIRATION_MS (as every Kafka broker's listener does),
+    oldest first, stopping at the first younger one (sequence order is creation order)."""
+    for child in sorted(children, key=sequence_number):
         path = f"{changes_path}/{child}"
         try:
             stat = store.exists(path)
-            if stat is not None and now_ms - stat.ctime > CHANGE_EXPIRATION_MS:
-                store.delete(path)
+            if stat is not None and now_ms - stat.ctime <= CHANGE_EXPIRATION_MS:
+                return
+            store.delete(path)
         except NoNodeError:
             pass

@@ -254,3 +254,17 @@ def test_change_notice_decoding():
         zk_acls.decode_change("/kafka-acl-changes", b"nonsense")
     with pytest.raises(ValueError):
         zk_acls.decode_change("/kafka-acl-extended-changes", b'{"version":2}')
+
+
+def test_old_change_notices_are_purged(store):
+    zk_acls.ensure_acl_paths(store)
+    for name in ("a", "b", "c"):
+        zk_acls.write_change_notice(store, topic(name))
+    children = store.get_children("/kafka-acl-changes")
+    ctimes = sorted(store.exists(f"/kafka-acl-changes/{c}").ctime for c in children)
+    # as if 15 minutes had passed since the first two only
+    zk_acls.purge_old_notices(store, "/kafka-acl-changes", children, ctimes[0] + zk_acls.CHANGE_EXPIRATION_MS + 1)
+    left = store.get_children("/kafka-acl-changes")
+    assert len(left) == 3 - sum(1 for t in ctimes if t < ctimes[0] + 1)
+    zk_acls.purge_old_notices(store, "/kafka-acl-changes", left, ctimes[-1] + zk_acls.CHANGE_EXPIRATION_MS + 1)
+    assert store.get_children("/kafka-acl-changes") == []

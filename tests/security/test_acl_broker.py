@@ -134,6 +134,9 @@ def test_deny_all_fails_delivery(open_broker):
     results = produce(open_broker.bootstrap, "acl-denied")
     assert len(results) == 3 and all(r is not None and r.code() == TOPIC_AUTH for r in results), results
     assert produce(open_broker.bootstrap, "acl-free") == [None, None, None]  # no ACL: allow.everyone
+    # librdkafka 0109-auto_create_topics: subscribing to it reports TOPIC_AUTHORIZATION_FAILED
+    messages, errors = consume(open_broker.bootstrap, "acl-denied", "g-denied", 10)
+    assert messages == [] and [e.code() for e in errors] == [TOPIC_AUTH]
 
 
 def test_describe_without_read_fails_each_partition_once(open_broker):

@@ -12,6 +12,9 @@ and SCRAM credentials.
                     --delete-config SCRAM-SHA-512
     kbroker configs --bootstrap-server HOST:PORT --describe --entity-type users [--entity-name U | --entity-default]
                     [--entity-type clients [--entity-name C | --entity-default]]
+    kbroker configs --bootstrap-server HOST:PORT --alter --entity-type topics --entity-name T
+                    --add-config retention.ms=60000 | --delete-config retention.ms
+    kbroker configs --bootstrap-server HOST:PORT --describe --entity-type topics [--entity-name T]
 
 As kafka-configs.sh does: --entity-default stands for the default entity (``<default>``) in the
 place it is given; quota keys go through AlterClientQuotas / DescribeClientQuotas (describing is
@@ -72,8 +75,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         description="Alter and describe the quotas of users and client ids and the SCRAM "
                                     "credentials of users, like kafka-configs.sh --bootstrap-server.",
                         actions={"--alter": "change the entity's configs", "--describe": "show the entity's configs"})
-    p.add_argument("--entity-type", action="append", default=[], choices=("users", "clients"),
-                   help="users or clients; both (users first or clients first) for a user's client id")
+    p.add_argument("--entity-type", action="append", default=[], choices=("users", "clients", "topics"),
+                   help="users or clients; both (users first or clients first) for a user's client id; "
+                        "or topics (their config overrides)")
     p.add_argument("--entity-name", action=_EntityName, metavar="NAME", dest="entity_names",
                    help="the user or client id, in the order of --entity-type")
     p.add_argument("--entity-default", action=_EntityName, nargs=0, dest="entity_names",
@@ -104,6 +108,8 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tu
         parser.error("at least one --entity-type must be given (users or clients)")
     if len(types) > 2 or (len(types) == 2 and set(types) != {"users", "clients"}):
         parser.error("only 'users' and 'clients' entity types may be given together")
+    if types == ["topics"] and "" in names:
+        parser.error("--entity-default is not allowed with --entity-type topics")
     if len(names) > len(types):
         parser.error("more entity names than entity types given")
     if args.alter and len(names) != len(types):
@@ -127,7 +133,12 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     add, delete = _check_args(args, args.parser)
     try:
         with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000) as admin:
-            if args.alter:
+            if args.entity_type == ["topics"]:
+                if args.alter:
+                    alter_topic(admin, args.entity_names[0], add, delete, out)
+                else:
+                    describe_topics(admin, args.entity_names[0] if args.entity_names else None, out)
+            elif args.alter:
                 alter(admin, args.entity_type, args.entity_names, add, delete, out)
             else:
                 describe(admin, args.entity_type, args.entity_names, out)
@@ -300,6 +311,57 @@ def describe(admin: AdminClient, types: list[str], names: list[str], out: TextIO
         infos = ", ".join(f"{MECHANISM_NAMES.get(i.mechanism, 'UNKNOWN')}=iterations={i.iterations}"
                           for i in result.credential_infos)
         print(f"SCRAM credential configs for user-principal '{result.user}' are {infos}", file=out)
+
+
+# -- topics ---------------------------------------------------------------------------------
+
+TOPIC_RESOURCE = 2
+DYNAMIC_TOPIC_CONFIG = 1
+SET, DELETE = 0, 1
+CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+                  3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+                  6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
+
+
+def _topic_overrides(admin: AdminClient, topic: str) -> list:
+    conn = admin.connection()
+    response = conn.send(API_KEYS["DescribeConfigs"], {
+        "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}],
+        "include_synonyms": True}, min_version=1)
+    result = response.results[0]
+    if result.error_code:
+        raise KafkaApiError(result.error_code, result.error_message, context=f"DescribeConfigs of topic '{topic}'")
+    return [c for c in result.configs if c.config_source == DYNAMIC_TOPIC_CONFIG]
+
+
+def alter_topic(admin: AdminClient, topic: str, add: dict[str, str], delete: list[str], out: TextIO) -> None:
+    """IncrementalAlterConfigs: SET each added key, DELETE each deleted one (which must be set now)."""
+    present = {c.name for c in _topic_overrides(admin, topic)}
+    invalid = [k for k in delete if k not in present]
+    if invalid:
+        raise ConfigCommandError(f"Invalid config(s): {','.join(invalid)}")
+    configs = [{"name": k, "config_operation": SET, "value": v} for k, v in add.items()]
+    configs += [{"name": k, "config_operation": DELETE, "value": None} for k in delete]
+    response = admin.connection().send(API_KEYS["IncrementalAlterConfigs"], {
+        "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configs": configs}],
+        "validate_only": False})
+    for r in response.responses:
+        if r.error_code:
+            raise KafkaApiError(r.error_code, r.error_message, context=f"IncrementalAlterConfigs of topic '{topic}'")
+    print(f"Completed updating config for topic {topic}.", file=out)
+
+
+def describe_topics(admin: AdminClient, topic: str | None, out: TextIO) -> None:
+    """kafka-configs.sh's "Dynamic configs for topic T are:" and one line per override."""
+    names = [topic] if topic is not None else sorted(t.name for t in admin.list_topics())
+    for name in names:
+        overrides = _topic_overrides(admin, name)
+        print(f"Dynamic configs for topic {name} are:", file=out)
+        for c in overrides:
+            value = "null" if c.is_sensitive or c.value is None else c.value
+            synonyms = ", ".join(f"{CONFIG_SOURCES.get(s.source, s.source)}:{s.name}="
+                                 f"{'null' if c.is_sensitive or s.value is None else s.value}" for s in c.synonyms)
+            print(f"  {c.name}={value} sensitive={str(c.is_sensitive).lower()} synonyms={{{synonyms}}}", file=out)
 
 
 __all__ = ["add_parser", "parse_add_config", "run", "scram_salted_password"]

@@ -163,3 +163,29 @@ def test_scram_credentials_round_trip(scram_broker, kbroker):
     assert missing.startswith(ERROR + "AlterUserScramCredentials for user 'dora': ") and "RESOURCE_NOT_FOUND" in missing
     for text in (added.stdout, added.stderr, described.stdout, bp.log()):
         assert password not in text
+
+
+def test_topic_configs(broker, kbroker, unique):
+    b = ["configs", "--bootstrap-server", broker.bootstrap]
+    topic = unique("t")
+    ok(kbroker("topics", "--bootstrap-server", broker.bootstrap, "--create", "--topic", topic, "--partitions", "1"))
+    assert ok(kbroker(*b, "--describe", "--entity-type", "topics", "--entity-name", topic)) == \
+        f"Dynamic configs for topic {topic} are:\n"
+    assert ok(kbroker(*b, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                      "--add-config", "retention.ms=60000,cleanup.policy=[compact,delete]")) == \
+        f"Completed updating config for topic {topic}.\n"
+    lines = ok(kbroker(*b, "--describe", "--entity-type", "topics", "--entity-name", topic)).splitlines()
+    assert lines[0] == f"Dynamic configs for topic {topic} are:"
+    assert sorted(lines[1:]) == [
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
+        "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}"]
+    assert failed(kbroker(*b, "--alter", "--entity-type", "topics", "--entity-name", topic,
+                          "--delete-config", "segment.ms")) == ERROR + "Invalid config(s): segment.ms"
+    ok(kbroker(*b, "--alter", "--entity-type", "topics", "--entity-name", topic, "--delete-config", "retention.ms"))
+    assert ok(kbroker(*b, "--describe", "--entity-type", "topics", "--entity-name", topic)).splitlines()[1:] == [
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}"]
+    assert f"Dynamic configs for topic {topic} are:" in ok(kbroker(*b, "--describe", "--entity-type", "topics"))
+    missing = failed(kbroker(*b, "--describe", "--entity-type", "topics", "--entity-name", unique("none")))
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in missing
+    assert "--entity-default is not allowed" in failed(kbroker(*b, "--describe", "--entity-type", "topics",
+                                                               "--entity-default"), 2)

@@ -36,7 +36,9 @@ CLUSTER_AUTHORIZATION_FAILED = errors.ClusterAuthorizationFailedError.code
 NOT_CONTROLLER = errors.NotControllerError.code
 UNSUPPORTED_SASL_MECHANISM = errors.UnsupportedSaslMechanismError.code
 UNKNOWN_SERVER_ERROR = errors.UnknownServerError.code
-RESOURCE_NOT_FOUND, DUPLICATE_RESOURCE, UNACCEPTABLE_CREDENTIAL = 91, 92, 93
+RESOURCE_NOT_FOUND = errors.ResourceNotFoundError.code
+DUPLICATE_RESOURCE = errors.DuplicateResourceError.code
+UNACCEPTABLE_CREDENTIAL = errors.UnacceptableCredentialError.code
 
 
 def _infos(user: str, configs: dict[str, str]) -> list[dict]:

@@ -107,3 +107,4 @@ def test_consumer_byte_rate_holds_a_consumer(quota_broker):
     print(f"throttled consumer: {rate / MiB:.3f} MiB/s over 10 s; throttle times {throttles[:6]}")
     assert 0.4 * MiB <= rate <= 0.6 * MiB, f"{rate / MiB:.3f} MiB/s"
     assert throttles and max(throttles) > 0, "the consumer never heard throttle_time_ms"
+

@@ -85,7 +85,11 @@ def test_producer_byte_rate_holds_a_fast_producer(quota_broker):
 
 def test_consumer_byte_rate_holds_a_consumer(quota_broker):
     topic = "quota-consume"
-    produced, _ = produce_for(quota_broker, "filler", topic, 1.5)
+    produced: list[float] = []
+    for _ in range(10):  # 7 MiB to read: more than the 10 s at 0.5 MiB/s the measure covers
+        produced += produce_for(quota_broker, "filler", topic, 1.0)[0]
+        if len(produced) * len(RECORD) > 7 * MiB:
+            break
     assert len(produced) * len(RECORD) > 7 * MiB
     set_quota(quota_broker, "slow-consumer", "consumer_byte_rate", MiB / 2)
     throttles: list[float] = []

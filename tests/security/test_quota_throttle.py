@@ -95,6 +95,9 @@ def test_consumer_byte_rate_holds_a_consumer(quota_broker):
     throttles: list[float] = []
     consumer = Consumer({"bootstrap.servers": quota_broker.bootstrap, "client.id": "slow-consumer",
                          "group.id": "quota-group", "auto.offset.reset": "earliest",
+                         # fetches of 256 KiB: the fetch that would pass the quota is answered empty,
+                         # so with 1 MiB fetches up to a fifth of the 10 s budget could go unused
+                         "max.partition.fetch.bytes": 262144,
                          "throttle_cb": lambda event: throttles.append(event.throttle_time)})
     consumer.subscribe([topic])
     got: list[float] = []

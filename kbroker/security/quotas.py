@@ -31,6 +31,12 @@ connection is muted (nothing more read from it) for that long. A throttled consu
 answered empty and its bytes are taken back (``FetchQuota``). Follower fetches and the
 controller's requests are never throttled. ``enabled`` stays False until some quota is
 configured, so the broker's dispatch pays one attribute test per request until then.
+
+Where it hooks in: ``Broker.dispatch`` hands every request to ``QuotaManager.run`` once ``enabled``
+(it times the handler for request_percentage, records a Produce request's size, sets the
+response's ``throttle_time_ms``, also on an awaited response, and mutes the connection); the
+Fetch handler asks ``fetch_quota`` for a consumer's ``FetchQuota``, which caps the fetch and, when
+the response is built, records its size or answers empty.
 """
 from __future__ import annotations
 

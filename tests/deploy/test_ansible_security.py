@@ -60,8 +60,14 @@ def _secure_inventory(base: Path, wheel: Path, wheelhouse: Path, ca_dir: Path, s
     if not _cli_logs_in():
         print("kbroker configs/acls take no --command-config: the admin CLI uses the local admin listener")
         data["all"]["vars"]["kbroker_local_admin_listener"] = True
+        used = {v for group in data["all"]["children"].values() for host in group["hosts"].values()
+                for k, v in host.items() if k.endswith("_port")}
         for host in data["all"]["children"]["kbroker"]["hosts"].values():
-            host["kbroker_local_admin_port"] = free_port()
+            port = free_port()
+            while port in used:   # free_port() may hand out a port picked before (it is free until bound)
+                port = free_port()
+            used.add(port)
+            host["kbroker_local_admin_port"] = port
     data["all"]["vars"].update({
         "kbroker_security_protocol": "SASL_SSL",
         "kbroker_inter_broker_password": secrets["admin"],
@@ -154,6 +160,7 @@ def _authentication_fails(config: dict) -> str:
     with pytest.raises(KafkaException) as failure:
         admin.list_topics(timeout=10)
     admin.poll(1)
+    del admin   # its threads stop retrying now
     authentication = [e for e in reported if e.code() == KafkaError._AUTHENTICATION]
     assert authentication, ([str(e) for e in reported[:5]], str(failure.value))
     return str(authentication[0])

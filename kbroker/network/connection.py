@@ -52,7 +52,7 @@ MAX_IN_FLIGHT = 100
 # TLS: segment bytes read and encrypted per writable event, and ciphertext gathered before a send
 TLS_FILE_CHUNK = 128 * 1024
 TLS_FLUSH_BYTES = 256 * 1024
-_TLS_RAW = bytearray(64 * 1024)     # every TLS connection's recv lands here first (the loop is one thread)
+_TLS_RAW = bytearray(256 * 1024)    # every TLS connection's recv lands here first (the loop is one thread)
 _TLS_RAW_VIEW = memoryview(_TLS_RAW)
 _TLS_FILE = bytearray(TLS_FILE_CHUNK)  # segment ranges read for encryption (used and released at once)
 _TLS_FILE_VIEW = memoryview(_TLS_FILE)
@@ -139,6 +139,9 @@ class Connection:
         self._tls_in = ssl.MemoryBIO()
         self._tls_out = ssl.MemoryBIO()
         self.tls = context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
+        # SSLObject.read is a Python wrapper around the C object's read(len, buffer): called once per
+        # TLS record (tens of thousands per 100 MB), the wrapper's cost shows, so go to the C method
+        self._tls_read = getattr(getattr(self.tls, "_sslobj", None), "read", None) or self.tls.read
         self._cipher: bytes = b""     # encrypted bytes not sent yet
         self._cipher_pos = 0
         self._handshaking = True
@@ -287,7 +290,7 @@ class Connection:
                     # per read being all OpenSSL gives (clients often write records of a few KiB)
                     view = self._big_view
                     assert view is not None
-                    read = tls.read
+                    read = self._tls_read
                     got, total = self._big_got, len(big)
                     try:
                         while got < total:
@@ -309,10 +312,11 @@ class Connection:
                     self._start, self._end = 0, left
                 # small frames: fill the scratch with as many records as wait, then parse them
                 end, cap, view = self._end, len(self._scratch), self._scratch_view
+                read = self._tls_read
                 waiting = False
                 try:
                     while end < cap:
-                        n = cast(int, tls.read(cap - end, view[end:]))
+                        n = cast(int, read(cap - end, view[end:]))
                         if not n:
                             return self.close("peer closed")
                         end += n

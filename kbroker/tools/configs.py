@@ -21,7 +21,8 @@ place it is given; quota keys go through AlterClientQuotas / DescribeClientQuota
 strict: only entities of exactly the types given, any name where none is given); SCRAM keys go
 through AlterUserScramCredentials with a salt made here and the salted password
 (PBKDF2-HMAC of the password, never the password itself) and DescribeUserScramCredentials, which
-shows the mechanism and iterations only. Output is Kafka's ("Completed updating config for user
+shows the mechanism and iterations only. ``--command-config FILE`` takes Kafka's client properties
+to reach a TLS or SASL listener. Output is Kafka's ("Completed updating config for user
 alice.", "Quota configs for client-id 'c1' are producer_byte_rate=1048576.0", "SCRAM credential
 configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"). Exit status: 0 done, 1 an
 error from the broker or the network (one line on stderr), 2 bad arguments.
@@ -40,6 +41,7 @@ from typing import TextIO
 from kbroker.protocol import API_KEYS
 
 from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
+from .security import SecurityConfigError, load_command_config
 
 ERROR_PREFIX = "Error while executing config command : "
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
@@ -86,6 +88,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                    help="configs to set: quota keys (producer_byte_rate=1048576,...) or, for a user, "
                         "SCRAM-SHA-256=[iterations=8192,password=...] / SCRAM-SHA-512=[password=...]")
     p.add_argument("--delete-config", metavar="K,...", help="config keys to remove")
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties for a TLS or SASL listener (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.location, ...)")
     add_timeout_option(p, 30000, "how long to wait for each answer")
     p.set_defaults(entity_names=[])
     return p
@@ -132,7 +137,8 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tu
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     add, delete = _check_args(args, args.parser)
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000) as admin:
+        security = load_command_config(args.command_config) if args.command_config else None
+        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000, security=security) as admin:
             if args.entity_type == ["topics"]:
                 if args.alter:
                     alter_topic(admin, args.entity_names[0], add, delete, out)
@@ -142,7 +148,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                 alter(admin, args.entity_type, args.entity_names, add, delete, out)
             else:
                 describe(admin, args.entity_type, args.entity_names, out)
-    except (ConfigCommandError, ClientError) as exc:
+    except (ConfigCommandError, ClientError, SecurityConfigError) as exc:
         out.flush()
         print(ERROR_PREFIX + str(exc), file=err)
         return 1

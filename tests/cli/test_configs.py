@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from tests.integration.conftest import BrokerProcess
-from tests.security.sasl_helpers import librdkafka_conf, run_broker, sasl_broker
+from tests.security.sasl_helpers import librdkafka_conf, run_broker, sasl_bootstrap, sasl_broker
 
 ERROR = "Error while executing config command : "
 
@@ -130,7 +130,7 @@ def authenticates(bp: BrokerProcess, mechanism: str, user: str, password: str) -
     raise AssertionError(f"neither answered nor refused: {failures}")
 
 
-def test_scram_credentials_round_trip(scram_broker, kbroker):
+def test_scram_credentials_round_trip(scram_broker, kbroker, tmp_path):
     bp = scram_broker
     b = ["configs", "--bootstrap-server", bp.bootstrap]
     password = "dora-Secret-9x"
@@ -144,6 +144,13 @@ def test_scram_credentials_round_trip(scram_broker, kbroker):
     assert authenticates(bp, "SCRAM-SHA-256", "dora", password)
     assert authenticates(bp, "SCRAM-SHA-512", "dora", password)
     assert not authenticates(bp, "SCRAM-SHA-256", "dora", password + "x")
+    # and for kbroker configs itself: --command-config with Kafka's client properties, on the SASL listener
+    props = tmp_path / "dora.properties"
+    props.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-256\n"
+                     "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+                     f'username="dora" password="{password}";\n')
+    assert ok(kbroker("configs", "--bootstrap-server", sasl_bootstrap(bp), "--command-config", str(props),
+                      "--describe", "--entity-type", "users", "--entity-name", "dora")) == described.stdout
 
     # quotas for the same user, then one mechanism deleted: the rest stays
     assert ok(kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "dora",

@@ -15,6 +15,7 @@ from typing import Any
 from kbroker import errors
 from kbroker.protocol.messages.acls import (
     CLUSTER_NAME,
+    SUPPORTED_OPERATIONS,
     AclOperation,
     PatternType,
     PermissionType,
@@ -44,6 +45,17 @@ def allowed(ctx: BrokerContext, conn, operation: AclOperation, resource_type: Re
 
 def cluster_allowed(ctx: BrokerContext, conn, operation: AclOperation) -> bool:
     return allowed(ctx, conn, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def authorized_operations(ctx: BrokerContext, conn, resource_type: ResourceType, name: str) -> int:
+    """Kafka's authorized-operations bit field (bit = operation code) over the operations the
+    resource type supports: what Metadata, DescribeCluster and DescribeGroups answer when asked."""
+    authorizer = ctx.security.authorizer
+    bits = 0
+    for op in SUPPORTED_OPERATIONS[resource_type]:
+        if authorizer is None or authorizer.authorize(conn.session, op, resource_type, name, log_denied=False):
+            bits |= 1 << op
+    return bits
 
 
 def topic_filter(ctx: BrokerContext, conn, operation: AclOperation):

@@ -9,7 +9,7 @@ from kbroker import errors, zk_offsets
 from kbroker.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
 from kbroker.log import TopicPartition
 
-from .acls import Op, Res, allowed, cluster_allowed, topic_filter
+from .acls import Op, Res, allowed, authorized_operations, cluster_allowed, topic_filter
 from .context import BrokerContext
 from .metadata import listener_of
 from .registry import handles
@@ -236,7 +236,12 @@ def describe_groups(ctx: BrokerContext, header, request, conn):
                            "protocol_type": "", "protocol_data": "", "members": []})
             continue
         d = _coordinator(ctx).describe_group(group_id)
+        if header.api_version >= 3 and request.include_authorized_operations:
+            operations = authorized_operations(ctx, conn, Res.GROUP, group_id)
+        else:
+            operations = -2147483648  # Kafka's "not asked for"
         groups.append({
+            "authorized_operations": operations,
             "error_code": d.error, "group_id": d.group_id, "group_state": d.state,
             "protocol_type": d.protocol_type, "protocol_data": d.protocol_name,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,

@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from kbroker import errors
+from kbroker.protocol.messages.acls import CLUSTER_NAME
 
-from .acls import Op, Res, allowed, cluster_allowed
+from .acls import Op, Res, allowed, authorized_operations, cluster_allowed
 from .context import BrokerContext
 from .registry import handles
 
@@ -74,12 +75,20 @@ def metadata(ctx: BrokerContext, header, request, conn):
             topics.append(topic_metadata(ctx, name))
         except errors.KafkaError as exc:
             topics.append({"error_code": exc.code, "name": name, "partitions": []})
-    return {
+    response = {
         "brokers": _brokers(ctx, conn),
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),
         "topics": topics,
     }
+    if header.api_version >= 8:  # the authorized-operations bit fields, when asked for
+        if request.include_topic_authorized_operations:
+            for t in topics:
+                if t["error_code"] != errors.TopicAuthorizationFailedError.code:
+                    t["topic_authorized_operations"] = authorized_operations(ctx, conn, Res.TOPIC, t["name"])
+        if header.api_version <= 10 and request.include_cluster_authorized_operations:
+            response["cluster_authorized_operations"] = authorized_operations(ctx, conn, Res.CLUSTER, CLUSTER_NAME)
+    return response
 
 
 def _described(ctx: BrokerContext, conn, names: list[str], all_topics: bool) -> tuple[list[str], list[str]]:
@@ -97,10 +106,13 @@ def _may_create(ctx: BrokerContext, conn, name: str) -> bool:
 
 @handles(60)
 def describe_cluster(ctx: BrokerContext, header, request, conn):
-    return {
+    out = {
         "error_code": 0,
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),
         "brokers": [{"broker_id": b.id, "host": b.host, "port": b.port, "rack": b.rack}
                     for b in brokers_on(ctx, conn)],
     }
+    if request.include_cluster_authorized_operations:
+        out["cluster_authorized_operations"] = authorized_operations(ctx, conn, Res.CLUSTER, CLUSTER_NAME)
+    return out

@@ -395,3 +395,28 @@ def test_transactional_id_acl(strict_broker):
     got, errors = consume(strict_broker.bootstrap, "txn-acl", "g-txn", 15, want=1,
                           **{"isolation.level": "read_committed"})
     assert got == [b"committed"] and not errors
+
+
+def test_authorized_operations(strict_broker):
+    """describe_topics / describe_cluster / describe_consumer_groups with include_authorized_operations:
+    the bit fields Kafka answers (Metadata v8+, DescribeCluster, DescribeGroups v3+)."""
+    from confluent_kafka import TopicCollection
+    create_topic(strict_broker.bootstrap, "ops-topic")
+    kbroker_acls(strict_broker, "--add", "--allow-principal", "User:alice", "--operation", "Read",
+                 "--operation", "AlterConfigs", "--topic", "ops-topic")
+    kbroker_acls(strict_broker, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+                 "--group", "ops-group")
+    alice_admin = AdminClient({"bootstrap.servers": sasl_bootstrap(strict_broker), **ALICE})
+    desc = alice_admin.describe_topics(TopicCollection(["ops-topic"]), include_authorized_operations=True)
+    ops = set(desc["ops-topic"].result(15).authorized_operations)
+    # Read implies Describe, AlterConfigs implies DescribeConfigs
+    assert ops == {AclOperation.READ, AclOperation.DESCRIBE, AclOperation.ALTER_CONFIGS,
+                   AclOperation.DESCRIBE_CONFIGS}
+    cluster = alice_admin.describe_cluster(include_authorized_operations=True).result(15)
+    assert not cluster.authorized_operations  # alice has no cluster ACL
+    (group,) = alice_admin.describe_consumer_groups(["ops-group"], include_authorized_operations=True).values()
+    assert set(group.result(15).authorized_operations) == {AclOperation.DESCRIBE}
+    # the administrator (a super user) may do everything
+    root = admin(strict_broker.bootstrap)
+    full = set(root.describe_cluster(include_authorized_operations=True).result(15).authorized_operations)
+    assert {AclOperation.ALTER, AclOperation.CLUSTER_ACTION, AclOperation.IDEMPOTENT_WRITE} <= full

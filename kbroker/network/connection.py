@@ -338,6 +338,10 @@ class Connection:
         if not self.closed and self._reading:
             self._decrypt()
 
+    def _cipher_waiting(self) -> bool:
+        """TLS: encrypted bytes not sent yet (what a close must wait for)."""
+        return self._cipher_pos < len(self._cipher) or bool(self._tls_out.pending)
+
     def _send_cipher(self) -> bool:
         """Send encrypted bytes waiting; True when none are left."""
         while True:
@@ -405,6 +409,7 @@ class Connection:
             self._writing = False
         self.last_active = time.monotonic()
         if self._close_when_flushed is not None and not self._slots and not out:
+            self._discard_input()
             self.close(self._close_when_flushed)
 
     # -- requests ----------------------------------------------------------------------------
@@ -516,7 +521,7 @@ class Connection:
             self._close_when_flushed = why
             if api_key is not None:
                 self.reply(api_key, version, correlation_id, body)
-            if not self._out and not self._slots:
+            if not self._out and not self._slots and (self.tls is None or not self._cipher_waiting()):
                 self._discard_input()
                 self.close(why)
         self.loop.call_later(seconds, fire)

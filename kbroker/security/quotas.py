@@ -80,13 +80,15 @@ def _now_ms() -> float:
 class Rate:
     """Kafka's ``Rate`` over a ``SampledStat`` of ``num`` samples, each ``window_ms`` long."""
 
-    __slots__ = ("num", "window_ms", "starts", "values", "current", "last_used")
+    __slots__ = ("num", "window_ms", "floor_ms", "starts", "values", "total", "current", "last_used")
 
     def __init__(self, num: int, window_ms: float) -> None:
         self.num = num
         self.window_ms = window_ms
+        self.floor_ms = (num - 1) * window_ms  # the least window_size can be
         self.starts: list[float] = []   # each sample's start (Kafka's lastWindowMs)
         self.values: list[float] = []
+        self.total = 0.0                # sum(values), kept as they change
         self.current = 0
         self.last_used = 0.0
 
@@ -102,14 +104,17 @@ class Rate:
                 self.values.append(0.0)
             else:
                 self.starts[self.current] = now
+                self.total -= self.values[self.current]
                 self.values[self.current] = 0.0
         self.values[self.current] += value
+        self.total += value
 
     def _purge(self, now: float) -> None:
         expire = self.num * self.window_ms
         for i, start in enumerate(self.starts):
             if now - start >= expire:
                 self.starts[i] = now
+                self.total -= self.values[i]
                 self.values[i] = 0.0
 
     def window_size(self, now: float) -> float:
@@ -129,7 +134,7 @@ class Rate:
     def measure(self, now: float) -> float:
         """Per second."""
         size = self.window_size(now)  # purges first
-        return sum(self.values) / (size / 1000.0) if size > 0 else 0.0
+        return self.total / (size / 1000.0) if size > 0 else 0.0
 
 
 class ClientQuotas:
@@ -202,6 +207,8 @@ class ClientQuotas:
         now = _now_ms() if now is None else now
         rate = self._rate(tags, now)
         rate.record(value, now)
+        if rate.total * 1000.0 <= bound * rate.floor_ms:
+            return 0  # within the bound even over the shortest window the rate can have
         observed = rate.measure(now)
         if observed <= bound:
             return 0

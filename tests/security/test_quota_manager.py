@@ -281,3 +281,16 @@ def test_wire_sizes():
                                         (0.5, "0.5"), (1e-4, "1.0E-4"), (100.25, "100.25"), (0.0, "0.0")])
 def test_double_quota_values_are_written_as_java_does(value, text):
     assert java_double(value) == text
+
+
+def test_rate_total_follows_its_samples():
+    import random
+    rng = random.Random(7)
+    r = Rate(4, 1000.0)
+    now = 0.0
+    for _ in range(2000):
+        now += rng.choice((1.0, 50.0, 400.0, 1500.0, 6000.0))
+        r.record(rng.uniform(-5, 100), now)
+        if rng.random() < 0.3:
+            r.measure(now)
+        assert r.total == pytest.approx(sum(r.values))

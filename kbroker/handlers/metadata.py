@@ -85,7 +85,7 @@ def metadata(ctx: BrokerContext, header, request, conn):
         if request.include_topic_authorized_operations:
             for t in topics:
                 if t["error_code"] != errors.TopicAuthorizationFailedError.code:
-                    t["topic_authorized_operations"] = authorized_operations(ctx, conn, Res.TOPIC, t["name"])
+                    t["topic_authorized_operations"] = authorized_operations(ctx, conn, Res.TOPIC, str(t["name"]))
         if header.api_version <= 10 and request.include_cluster_authorized_operations:
             response["cluster_authorized_operations"] = authorized_operations(ctx, conn, Res.CLUSTER, CLUSTER_NAME)
     return response

@@ -54,6 +54,8 @@ def java_host(address: str) -> str:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
     except ValueError:
         return address
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return str(ip.ipv4_mapped)  # Java sees an IPv4 peer on a dual-stack socket as Inet4Address
     if ip.version == 6:
         return ":".join(format(int(group, 16), "x") for group in ip.exploded.split(":"))
     return str(ip)

@@ -145,6 +145,7 @@ def test_rules(store):
     assert a.authorize(session("dan", "::1"), Op.READ, Res.GROUP, "g")
     assert not a.authorize(session("dan", "10.0.0.1"), Op.READ, Res.GROUP, "g")
     assert java_host("::1") == "0:0:0:0:0:0:0:1" and java_host("127.0.0.1") == "127.0.0.1"
+    assert java_host("::ffff:10.0.0.1") == "10.0.0.1" and java_host("fe80::1%eth0") == "fe80:0:0:0:0:0:0:1"
     a.stop()
 
 

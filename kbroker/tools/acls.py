@@ -213,13 +213,18 @@ def list_acls(admin: AdminClient, args: argparse.Namespace, out: TextIO) -> None
     resources = _resources(args, ptype)
     filters = [_binding_filter(r[0], r[1], r[2]) for r in resources] or [
         _binding_filter(ResourceType.ANY, None, PatternType.ANY)]
-    principals = set(args.principal)
-    for flt in filters:
-        for (rtype, name, pt), entries in describe(admin, flt):
-            if principals:
-                entries = [e for e in entries if e[0] in principals]
-                if not entries:
-                    continue
+    found = [item for flt in filters for item in describe(admin, flt)]
+    if not args.principal:
+        _print_current(found, out)
+        return
+    for principal in dict.fromkeys(args.principal):  # as kafka-acls.sh --list --principal
+        print(f"ACLs for principal `{principal}`", file=out)
+        _print_current([(r, [e for e in entries if e[0] == principal]) for r, entries in found], out)
+
+
+def _print_current(found: list[tuple[tuple[int, str, int], list[Entry]]], out: TextIO) -> None:
+    for (rtype, name, pt), entries in found:
+        if entries:
             print(f"Current ACLs for resource `{pattern_text(rtype, name, pt)}`: {NL} "
                   f"{NL.join(chr(9) + entry_text(*e) for e in entries)} {NL}", file=out)
 
@@ -290,6 +295,4 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
 def list_after(admin: AdminClient, plan: dict[Resource, list[Entry]], out: TextIO) -> None:
     for rtype, name, ptype in plan:
-        for (rt, n, pt), entries in describe(admin, _binding_filter(rtype, name, ptype)):
-            print(f"Current ACLs for resource `{pattern_text(rt, n, pt)}`: {NL} "
-                  f"{NL.join(chr(9) + entry_text(*e) for e in entries)} {NL}", file=out)
+        _print_current(describe(admin, _binding_filter(rtype, name, ptype)), out)

@@ -346,6 +346,9 @@ def test_cli_round_trip(strict_broker):
     assert listed.startswith(f"Current ACLs for resource `{resource}`: \n ")
     assert sorted(listed.strip().splitlines()[1:]) == sorted(line.strip(" ") for line in lines) or \
         all(line.strip() in listed for line in lines)
+    by_principal = kbroker_acls(strict_broker, "--list", "--principal", "User:dave")
+    assert by_principal.startswith(f"ACLs for principal `User:dave`\nCurrent ACLs for resource `{resource}`: \n ")
+    assert "User:alice" not in by_principal
     kbroker_acls(strict_broker, "--remove", "--force", "--allow-principal", "User:dave", "--allow-host",
                  "10.0.0.7", "--operation", "Read", "--topic", "cli-t")
     listed = kbroker_acls(strict_broker, "--list", "--topic", "cli-t")

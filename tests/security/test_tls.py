@@ -350,3 +350,18 @@ def test_inter_broker_client_context_checks_the_host_name_unless_told_not_to(pki
     relaxed = client_context(_listener({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca),
                                         "ssl.endpoint.identification.algorithm": ""}))
     assert not relaxed.check_hostname and relaxed.context.verify_mode == ssl.CERT_REQUIRED
+
+
+def test_client_auth_requested_takes_a_certificate_when_given(pki: Pki):
+    from kbroker.security.tls import server_context
+    requested = _listener({"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker),
+                           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca),
+                           "ssl.client.auth": "requested"})
+    ctx = server_context(requested)
+    assert _handshake(ctx, client_ssl_context(pki)).getpeercert(binary_form=True) is None  # ANONYMOUS
+    with_cert = _handshake(ctx, client_ssl_context(pki, pki.client_cert, pki.client_key))
+    der = with_cert.getpeercert(binary_form=True)
+    assert der is not None
+    assert str(PrincipalMapper("DEFAULT").principal(der)) == \
+        "User:CN=writeuser,OU=Unknown,O=Unknown,L=Unknown,ST=Unknown,C=Unknown"
+    assert str(PrincipalMapper("DEFAULT").principal(None)) == "User:ANONYMOUS"

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+import tomllib
 import uuid
 from pathlib import Path
 
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 ANSIBLE_DIR = REPO / "ansible"
 BIN = Path(sys.executable).parent
 PLAYBOOK = BIN / "ansible-playbook"
-DEPS_WHEELHOUSE = REPO / "build" / "deploy-wheelhouse"   # numpy, kazoo, liburing (built from source)
+DEPS_WHEELHOUSE = REPO / "build" / "deploy-wheelhouse"   # pyproject's dependencies (liburing from source)
 LIBURING = "liburing==2024.5.3"
 
 
@@ -70,16 +71,24 @@ def test_ansible_lint_production_profile() -> None:
 
 # ------------------------------------------------------------------------------------------------ helpers
 
+def _runtime_requirements() -> list[str]:
+    """kbroker's runtime dependencies as pyproject.toml lists them (liburing pinned there)."""
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["project"]["dependencies"])
+
+
 def _dependency_wheelhouse() -> Path:
-    """Wheels of kbroker's runtime dependencies, built once and kept under build/, so the playbook's pip
-    installs with --no-index (no network while the test runs)."""
+    """Wheels of kbroker's runtime dependencies, built once (again when pyproject's list changes) and kept
+    under build/, so the playbook's pip installs with --no-index (no network while the test runs)."""
+    requirements = _runtime_requirements()
+    assert LIBURING in requirements, f"pyproject.toml no longer pins {LIBURING}: update this test"
     stamp = DEPS_WHEELHOUSE / ".complete"
-    if not stamp.exists():
+    if not stamp.exists() or stamp.read_text() != "\n".join(requirements):
         DEPS_WHEELHOUSE.mkdir(parents=True, exist_ok=True)
         # the 2026.x liburing wheels die with SIGILL here (see the Makefile): from source, as `make deps` does
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-binary", "liburing",
-                        "-w", str(DEPS_WHEELHOUSE), LIBURING, "numpy>=1.26", "kazoo>=2.9"], check=True, timeout=900)
-        stamp.touch()
+                        "-w", str(DEPS_WHEELHOUSE), *requirements], check=True, timeout=900)
+        stamp.write_text("\n".join(requirements))
     return DEPS_WHEELHOUSE
 
 

@@ -13,6 +13,8 @@ from kbroker.log import LogConfig, PartitionLog, TopicPartition
 from kbroker.partition import Partition
 from kbroker.purgatory import Purgatory
 from kbroker.replica_manager import ReplicaManager
+from kbroker.security.entity_configs import EntityConfigs
+from kbroker.security.quotas import QuotaManager
 from tests.log.helpers import make_batch
 
 TP = TopicPartition("replicated", 0)
@@ -27,6 +29,8 @@ class _Broker:
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(1, load_config(), SimpleNamespace(), self.purgatory)
         self.replicas.partitions[partition.tp] = partition
+        # no ACLs (every check passes), no quota configured
+        self.security = SimpleNamespace(authorizer=None, quotas=QuotaManager(load_config(), EntityConfigs(None)))
 
     def on_append(self, partition) -> None:
         self.replicas.on_append(partition)

@@ -365,3 +365,16 @@ def test_client_auth_requested_takes_a_certificate_when_given(pki: Pki):
     assert str(PrincipalMapper("DEFAULT").principal(der)) == \
         "User:CN=writeuser,OU=Unknown,O=Unknown,L=Unknown,ST=Unknown,C=Unknown"
     assert str(PrincipalMapper("DEFAULT").principal(None)) == "User:ANONYMOUS"
+
+
+def test_enabled_protocols_and_cipher_suites_are_applied(pki: Pki):
+    from kbroker.security.tls import TlsConfigError, server_context
+    base = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(pki.broker)}
+    tls12 = server_context(_listener({**base, "ssl.enabled.protocols": "TLSv1.2",
+                                      "ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"}))
+    server = _handshake(tls12, client_ssl_context(pki))
+    assert server.version() == "TLSv1.2"
+    assert server.cipher()[0] == "ECDHE-ECDSA-AES128-GCM-SHA256"
+    assert _handshake(server_context(_listener(base)), client_ssl_context(pki)).version() == "TLSv1.3"
+    with pytest.raises(TlsConfigError):
+        server_context(_listener({**base, "ssl.enabled.protocols": "SSLv3"}))

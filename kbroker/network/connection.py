@@ -141,7 +141,8 @@ class Connection:
         self.tls = context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
         # SSLObject.read is a Python wrapper around the C object's read(len, buffer): called once per
         # TLS record (tens of thousands per 100 MB), the wrapper's cost shows, so go to the C method
-        self._tls_read = getattr(getattr(self.tls, "_sslobj", None), "read", None) or self.tls.read
+        self._tls_read: Callable[[int, memoryview], int] = (
+            getattr(getattr(self.tls, "_sslobj", None), "read", None) or cast(Any, self.tls.read))
         self._cipher: bytes = b""     # encrypted bytes not sent yet
         self._cipher_pos = 0
         self._handshaking = True
@@ -294,7 +295,7 @@ class Connection:
                     got, total = self._big_got, len(big)
                     try:
                         while got < total:
-                            n = cast(int, read(total - got, view[got:]))
+                            n = read(total - got, view[got:])
                             if not n:
                                 return self.close("peer closed")
                             got += n
@@ -316,7 +317,7 @@ class Connection:
                 waiting = False
                 try:
                     while end < cap:
-                        n = cast(int, read(cap - end, view[end:]))
+                        n = read(cap - end, view[end:])
                         if not n:
                             return self.close("peer closed")
                         end += n

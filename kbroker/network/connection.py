@@ -18,7 +18,10 @@ non-blocking socket. Measured against a non-blocking ``SSLSocket`` on this loop 
 SSLSocket reads record by record, two syscalls each), sending 654 vs 762 MB/s; produce is what TLS
 must not slow, so BIOs. Ciphertext leaves with ``send``; segment ranges cannot go by sendfile, so
 they are read with ``preadv`` into one reused buffer (TLS_FILE_CHUNK at a time) and encrypted, one
-chunk per writable event so a large fetch never holds the loop. A handshake that does not finish
+chunk per writable event so a large fetch never holds the loop. Receiving 200 MiB of Produce frames
+in the 2.7 KiB records librdkafka writes costs the loop 0.41 s of CPU over TLS against 0.11 s in
+plaintext; OpenSSL's decryption of those records alone is 0.29 s (one SSL_read per record, 3.7 us
+each with AES-256-GCM), so the rest is near that floor. A handshake that does not finish
 within the server's handshake bound is closed; a failed one is logged with the peer.
 """
 from __future__ import annotations

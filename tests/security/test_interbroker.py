@@ -96,3 +96,49 @@ def test_replication_over_sasl_ssl_survives_a_leader_kill(secure_cluster: Cluste
     logs = cluster.logs()
     assert "Failed authentication" not in logs
     assert "TLS handshake with" not in logs  # no inter-broker handshake failed
+
+
+def test_transaction_markers_cross_the_sasl_ssl_listener(secure_cluster: Cluster):
+    """The coordinator writes markers to leaders on other brokers (WriteTxnMarkers over SASL_SSL)."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    cluster = secure_cluster
+    topic = "txn-over-sasl-ssl"
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=3)])[topic].result(30)
+    wait_until(lambda: all((s := layout.get_partition_state(cluster.store, topic, p)) and s[0].leader >= 0
+                           for p in range(3)), timeout=20, message="leaders for every partition")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "sasl-ssl-tx"})
+    producer.init_transactions(60)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce(topic, value=b"kept-%d" % p, partition=p)
+    producer.commit_transaction(60)
+    producer.begin_transaction()
+    for p in range(3):
+        producer.produce(topic, value=b"dropped-%d" % p, partition=p)
+    producer.flush(30)
+    producer.abort_transaction(60)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "sasl-ssl-tx-reader",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    got: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(3)])
+        wait_until(lambda: got.extend(m.value() for m in consumer.consume(10, timeout=0.3) if not m.error())
+                   or len(got) >= 3, timeout=30, message="the committed messages")
+        got += [m.value() for m in consumer.consume(10, timeout=1) if not m.error()]
+    finally:
+        consumer.close()
+    assert sorted(got) == [b"kept-0", b"kept-1", b"kept-2"]
+
+
+def test_controlled_shutdown_over_sasl_ssl(secure_cluster: Cluster):
+    """SIGTERM: the broker asks the controller (over SASL_SSL) to move its leaderships first."""
+    cluster = secure_cluster
+    controller = json.loads(cluster.store.get("/controller")[0])["brokerid"]
+    victim_id = next(i for i in cluster.brokers if i != controller and cluster.brokers[i].running)
+    victim = cluster.brokers[victim_id]
+    victim.stop_cleanly()
+    assert "controlled shutdown complete" in victim.log()
+    victim.start()
+    wait_until(lambda: cluster.store.exists(f"/brokers/ids/{victim_id}") is not None, timeout=20,
+               message="the broker registered again")

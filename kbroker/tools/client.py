@@ -72,6 +72,24 @@ class ClientError(Exception):
     """A failure the tools report as a single line (exit status 1)."""
 
 
+def add_command_config(p: argparse.ArgumentParser) -> None:
+    """``--command-config FILE``: Kafka's client properties, for a TLS or SASL listener."""
+    p.add_argument("--command-config", metavar="FILE",
+                   help="Kafka client properties for a TLS or SASL listener (security.protocol, sasl.mechanism, "
+                        "sasl.jaas.config, ssl.truststore.location, ...)")
+
+
+def command_config(args: argparse.Namespace) -> dict[str, str] | None:
+    """The --command-config properties (None without it); ClientError when they cannot be used."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return None
+    try:
+        return secure.load_command_config(path)
+    except secure.SecurityConfigError as exc:
+        raise ClientError(str(exc)) from None
+
+
 class ConnectError(ClientError):
     """The broker could not be reached, or the connection broke."""
 

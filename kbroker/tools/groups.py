@@ -27,8 +27,10 @@ from .client import (
     AdminClient,
     ClientError,
     TopicPartition,
+    add_command_config,
     add_timeout_option,
     add_tool_parser,
+    command_config,
     decode_consumer_assignment,
 )
 
@@ -53,6 +55,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                            "show each group's state, or only groups in these comma-separated states")
     p.add_argument("--verbose", action="store_true", help="with --describe --members: each member's partitions")
     add_timeout_option(p, 30000, "how long to wait for each answer and for a coordinator")
+    add_command_config(p)
     return p
 
 
@@ -74,7 +77,7 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> No
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     _check_args(args, args.parser)
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000) as admin:
+        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000, security=command_config(args)) as admin:
             if args.list:
                 return list_groups(admin, args.state, out)
             groups = args.group

@@ -31,7 +31,16 @@ from typing import Any, TextIO, TypeGuard
 from kbroker import errors
 from kbroker.protocol import API_KEYS
 
-from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser, error_name
+from .client import (
+    AdminClient,
+    ClientError,
+    KafkaApiError,
+    add_command_config,
+    add_timeout_option,
+    add_tool_parser,
+    command_config,
+    error_name,
+)
 
 ERROR_PREFIX = "Error: "
 ANY_LOG_DIR = "any"
@@ -78,6 +87,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--preserve-throttles", action="store_true",
                    help="accepted for compatibility (no throttles are ever set)")
     add_timeout_option(p, 10000, "how long the controller may take to accept the request")
+    add_command_config(p)
     return p
 
 
@@ -121,7 +131,8 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> st
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     action = _check_args(args, args.parser)
     try:
-        with AdminClient(args.bootstrap_server, client_id="reassign-partitions-tool") as admin:
+        with AdminClient(args.bootstrap_server, client_id="reassign-partitions-tool",
+                         security=command_config(args)) as admin:
             if action == "generate":
                 generate(admin, _read(args.topics_to_move_json_file), args.broker_list,
                          not args.disable_rack_aware, out)

@@ -23,7 +23,15 @@ import sys
 import uuid
 from typing import Any, TextIO
 
-from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
+from .client import (
+    AdminClient,
+    ClientError,
+    KafkaApiError,
+    add_command_config,
+    add_timeout_option,
+    add_tool_parser,
+    command_config,
+)
 
 ERROR_PREFIX = "Error while executing topic command : "
 TOPIC_ALREADY_EXISTS = 36
@@ -63,6 +71,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--under-replicated-partitions", action="store_true",
                    help="with --describe: only partitions whose ISR is smaller than their replicas")
     add_timeout_option(p, 30000, "how long to wait for each answer")
+    add_command_config(p)
     return p
 
 
@@ -104,7 +113,7 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> di
 def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     configs = _check_args(args, args.parser)
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000) as admin:
+        with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000, security=command_config(args)) as admin:
             if args.create:
                 create(admin, args, configs, out)
             elif args.list:

@@ -93,3 +93,38 @@ def test_ssl(secured, pki, tmp_path):
     untrusted = write(tmp_path / "untrusted.properties", **{"security.protocol": "SSL"})
     r = acls(ssl_bootstrap, untrusted, "--list")
     assert r.returncode == 1 and "TLS" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_topics_groups_and_reassign_take_the_command_config(secured, tmp_path):
+    """Every admin tool reaches a secured listener the same way (kafka-*.sh --command-config)."""
+    plain = write(tmp_path / "admin.properties", **{
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
+                            'username="alice" password="alice-secret";'})
+    r = acls(secured.bootstrap, None, "--add", "--allow-principal", "User:alice", "--operation", "All",
+             "--topic", "cc-", "--resource-pattern-type", "prefixed")
+    assert r.returncode == 0, r.stderr
+    r = acls(secured.bootstrap, None, "--add", "--allow-principal", "User:alice", "--operation", "Describe",
+             "--cluster")
+    assert r.returncode == 0, r.stderr
+
+    def tool(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "kbroker.cli", *args, "--bootstrap-server",
+                               sasl_bootstrap(secured), "--command-config", str(plain)],
+                              capture_output=True, text=True, timeout=30)
+    r = tool("topics", "--create", "--topic", "cc-one", "--partitions", "2")
+    assert r.returncode == 0, r.stderr
+    r = tool("topics", "--list")
+    assert r.returncode == 0 and r.stdout.split() == ["cc-one"], (r.stdout, r.stderr)  # others are not described
+    r = tool("groups", "--list")
+    assert r.returncode == 0, r.stderr
+    r = tool("reassign", "--list")
+    assert r.returncode == 0, r.stderr
+    # without the file the SASL listener closes the connection: the tool fails, one line
+    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "topics", "--list", "--bootstrap-server",
+                        sasl_bootstrap(secured)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = subprocess.run([sys.executable, "-m", "kbroker.cli", "topics", "--list", "--bootstrap-server",
+                        sasl_bootstrap(secured), "--command-config", str(tmp_path / "missing.properties")],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 1 and "cannot read the command config" in r.stderr

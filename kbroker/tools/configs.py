@@ -36,8 +36,10 @@ import math
 import re
 import secrets
 import sys
+from pathlib import Path
 from typing import TextIO
 
+from kbroker.config import parse_properties
 from kbroker.protocol import API_KEYS
 
 from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
@@ -87,6 +89,8 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--add-config", metavar="K=V,...",
                    help="configs to set: quota keys (producer_byte_rate=1048576,...) or, for a user, "
                         "SCRAM-SHA-256=[iterations=8192,password=...] / SCRAM-SHA-512=[password=...]")
+    p.add_argument("--add-config-file", metavar="FILE",
+                   help="a properties file of configs to add (keeps SCRAM passwords off the command line)")
     p.add_argument("--delete-config", metavar="K,...", help="config keys to remove")
     p.add_argument("--command-config", metavar="FILE",
                    help="Kafka client properties for a TLS or SASL listener (security.protocol, sasl.mechanism, "
@@ -120,16 +124,29 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tu
     if args.alter and len(names) != len(types):
         parser.error(f"an entity name (--entity-name or --entity-default) must be given with --alter of "
                      f"{','.join(types)}")
-    if args.describe and (args.add_config or args.delete_config):
-        parser.error("--add-config and --delete-config can only be used with --alter")
-    if args.alter and not (args.add_config or args.delete_config):
-        parser.error("at least one of --add-config or --delete-config must be given with --alter")
+    adding = args.add_config or args.add_config_file
+    if args.describe and (adding or args.delete_config):
+        parser.error("--add-config, --add-config-file and --delete-config can only be used with --alter")
+    if args.alter and not (adding or args.delete_config):
+        parser.error("at least one of --add-config, --add-config-file or --delete-config must be given with --alter")
     if args.timeout <= 0:
         parser.error("--timeout must be positive")
     try:
         add = parse_add_config(args.add_config) if args.add_config else {}
     except ValueError as exc:
         parser.error(str(exc))
+    if args.add_config_file:
+        try:
+            text = Path(args.add_config_file).read_text(encoding="utf-8")
+            from_file = parse_properties(text, args.add_config_file)
+        except OSError as exc:
+            parser.error(f"cannot read --add-config-file {args.add_config_file}: {exc.strerror}")
+        except ValueError as exc:  # kbroker.config's ConfigError: file and line
+            parser.error(str(exc))
+        for key, (value, _) in from_file.items():
+            if key in add:
+                parser.error(f"{key} is given both in --add-config and in --add-config-file")
+            add[key] = re.sub(r"^\[(.*)\]$", r"\1", value)  # SCRAM-SHA-256=[password=...] or without brackets
     delete = [k.strip() for k in args.delete_config.split(",")] if args.delete_config else []
     return add, delete
 

@@ -168,7 +168,17 @@ def test_scram_credentials_round_trip(scram_broker, kbroker, tmp_path):
     missing = failed(kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "dora",
                              "--delete-config", "SCRAM-SHA-512"))
     assert missing.startswith(ERROR + "AlterUserScramCredentials for user 'dora': ") and "RESOURCE_NOT_FOUND" in missing
-    for text in (added.stdout, added.stderr, described.stdout, bp.log()):
+    # --add-config-file (Kafka 2.8): the password stays off the command line (ps, shell history)
+    secret_file = tmp_path / "erin.properties"
+    secret_file.write_text(f"SCRAM-SHA-512=[iterations=4096,password={password}]\n")
+    from_file = kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "erin",
+                        "--add-config-file", str(secret_file))
+    assert ok(from_file) == "Completed updating config for user erin.\n"
+    assert authenticates(bp, "SCRAM-SHA-512", "erin", password)
+    both = kbroker(*b, "--alter", "--entity-type", "users", "--entity-name", "erin", "--add-config-file",
+                   str(secret_file), "--add-config", "SCRAM-SHA-512=[password=other]")
+    assert both.returncode == 2 and "both in --add-config and in --add-config-file" in both.stderr
+    for text in (added.stdout, added.stderr, described.stdout, from_file.stdout, from_file.stderr, bp.log()):
         assert password not in text
 
 

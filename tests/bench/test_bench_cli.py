@@ -16,6 +16,11 @@ def run_bench(*argv: str, timeout: float = 600) -> subprocess.CompletedProcess:
                           timeout=timeout)
 
 
+def run_bench_module(module: str, *argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", module, *argv], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+
+
 def test_help_lists_scenarios_sweeps_and_topologies():
     out = run_bench("--help", timeout=60)
     assert out.returncode == 0, out.stderr
@@ -93,3 +98,15 @@ def test_quick_run_covers_every_sweep_on_both_topologies(tmp_path):
     # base 2 acks x 4 scenarios, 2 rows x 2 scenarios in each of the next three sweeps, 3 protocols x 2 in security
     assert len(rows) == 8 + 3 * 4 + 6 and not [row for row in rows if "error" in row or "| - |" in row]
     assert "of PLAINTEXT" in table
+
+
+def test_tls_decrypt_bench_prints_rates_beside_the_cipher_limit():
+    proc = run_bench_module("bench.tls", "--mib", "4", "--records", "1024,16384")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    rates = [r for r in lines if r["kind"] == "tls_decrypt"]
+    assert [r["record_bytes"] for r in rates] == [1024, 16384]
+    assert all(r["mb_s"] > 0 and r["version"].startswith("TLSv1.") for r in rates)
+    assert rates[1]["us_per_record"] > rates[0]["us_per_record"]  # bigger records take longer each
+    limit = lines[-1]
+    assert limit["kind"] == "limit" and (limit["mb_s"] is None or limit["mb_s"] > 0)

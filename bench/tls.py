@@ -1,0 +1,106 @@
+"""What TLS costs the broker's receive path, apart from everything else: ``python -m bench.tls``.
+
+A TLS 1.3 session between two ssl.SSLObjects over memory BIOs (the broker's design: kbroker/network reads the
+socket into a BIO and the plaintext out of the SSLObject). The client side encrypts 200 MiB in records of each
+size once; the clock runs while the server side decrypts them, fed 256 KiB at a time as the socket would. The
+record size is the client's choice: librdkafka writes records of about 2.7 KiB when producing 1 KiB messages,
+OpenSSL decrypts one record per read call. Printed as JSON lines, one per record size, beside the cipher's raw
+speed measured by ``openssl speed`` in the same run (the physical limit of this CPU for that cipher).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import ssl
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from bench.security import make_pki
+
+MIB = 1 << 20
+FEED = 256 * 1024
+
+
+def session(pki: dict[str, Path]) -> tuple[ssl.SSLObject, ssl.MemoryBIO, ssl.SSLObject, ssl.MemoryBIO]:
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(str(pki["keystore"]))
+    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_ctx.load_verify_locations(str(pki["ca"]))
+    s_in, s_out, c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO(), ssl.MemoryBIO()
+    server = server_ctx.wrap_bio(s_in, s_out, server_side=True)
+    client = client_ctx.wrap_bio(c_in, c_out, server_hostname="localhost")
+    for _ in range(10):
+        for side in (client, server):
+            try:
+                side.do_handshake()
+            except ssl.SSLWantReadError:
+                pass
+        s_in.write(c_out.read())
+        c_in.write(s_out.read())
+    return server, s_in, client, c_out
+
+
+def decrypt_rate(pki: dict[str, Path], record: int, total: int) -> dict:
+    server, s_in, client, c_out = session(pki)
+    data = os.urandom(record)
+    n = total // record
+    for _ in range(n):
+        client.write(data)
+    blob = c_out.read()
+    buf = bytearray(FEED)
+    view = memoryview(buf)
+    got = 0
+    started = time.perf_counter()
+    for pos in range(0, len(blob), FEED):
+        s_in.write(blob[pos:pos + FEED])
+        while True:
+            try:
+                got += server.read(FEED, view)
+            except ssl.SSLWantReadError:
+                break
+    elapsed = time.perf_counter() - started
+    cipher, version, _ = server.cipher()  # type: ignore[misc]
+    return {"kind": "tls_decrypt", "record_bytes": record, "cipher": cipher, "version": version,
+            "mb_s": round(got / elapsed / 1e6, 1), "records_s": round(n / elapsed),
+            "us_per_record": round(elapsed / n * 1e6, 2)}
+
+
+def openssl_speed(cipher: str) -> float | None:
+    """``openssl speed -evp`` at 16 KiB blocks, MB/s (None if openssl is missing)."""
+    name = {"TLS_AES_256_GCM_SHA384": "aes-256-gcm", "TLS_AES_128_GCM_SHA256": "aes-128-gcm",
+            "TLS_CHACHA20_POLY1305_SHA256": "chacha20-poly1305"}.get(cipher)
+    if name is None:
+        return None
+    try:
+        out = subprocess.run(["openssl", "speed", "-elapsed", "-seconds", "1", "-evp", name],
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    line = next((ln for ln in out.splitlines() if ln.upper().startswith(name.upper())), "")
+    figures = re.findall(r"([\d.]+)k", line)
+    return round(float(figures[-1]) * 1000 / 1e6, 1) if figures else None
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.tls", description=__doc__.split("\n\n")[0])
+    p.add_argument("--records", default="1024,2700,8192,16384", help="TLS record sizes (bytes)")
+    p.add_argument("--mib", type=int, default=200, help="MiB decrypted per record size")
+    args = p.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        pki = make_pki(Path(tmp))
+        cipher = ""
+        for record in (int(r) for r in args.records.split(",")):
+            result = decrypt_rate(pki, record, args.mib * MIB)
+            cipher = result["cipher"]
+            print(json.dumps(result), flush=True)
+    print(json.dumps({"kind": "limit", "what": f"openssl speed {cipher}, 16 KiB blocks",
+                      "mb_s": openssl_speed(cipher)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -86,15 +86,20 @@ def credential_from_salted(mechanism: str, salt: bytes, salted: bytes, iteration
                            iterations)
 
 
-def new_salt() -> bytes:
-    """What Kafka's tools use: the UTF-8 bytes of a random 130-bit number in base 36."""
+def random_base36() -> str:
+    """Kafka's ``new BigInteger(130, SecureRandom).toString(36)``: SCRAM salts and server nonces."""
     n = secrets.randbits(130)
     digits = "0123456789abcdefghijklmnopqrstuvwxyz"
     out = ""
     while n:
         n, r = divmod(n, 36)
         out = digits[r] + out
-    return (out or "0").encode()
+    return out or "0"
+
+
+def new_salt() -> bytes:
+    """What Kafka's tools use: the UTF-8 bytes of a random 130-bit number in base 36."""
+    return random_base36().encode()
 
 
 def make_credential(mechanism: str, password: str, iterations: int = MIN_ITERATIONS,

@@ -30,6 +30,7 @@ from kbroker.security.credentials import (
     constant_time_equals,
     digest,
     hmac_digest,
+    random_base36,
     salted_password,
     server_key,
 )
@@ -90,13 +91,7 @@ def _xor(a: bytes, b: bytes) -> bytes:
 
 def server_nonce() -> str:
     """Kafka's: a random 130-bit number in base 36."""
-    n = secrets.randbits(130)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while n:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-    return out or "0"
+    return random_base36()
 
 
 def _ascii(token: bytes, what: str) -> str:

@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-DEB_PACKAGES := zookeeper kcat liburing-dev fio
+DEB_PACKAGES := zookeeper kcat liburing-dev fio openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The extra of pyproject.toml that `deps` installs: dev = test, bench, spark, deploy and compression.
 EXTRAS := dev

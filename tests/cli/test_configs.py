@@ -96,7 +96,7 @@ def test_bad_input(broker, kbroker, unique):
                           "--add-config", "SCRAM-SHA-256=[password=hush]")) == \
         ERROR + "The use of --entity-default is not allowed with User SCRAM Credentials using --bootstrap-server."
     # argument errors: exit 2, usage on stderr
-    assert "at least one of --add-config or --delete-config" in failed(kbroker(*alter), 2)
+    assert "at least one of --add-config, --add-config-file or --delete-config" in failed(kbroker(*alter), 2)
     assert "an entity name" in failed(kbroker(*b, "--alter", "--entity-type", "clients",
                                               "--add-config", "producer_byte_rate=1"), 2)
     assert "at least one --entity-type" in failed(kbroker(*b, "--describe"), 2)

@@ -52,6 +52,7 @@ SCRATCH_BYTES = 64 * 1024
 COPY_RANGE_BYTES = 64 * 1024
 _BYTES = (bytes, bytearray, memoryview)
 MAX_IN_FLIGHT = 100
+LINGER_S = 1.0   # how long a failed connection waits for the client to hang up first
 # TLS: segment bytes read and encrypted per writable event, and ciphertext gathered before a send
 TLS_FILE_CHUNK = 128 * 1024
 TLS_FLUSH_BYTES = 256 * 1024
@@ -130,6 +131,7 @@ class Connection:
         self._muted_until = 0.0          # quota throttling (KIP-219): no reading before this
         self._unmute: asyncio.TimerHandle | None = None
         self._close_when_flushed: str | None = None
+        self._lingering = False
         self._reading_blocked = False    # set for good by close_after
         new_authenticator = getattr(server, "new_authenticator", None)
         self.authenticator: FrameInterceptor | None = new_authenticator(self) if new_authenticator else None
@@ -413,8 +415,7 @@ class Connection:
             self._writing = False
         self.last_active = time.monotonic()
         if self._close_when_flushed is not None and not self._slots and not out:
-            self._discard_input()
-            self.close(self._close_when_flushed)
+            self._linger_then_close(self._close_when_flushed)
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -526,8 +527,7 @@ class Connection:
             if api_key is not None:
                 self.reply(api_key, version, correlation_id, body)
             if not self._out and not self._slots and (self.tls is None or not self._cipher_waiting()):
-                self._discard_input()
-                self.close(why)
+                self._linger_then_close(why)
         self.loop.call_later(seconds, fire)
 
     def mute(self, seconds: float) -> None:
@@ -607,17 +607,39 @@ class Connection:
             self._writing = False
         self.last_active = time.monotonic()
         if self._close_when_flushed is not None and not self._slots:
-            self._discard_input()
-            self.close(self._close_when_flushed)
+            self._linger_then_close(self._close_when_flushed)
 
-    def _discard_input(self) -> None:
+    def _discard_input(self) -> bool:
         """Read away what the peer sent and we will never answer: closing with unread bytes makes the
-        kernel send a reset, which can destroy the failure response before the client reads it."""
+        kernel send a reset, which can destroy the failure response before the client reads it.
+        True once the peer has closed its side."""
         try:
             while self.sock.recv_into(self._scratch_view):
                 pass
+        except (BlockingIOError, InterruptedError):
+            return False
         except OSError:
             pass
+        return True
+
+    def _linger_then_close(self, why: str) -> None:
+        """The failure response is written: wait (at most LINGER_S) for the client to close first.
+        Clients read it then hang up; closing at once lands our FIN in the same read as the response,
+        and some (kafka-python 3) drop the response when a read also sees the end of the stream."""
+        if self.closed or self._lingering:
+            return
+        self._lingering = True
+        if self._discard_input():
+            return self.close(why)
+
+        def readable() -> None:
+            if self._discard_input():
+                self.close(why)
+        if self._reading:
+            self.loop.remove_reader(self.fd)
+        self.loop.add_reader(self.fd, readable)
+        self._reading = True   # so close() removes this reader
+        self.loop.call_later(LINGER_S, self.close, why)
 
     def _wait_writable(self) -> None:
         if not self._writing:

@@ -30,6 +30,7 @@ import dataclasses
 import inspect
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -61,7 +62,7 @@ class SessionManager:
                  on_resign: Callback | None = None, on_reelect: Callback | None = None,
                  on_reconnect: Callback | None = None, on_registered: Callback | None = None,
                  on_error: Callback | None = None, loop: asyncio.AbstractEventLoop | None = None,
-                 retry_backoff_ms: int = 1000) -> None:
+                 retry_backoff_ms: int = 1000, stale_registration_wait_ms: int | None = None) -> None:
         self._store = store
         self._broker_info = broker_info
         self._callbacks: dict[str, Callback | None] = {
@@ -69,6 +70,9 @@ class SessionManager:
             "registered": on_registered, "error": on_error,
         }
         self._retry_backoff_s = retry_backoff_ms / 1000.0
+        if stale_registration_wait_ms is None:  # the session timeout, and a little for the server's tick
+            stale_registration_wait_ms = int(getattr(store, "session_timeout_ms", 0)) + 2000
+        self._stale_registration_wait_s = stale_registration_wait_ms / 1000.0
         self._own_loop = loop is None
         self._loop = loop if loop is not None else asyncio.new_event_loop()
         self._loop_thread: threading.Thread | None = None
@@ -99,14 +103,15 @@ class SessionManager:
 
     def start(self) -> int:
         """Register the broker (blocking) and start following the session. Returns the broker
-        epoch. Raises BrokerIdInUseError if another live broker holds the id, as Kafka's
+        epoch. Raises BrokerIdInUseError if another live broker still holds the id once the
+        registration of a crashed predecessor would have expired (its session timeout), as Kafka's
         startup does. Do not call it on a running loop's thread: use ``start_async``."""
         if self._started:
             raise RuntimeError("SessionManager.start() called twice")
         self._started = True
         self._store.add_listener(self._on_store_state)
         try:
-            epoch = self._register(refresh_timestamp=False)
+            epoch = self._register_at_start()
         except BaseException:
             self._store.remove_listener(self._on_store_state)
             self._executor.shutdown(wait=False)
@@ -255,6 +260,24 @@ class SessionManager:
         return await self._loop.run_in_executor(self._executor, fn)
 
     # -- blocking store work (executor, or the caller of start())
+
+    def _register_at_start(self) -> int:
+        """Register; while ``/brokers/ids/<id>`` belongs to another session, retry until that session could have
+        timed out. A broker restarted right after a crash (kill -9) finds its previous process's registration
+        still there: ZooKeeper drops it only once that session times out, and refusing to start then would
+        turn every quick restart into an outage. A broker id truly held by another live broker is still refused,
+        after the wait."""
+        deadline = time.monotonic() + self._stale_registration_wait_s
+        while True:
+            try:
+                return self._register(refresh_timestamp=False)
+            except BrokerIdInUseError:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("/brokers/ids/%d is held by another session, maybe our previous process's: waiting "
+                            "up to %.0f s for it to expire", self._broker_info.id,
+                            max(0.0, deadline - time.monotonic()))
+                time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
 
     def _register(self, refresh_timestamp: bool = True) -> int:
         info = self._broker_info

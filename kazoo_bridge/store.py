@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -98,6 +99,26 @@ _WHAT = {
     zk.ConnectionLossError: "connection to ZooKeeper lost; the operation may or may not have been applied",
     zk.SessionExpiredError: "ZooKeeper session expired or closed",
 }
+
+
+SESSION_FILE_ENV = "KBROKER_CHAOS_SESSION_FILE"
+
+
+def _publish_session(client_id: tuple[int, bytes]) -> None:
+    """Opt-in, for the chaos harness (bench/chaos) only: with ``$KBROKER_CHAOS_SESSION_FILE`` set, write the
+    session's id and password (hex, one line) there, so the harness can expire the session from outside with
+    kazoo's second-client trick. Unset (every normal run), nothing is written: the password is a credential."""
+    path = os.environ.get(SESSION_FILE_ENV)
+    if not path:
+        return
+    session_id, password = client_id
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "w") as f:
+            f.write(f"{session_id:x} {bytes(password).hex()}\n")
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.warning("cannot write the ZooKeeper session file %s: %s", path, exc)
 
 
 def translate_error(exc: BaseException, path: str | None = None) -> zk.MetadataStoreError:
@@ -390,6 +411,7 @@ class KazooStore(zk.StoreSession):
                 client_id = self._client.client_id
                 if client_id is not None:
                     self._session_id = client_id[0]
+                    _publish_session(client_id)
                 self._connected.set()
                 if not self._established:
                     # the session connect() establishes: not a state change for listeners (the

@@ -1,0 +1,35 @@
+"""``python -m bench.chaos [--minutes M] [--seed S] [--interval S] [--faults kill9,net,...]``: a chaos run,
+JSON lines on stdout; exit 1 on any loss, duplicate, reordering, divergence, transaction or offset violation."""
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from pathlib import Path
+
+from bench.chaos.faults import KINDS
+from bench.chaos.run import Options, run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.chaos", description=__doc__)
+    parser.add_argument("--minutes", type=float, default=10.0, help="how long faults are injected")
+    parser.add_argument("--seed", type=int, default=None, help="the fault schedule's seed (default: random)")
+    parser.add_argument("--interval", type=float, default=10.0, help="mean seconds between faults")
+    parser.add_argument("--faults", default=",".join(KINDS), help=f"comma-separated kinds of {','.join(KINDS)}")
+    parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument("--rate", type=float, default=40.0, help="messages per second per producer")
+    parser.add_argument("--workdir", type=Path, default=None, help="where the run's directory goes (kept on failure)")
+    args = parser.parse_args(argv)
+    kinds = [k.strip() for k in args.faults.split(",") if k.strip()]
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds:
+        parser.error(f"unknown fault kinds {unknown}; choose from {', '.join(KINDS)}")
+    seed = args.seed if args.seed is not None else random.randrange(1 << 31)
+    summary = run(Options(minutes=args.minutes, seed=seed, interval=args.interval, faults=kinds,
+                          brokers=args.brokers, rate=args.rate, workdir=args.workdir))
+    return 0 if summary["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

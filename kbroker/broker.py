@@ -77,6 +77,9 @@ class Broker:
         self._store_server: EmbeddedServer | None = None
         self._tasks: list[asyncio.Task] = []
         self._handlers = load_all()
+        # ZooKeeper mode listens (to learn its port for the registration) before it has registered and read the
+        # cluster: requests wait for this, as Kafka's socket server processes none before startup completes
+        self._started = asyncio.Event()
         self.log_manager = LogManager(config.log_dirs, config.log,
                                       last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp))
         self.purgatory = Purgatory()
@@ -143,6 +146,7 @@ class Broker:
         await cluster.start()
         self.replicas.start()
         await self._start_services()
+        self._started.set()
         log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
                  "listening on %s:%d", self.broker_id, self.cluster_id, self.topics.controller_id(),
                  len(self.topics.live_brokers()), len(self.topics.topics), host, port)
@@ -316,6 +320,8 @@ class Broker:
     # -- what handlers see besides the parts (BrokerContext) ------------------------------------
 
     def dispatch(self, header: Any, body: Any, conn: Any) -> Any:
+        if self.config.zookeeper_connect and not self._started.is_set():
+            return self._dispatch_once_started(header, body, conn)
         handler = self._handlers.get(header.api_key)
         if handler is None:
             log.info("closing a connection that sent api key %d, which is not served", header.api_key)
@@ -324,6 +330,15 @@ class Broker:
         if quotas.enabled:  # client quotas configured: measure, throttle (KIP-219)
             return quotas.run(handler, self, header, body, conn)
         return handler(self, header, body, conn)
+
+    async def _dispatch_once_started(self, header: Any, body: Any, conn: Any) -> Any:
+        """Before the first cluster view a Metadata request would see no live broker and no topic, and try to
+        auto-create what exists (INVALID_REPLICATION_FACTOR, which clients take as final for their sends)."""
+        await self._started.wait()
+        result = self.dispatch(header, body, conn)
+        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+            result = await result
+        return result
 
     async def run_blocking(self, fn: Callable[[], T]) -> T:
         if self.zookeeper is not None:

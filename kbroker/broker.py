@@ -31,6 +31,7 @@ from kbroker.housekeeping import housekeeping
 from kbroker.log import LogManager
 from kbroker.log.config import ConfigError
 from kbroker.metadata_cache import MetadataCache
+from kbroker.network.limits import ConnectionLimits, parse_overrides
 from kbroker.network.server import NetworkServer
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.protocol.outcome import CLOSE
@@ -168,6 +169,11 @@ class Broker:
         asked). Returns the inter-broker listener's address (the first listener's without one)."""
         cfg = self.config
         endpoints = []
+        try:
+            limits = ConnectionLimits(cfg.max_connections, cfg.max_connections_per_ip,
+                                      parse_overrides(cfg.max_connections_per_ip_overrides))
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         for spec in self.listeners.specs:
             settings = self.listeners.settings[spec.name]
             context = principal_of = new_authenticator = None
@@ -187,7 +193,8 @@ class Broker:
                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
                                    idle_ms=cfg.connections_max_idle_ms, listener_name=spec.name,
                                    security_protocol=spec.protocol, ssl_context=context, principal_of=principal_of,
-                                   new_authenticator=new_authenticator)
+                                   new_authenticator=new_authenticator, limits=limits,
+                                   inter_broker=spec.name == self.listeners.inter_broker)
             await server.start()
             self.servers.append(server)
             if spec.announced:

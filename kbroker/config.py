@@ -88,6 +88,9 @@ DEFS: tuple[_Def, ...] = (
     _int_key("socket.receive.buffer.bytes", 102400, -1, "SO_RCVBUF (-1: OS default)"),
     _int_key("socket.request.max.bytes", 104857600, 1, "largest request frame accepted"),
     _int_key("connections.max.idle.ms", 600000, 1, "close idle connections after"),
+    _int_key("max.connections", 2147483647, 0, "connections the broker holds; more wait to be accepted"),
+    _int_key("max.connections.per.ip", 2147483647, 0, "connections from one address; more are closed"),
+    _d("max.connections.per.ip.overrides", parse_str, "", doc="host:count,... exceptions to max.connections.per.ip"),
     _bool_key("auto.create.topics.enable", True, "create unknown topics on use"),
     _int_key("num.partitions", 1, 1, "partitions of auto-created topics"),
     _int_key("default.replication.factor", 1, 1, "replication factor of auto-created topics"),
@@ -179,7 +182,7 @@ ACCEPTED_UNUSED = frozenset({
     "log.message.format.version", "log.preallocate",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "log.cleaner.dedupe.buffer.size",
     "fetch.purgatory.purge.interval.requests",
-    "producer.purgatory.purge.interval.requests", "max.connections", "max.connections.per.ip",
+    "producer.purgatory.purge.interval.requests",
 })
 
 

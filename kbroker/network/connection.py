@@ -1,16 +1,21 @@
 """One client connection: frames in, responses out in request order, zero-copy both ways.
 
-Reading: ``recv_into`` a reusable scratch buffer; small frames are copied out of it (one memcpy of a
+Reading: ``recv_into`` a scratch buffer; small frames are copied out of it (one memcpy of a
 few bytes beats a syscall per frame), a frame bigger than what the scratch holds gets its own
 bytearray and the socket reads straight into it, so Produce payloads land where the log will
 validate them in place. ``socket.request.max.bytes`` is checked on the 4-byte size, before any
-allocation.
+allocation. The frame's buffer grows (doubling) as its bytes arrive: a peer that claims 100 MB and
+sends 64 KiB costs 256 KiB, not 100 MB. A plaintext connection reads into one scratch shared by the
+loop and owns a scratch (from a small pool) only while it holds part of a frame, so thousands of
+idle connections cost a few KiB each, not 64 KiB.
 
 Writing: each request takes a slot in a FIFO when it arrives; its response fills the slot whenever
 its handler finishes, and slots leave the FIFO strictly in order. Bytes go out with ``send`` (runs
 of them with one ``sendmsg``), large segment ranges (Fetch) with the Cython ``sendfile``, small
 ones are read into the response (COPY_RANGE_BYTES); on EAGAIN the connection waits for
-writability. Too many unanswered requests pause reading (back-pressure).
+writability. Back-pressure: too many unanswered requests, or more than OUT_BACKLOG_BYTES of
+responses the peer has not taken, pause reading (as Kafka mutes a channel with a send pending), so a
+client that pipelines Fetches and never reads holds a few MB, not a copy of every response.
 
 TLS (SSL and SASL_SSL listeners): an ``ssl.SSLObject`` between two memory BIOs, on the same raw
 non-blocking socket. Measured against a non-blocking ``SSLSocket`` on this loop (1 KiB records in,
@@ -52,6 +57,16 @@ SCRATCH_BYTES = 64 * 1024
 COPY_RANGE_BYTES = 64 * 1024
 _BYTES = (bytes, bytearray, memoryview)
 MAX_IN_FLIGHT = 100
+# responses queued but not sent: reading pauses above OUT_BACKLOG_BYTES, resumes below half of it;
+# a segment range queued for sendfile holds no copy and counts FILE_RANGE_COST (its bookkeeping)
+OUT_BACKLOG_BYTES = 4 * 1024 * 1024
+FILE_RANGE_COST = 1024
+BIG_FIRST_BYTES = 256 * 1024  # a big frame's buffer starts at this (or what arrived) and doubles
+_SHARED_SCRATCH = bytearray(SCRATCH_BYTES)  # plaintext reads land here (the loop is one thread)
+_SPARE_SCRATCH: list[bytearray] = []        # owned scratches given back, reused
+SPARE_SCRATCH_KEPT = 32
+_DISCARD = bytearray(SCRATCH_BYTES)          # input read away from a closing connection
+_DISCARD_VIEW = memoryview(_DISCARD)
 LINGER_S = 1.0   # how long a failed connection waits for the client to hang up first
 # TLS: segment bytes read and encrypted per writable event, and ciphertext gathered before a send
 TLS_FILE_CHUNK = 128 * 1024
@@ -100,6 +115,11 @@ class _Slot:
         self.ready = False
 
 
+def _cost(chunk: Any) -> int:
+    """What a queued chunk weighs in the output backlog."""
+    return len(chunk) if isinstance(chunk, _BYTES) else FILE_RANGE_COST
+
+
 class Connection:
     def __init__(self, server: ConnectionOwner, sock: socket.socket, peer: tuple[Any, ...]) -> None:
         self.server = server
@@ -115,16 +135,20 @@ class Connection:
         self.max_frame = server.max_request_bytes
         self.last_active = time.monotonic()
         self.closed = False
-        self._scratch = bytearray(SCRATCH_BYTES)
+        context: ssl.SSLContext | None = getattr(server, "ssl_context", None)
+        # TLS decrypts into a scratch of its own; plaintext borrows the shared one while idle
+        self._scratch = bytearray(SCRATCH_BYTES) if context is not None else _SHARED_SCRATCH
         self._scratch_view = memoryview(self._scratch)
         self._start = 0   # first unparsed byte in scratch
         self._end = 0     # end of received bytes in scratch
-        self._big: bytearray | None = None  # a frame being received directly
+        self._big: bytearray | None = None  # a frame being received directly (grows as it arrives)
         self._big_view: memoryview | None = None
         self._big_got = 0
+        self._big_size = 0  # the frame's size
         self._slots: collections.deque[_Slot] = collections.deque()
         self._out: collections.deque[Any] = collections.deque()  # chunks being written
         self._out_pos = 0
+        self._out_bytes = 0  # the backlog OUT_BACKLOG_BYTES bounds
         self._writing = False
         self._reading = True
         self._file_stalls = 0
@@ -136,7 +160,6 @@ class Connection:
         new_authenticator = getattr(server, "new_authenticator", None)
         self.authenticator: FrameInterceptor | None = new_authenticator(self) if new_authenticator else None
         self._first_frame = True
-        context: ssl.SSLContext | None = getattr(server, "ssl_context", None)
         self.tls: ssl.SSLObject | None = None
         if context is None:
             self.loop.add_reader(self.fd, self._on_readable)
@@ -163,12 +186,11 @@ class Connection:
     def _on_readable(self) -> None:
         try:
             if self._big is not None:
-                assert self._big_view is not None  # set together with _big
-                n = self.sock.recv_into(self._big_view[self._big_got:])
+                n = self.sock.recv_into(self._big_room())
                 if not n:
                     return self.close("peer closed")
                 self._big_got += n
-                if self._big_got == len(self._big):
+                if self._big_got == self._big_size:
                     frame, self._big, self._big_view = self._big, None, None
                     self._handle_frame(frame)
                 self.last_active = time.monotonic()
@@ -189,10 +211,50 @@ class Connection:
         self.last_active = time.monotonic()
         self._end += n
         self._parse_scratch()
+        self._settle_scratch()
+
+    def _big_room(self) -> memoryview:
+        """Where the rest of the big frame goes: its buffer doubles (up to the frame's size) when full,
+        so memory follows the bytes received, not the size the peer claimed."""
+        big = self._big
+        assert big is not None and self._big_view is not None  # set together with _big
+        if self._big_got == len(big):
+            self._big_view.release()
+            big.extend(bytes(min(self._big_size, 2 * len(big)) - len(big)))
+            self._big_view = memoryview(big)
+        return self._big_view[self._big_got:]
+
+    def _settle_scratch(self) -> None:
+        """Plaintext: give an emptied owned scratch back; move a partial frame out of the shared one."""
+        if self.tls is not None or self.closed:
+            return
+        scratch = self._scratch
+        if self._start == self._end:
+            self._start = self._end = 0
+            if scratch is not _SHARED_SCRATCH:
+                if len(_SPARE_SCRATCH) < SPARE_SCRATCH_KEPT:
+                    _SPARE_SCRATCH.append(scratch)
+                self._use_scratch(_SHARED_SCRATCH)
+        elif scratch is _SHARED_SCRATCH:
+            own = _SPARE_SCRATCH.pop() if _SPARE_SCRATCH else bytearray(SCRATCH_BYTES)
+            left = self._end - self._start
+            own[:left] = scratch[self._start:self._end]
+            self._use_scratch(own)
+            self._start, self._end = 0, left
+
+    def _use_scratch(self, scratch: bytearray) -> None:
+        self._scratch = scratch
+        self._scratch_view = memoryview(scratch)
+
+    def _parse_waiting(self) -> None:
+        """Frames received before reading paused: parse them now (no readable event will come)."""
+        if not self.closed and self._reading and self._big is None and self._start != self._end:
+            self._parse_scratch()
+            self._settle_scratch()
 
     def _parse_scratch(self) -> None:
         scratch = self._scratch
-        while not self.closed and self._end - self._start >= 4:
+        while not self.closed and self._reading and self._end - self._start >= 4:
             start = self._start
             size = int.from_bytes(scratch[start:start + 4], "big", signed=True)
             if size < 0 or size > self.max_frame:
@@ -203,10 +265,11 @@ class Connection:
                 self._start = start + 4 + size
                 self._handle_frame(frame)
             elif size > len(scratch) - 4:
-                frame = bytearray(size)  # big frame: the socket fills it directly
+                # big frame: the socket fills it directly, its buffer growing with what arrives
+                frame = bytearray(min(size, max(BIG_FIRST_BYTES, 2 * have)))
                 frame[:have] = scratch[start + 4:self._end]
                 self._start = self._end = 0
-                self._big, self._big_view, self._big_got = frame, memoryview(frame), have
+                self._big, self._big_view, self._big_got, self._big_size = frame, memoryview(frame), have, size
                 return
             else:
                 return
@@ -294,13 +357,16 @@ class Connection:
                 if big is not None:
                     # a large frame (Produce): fill it record by record in a tight loop, one record
                     # per read being all OpenSSL gives (clients often write records of a few KiB)
-                    view = self._big_view
-                    assert view is not None
                     read = self._tls_read
-                    got, total = self._big_got, len(big)
+                    got, total = self._big_got, self._big_size
                     try:
                         while got < total:
-                            n = read(total - got, view[got:])
+                            if got == len(big):
+                                self._big_got = got
+                                self._big_room()
+                            view = self._big_view
+                            assert view is not None
+                            n = read(len(big) - got, view[got:])
                             if not n:
                                 return self.close("peer closed")
                             got += n
@@ -390,7 +456,7 @@ class Connection:
                     if isinstance(chunk, _BYTES):
                         if len(chunk):
                             tls.write(chunk)
-                        out.popleft()
+                        self._pop_out()
                         continue
                     if file_bytes >= TLS_FILE_CHUNK:
                         break
@@ -402,7 +468,7 @@ class Connection:
                     file_bytes += n
                     self._out_pos += n
                     if self._out_pos >= chunk.length:
-                        out.popleft()
+                        self._pop_out()
                         self._out_pos = 0
         except (BlockingIOError, InterruptedError):
             return self._wait_writable()
@@ -410,6 +476,9 @@ class Connection:
             return self.close(f"TLS error: {exc}")
         except OSError as exc:
             return self.close(f"send failed: {exc}")
+        finally:
+            if not self._reading and not self.closed:
+                self._maybe_resume()  # what was encrypted left the backlog
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
@@ -494,10 +563,13 @@ class Connection:
                             return self.close("segment file ended before the promised range")
                         chunk = data
                     self._out.append(chunk)
-        if len(self._slots) < MAX_IN_FLIGHT // 2:
-            self._resume_reading()
+                    self._out_bytes += _cost(chunk)
         if not self._writing:
             self._write()
+        if self._out_bytes > OUT_BACKLOG_BYTES:
+            self._pause_reading()  # the peer is not taking its responses: read no more requests
+        else:
+            self._maybe_resume()
 
     # -- what the SASL authenticator and quotas use --------------------------------------------
 
@@ -543,8 +615,17 @@ class Connection:
     def _on_unmute(self) -> None:
         self._unmute = None
         self._muted_until = 0.0
-        if len(self._slots) < MAX_IN_FLIGHT // 2:
+        self._maybe_resume()
+
+    def _maybe_resume(self) -> None:
+        """Read again once both back-pressure bounds have room (half of each)."""
+        if not self._reading and len(self._slots) < MAX_IN_FLIGHT // 2 and self._out_bytes <= OUT_BACKLOG_BYTES // 2:
             self._resume_reading()
+
+    def _pop_out(self) -> Any:
+        chunk = self._out.popleft()
+        self._out_bytes -= _cost(chunk)
+        return chunk
 
     def _pause_reading(self) -> None:
         if self._reading and not self.closed:
@@ -556,9 +637,12 @@ class Connection:
                 and time.monotonic() >= self._muted_until):
             self.loop.add_reader(self.fd, self._on_readable)
             self._reading = True
-            if self.tls is not None and not self._handshaking:
-                # plaintext may wait in the BIO, which no readable event announces
-                self.loop.call_soon(self._decrypt_waiting)
+            if self.tls is not None:
+                if not self._handshaking:
+                    # plaintext may wait in the BIO, which no readable event announces
+                    self.loop.call_soon(self._decrypt_waiting)
+            elif self._start != self._end:
+                self.loop.call_soon(self._parse_waiting)  # whole frames may wait in the scratch
 
     def _write(self) -> None:
         out = self._out
@@ -576,7 +660,7 @@ class Connection:
                         for _ in range(len(bufs)):
                             if pos < len(out[0]):
                                 break
-                            pos -= len(out.popleft())
+                            pos -= len(self._pop_out())
                         self._out_pos = pos
                         continue
                     n = self.sock.send(memoryview(chunk)[self._out_pos:] if self._out_pos else chunk)
@@ -594,7 +678,7 @@ class Connection:
                         return self._wait_writable()
                     self._file_stalls = 0
                 if done:
-                    out.popleft()
+                    self._pop_out()
                     self._out_pos = 0
                 else:
                     return self._wait_writable()
@@ -602,6 +686,9 @@ class Connection:
             return self._wait_writable()
         except OSError as exc:
             return self.close(f"send failed: {exc}")
+        finally:
+            if not self._reading and not self.closed:
+                self._maybe_resume()  # what left may have made room
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
@@ -614,7 +701,7 @@ class Connection:
         kernel send a reset, which can destroy the failure response before the client reads it.
         True once the peer has closed its side."""
         try:
-            while self.sock.recv_into(self._scratch_view):
+            while self.sock.recv_into(_DISCARD_VIEW):
                 pass
         except (BlockingIOError, InterruptedError):
             return False
@@ -662,6 +749,7 @@ class Connection:
         if self._writing:
             self.loop.remove_writer(self.fd)
         self._out.clear()
+        self._out_bytes = 0
         self._slots.clear()
         try:
             self.sock.close()

@@ -3,10 +3,16 @@
 Measured choice (see bench/): one asyncio event loop per broker process, driving non-blocking
 sockets directly with add_reader/add_writer rather than asyncio transports, so the receive
 buffers are ours (Produce payloads stay in place) and Fetch can hand segment ranges to sendfile.
+
+Accepting: ``max.connections``/``max.connections.per.ip`` are enforced here (see limits.py). When
+accept fails for want of file descriptors (EMFILE, ENFILE) the listener stays readable, so retrying
+at once would spin the loop and flood the log: accepting pauses for ACCEPT_RETRY_S instead, with one
+warning per ACCEPT_WARN_EVERY_S, and everyone already connected goes on being served.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import ssl
@@ -17,6 +23,7 @@ from typing import Any
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 from .connection import Connection, FrameInterceptor
+from .limits import ConnectionLimits
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +31,9 @@ Dispatch = Callable[[Any, Any, Connection], Any]
 # a TLS client's certificate (DER, None without one) -> its principal; raises ValueError to refuse it
 PrincipalOf = Callable[[bytes | None], KafkaPrincipal]
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS handshake gets this long (or connections.max.idle.ms, if shorter)
+ACCEPT_RETRY_S = 0.1        # out of file descriptors: accept again after this
+ACCEPT_WARN_EVERY_S = 10.0
+_OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class NetworkServer:
@@ -31,7 +41,10 @@ class NetworkServer:
                  send_buffer_bytes: int = 102400, receive_buffer_bytes: int = 102400,
                  idle_ms: int = 600000, listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT",
                  ssl_context: ssl.SSLContext | None = None, principal_of: PrincipalOf | None = None,
-                 new_authenticator: Callable[[Connection], FrameInterceptor | None] | None = None) -> None:
+                 new_authenticator: Callable[[Connection], FrameInterceptor | None] | None = None,
+                 limits: ConnectionLimits | None = None, inter_broker: bool = False) -> None:
+        self.limits = limits if limits is not None else ConnectionLimits()
+        self.inter_broker = inter_broker  # let in beyond max.connections (Kafka's protected listener)
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.ssl_context = ssl_context
@@ -49,6 +62,10 @@ class NetworkServer:
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
         self._listener: socket.socket | None = None
         self._reaper: asyncio.Task[None] | None = None
+        self._accepting = False
+        self._accept_retry: asyncio.TimerHandle | None = None
+        self._warned_at = -ACCEPT_WARN_EVERY_S
+        self.refused_per_ip = 0  # connections closed at once for max.connections.per.ip
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -60,7 +77,7 @@ class NetworkServer:
         sock.setblocking(False)
         self.port = sock.getsockname()[1]
         self._listener = sock
-        self.loop.add_reader(sock.fileno(), self._accept)
+        self._resume_accept()
         self._reaper = asyncio.ensure_future(self._reap_idle())
         log.info("listening on %s:%d (listener %s, %s)", self.host, self.port, self.listener_name,
                  self.security_protocol)
@@ -80,16 +97,41 @@ class NetworkServer:
                      conn.session.principal)
         return None
 
+    def _resume_accept(self) -> None:
+        self._accept_retry = None
+        if self._listener is not None and not self._accepting:
+            self.loop.add_reader(self._listener.fileno(), self._accept)
+            self._accepting = True
+
+    def _pause_accept(self) -> None:
+        if self._listener is not None and self._accepting:
+            self.loop.remove_reader(self._listener.fileno())
+            self._accepting = False
+
     def _accept(self) -> None:
         assert self._listener is not None
+        limits = self.limits
         for _ in range(64):
+            if not self.inter_broker and limits.full():
+                # max.connections: leave new connections in the backlog until one closes
+                self._pause_accept()
+                limits.wait_for_slot(self._resume_accept)
+                return
             try:
                 sock, peer = self._listener.accept()
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
-                log.warning("accept failed: %s", exc)
+                self._accept_failed(exc)
                 return
+            ip = peer[0] if peer else ""
+            if not limits.admit(ip):
+                self.refused_per_ip += 1
+                log.info("rejected a connection from /%s on listener %s: the address already has the configured "
+                         "maximum of %d connections (max.connections.per.ip)", ip, self.listener_name,
+                         limits.limit_for(ip))
+                sock.close()
+                continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.send_buffer_bytes > 0:
@@ -98,8 +140,24 @@ class NetworkServer:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self.receive_buffer_bytes)
             self.connections.add(Connection(self, sock, peer))
 
+    def _accept_failed(self, exc: OSError) -> None:
+        if exc.errno not in _OUT_OF_FDS:
+            log.warning("accept failed on listener %s: %s", self.listener_name, exc)
+            return
+        now = time.monotonic()
+        if now - self._warned_at >= ACCEPT_WARN_EVERY_S:
+            self._warned_at = now
+            log.warning("accept failed on listener %s: %s, with %d connections open; accepting again every %g s "
+                        "until descriptors free up (raise the broker's open-files limit or set max.connections)",
+                        self.listener_name, exc.strerror or exc, self.limits.total, ACCEPT_RETRY_S)
+        self._pause_accept()
+        if self._accept_retry is None:
+            self._accept_retry = self.loop.call_later(ACCEPT_RETRY_S, self._resume_accept)
+
     def forget(self, conn: Connection) -> None:
-        self.connections.discard(conn)
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.limits.release(conn.peer[0] if conn.peer else "")
 
     async def _reap_idle(self) -> None:
         """Close connections idle for connections.max.idle.ms, as Kafka's processors do."""
@@ -113,8 +171,10 @@ class NetworkServer:
     async def stop(self) -> None:
         if self._reaper is not None:
             self._reaper.cancel()
+        if self._accept_retry is not None:
+            self._accept_retry.cancel()
         if self._listener is not None:
-            self.loop.remove_reader(self._listener.fileno())
+            self._pause_accept()
             self._listener.close()
             self._listener = None
         for conn in list(self.connections):

@@ -1,0 +1,336 @@
+"""Hostile sockets against a real broker process: it keeps serving a well-behaved client and its
+memory stays bounded (bench/abuse.py runs the same scenarios bigger and prints the figures).
+
+Memory bounds are on the broker's peak RSS over its RSS just before the abuse (VmHWM, reset through
+/proc/PID/clear_refs). The broker at rest is ~55 MB; each bound below says what it allows and what
+the broken code cost, so the bound is generous yet fails the regression.
+"""
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import closing
+
+import pytest
+
+from bench.abuse import (
+    HOST,
+    Broker,
+    Prober,
+    closed_by_peer,
+    connect,
+    create_topic,
+    fetch_body,
+    metadata_request,
+    produce_body,
+    raise_nofile,
+    running_broker,
+    still_open,
+    wait_until,
+)
+from kbroker.log.batches import build_batch
+from kbroker.protocol import decode_response, encode_request
+from kbroker.tools.client import Connection
+
+MiB = 1 << 20
+MAX_REQUEST = 104857600  # socket.request.max.bytes (the default)
+IDLE_MS = 4000           # connections.max.idle.ms of the shared broker: long next to a 1 byte/s loris
+WAIT = 60.0              # generous bound for anything eventual on a loaded 2-core machine
+
+
+@pytest.fixture(scope="module")
+def broker() -> Iterator[Broker]:
+    with running_broker({"connections.max.idle.ms": str(IDLE_MS), "message.max.bytes": str(8 * MiB)}) as b:
+        create_topic(b.bootstrap)
+        yield b
+
+
+@pytest.fixture
+def prober(broker: Broker) -> Iterator[Prober]:
+    with Prober(broker.bootstrap, timeout=WAIT) as p:
+        assert p.wait_served(5), p.summary()
+        yield p
+    assert not p.errors, p.errors[:3]
+
+
+def start_abuse(broker: Broker) -> float:
+    """The RSS now (MB), and the peak measured from now on."""
+    broker.reset_peak()
+    return broker.rss_mb()
+
+
+def read_frame(s: socket.socket) -> bytes:
+    def exactly(n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            data = s.recv(n - len(buf))
+            assert data, "the broker closed the connection"
+            buf += data
+        return bytes(buf)
+    return exactly(struct.unpack(">i", exactly(4))[0])
+
+
+def test_frame_sizes_around_the_limit(broker: Broker, prober: Prober) -> None:
+    """Kafka refuses a size past socket.request.max.bytes (or negative) by closing the connection;
+    up to the limit inclusive it waits for the body."""
+    for size, refused in ((MAX_REQUEST - 1, False), (MAX_REQUEST, False), (MAX_REQUEST + 1, True),
+                          (2**31 - 1, True), (-1, True), (-2**31, True)):
+        s = connect(broker.port)
+        try:
+            s.sendall(struct.pack(">i", size))
+            assert closed_by_peer(s, WAIT if refused else 1.0) is refused, size
+        finally:
+            s.close()
+    assert prober.wait_served(5)
+
+
+def test_a_claimed_frame_costs_what_arrived_not_what_was_claimed(broker: Broker, prober: Prober) -> None:
+    """Regression (failed before: the broker allocated and zeroed the claimed size when the 4 bytes
+    arrived, 10 x 100 MB = 1 GB here). Bound: 200 MB over the RSS before, which 10 claimers that
+    sent 64 KiB each cannot reach unless the claimed sizes are allocated."""
+    baseline = start_abuse(broker)
+    socks = []
+    try:
+        for _ in range(10):
+            s = connect(broker.port)
+            s.sendall(struct.pack(">i", MAX_REQUEST - 1) + b"\0" * 65536)
+            socks.append(s)
+        assert prober.wait_served(10)
+        assert all(still_open(s) for s in socks)  # waiting for the rest, as it should
+        grown = broker.peak_mb() - baseline
+        assert grown < 200, f"peak RSS grew {grown:.0f} MB for 640 KiB received"
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_big_frames_arriving_in_pieces_are_received_whole(broker: Broker) -> None:
+    """The big-frame buffer grows as bytes arrive: a 5 MB Produce sent in uneven pieces with pauses
+    (so it crosses several growths) lands byte-exact."""
+    value = os.urandom(5 * MiB)
+    frame = encode_request(0, 7, 7, "pieces", produce_body(bytes(build_batch([(b"k", value, 1)]))))
+    s = connect(broker.port)
+    try:
+        pos, step = 0, 1000
+        while pos < len(frame):
+            s.sendall(frame[pos:pos + step])
+            pos += step
+            step = step * 3 + 7
+            time.sleep(0.01)
+        s.settimeout(WAIT)
+        _, body = decode_response(0, 7, read_frame(s))
+        part = body.responses[0].partition_responses[0]
+        assert part.error_code == 0
+    finally:
+        s.close()
+    host, port = broker.bootstrap.rsplit(":", 1)
+    conn = Connection(host, int(port), timeout=WAIT)
+    try:
+        fetched = conn.send(1, fetch_body(part.base_offset, 8 * MiB), version=11)
+    finally:
+        conn.close()
+    assert value in bytes(fetched.responses[0].partitions[0].records)
+
+
+def test_slow_loris_connections_do_not_starve_others(broker: Broker, prober: Prober) -> None:
+    """200 connections each sending a Metadata request one byte a second: the others are served,
+    a byte a second keeps a connection from being idle (as in Kafka, any read is activity), a
+    finished request is answered, and silence past connections.max.idle.ms closes them."""
+    request = metadata_request(1)
+    baseline = start_abuse(broker)
+    socks = [connect(broker.port) for _ in range(200)]
+    try:
+        served = len(prober.latencies)
+        for i in range(6):  # 6 s: longer than IDLE_MS
+            tick = time.monotonic()
+            for s in socks:
+                s.send(request[i:i + 1])
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        assert len(prober.latencies) > served, "nobody else was served during the slow loris"
+        assert all(still_open(s) for s in socks), "a connection sending a byte a second was closed as idle"
+        # one of them finishes its request: it is answered
+        socks[0].sendall(request[6:])
+        socks[0].settimeout(WAIT)
+        correlation_id, _ = decode_response(3, 1, read_frame(socks[0]))
+        assert correlation_id == 1
+        # the rest go silent: closed after connections.max.idle.ms
+        assert wait_until(lambda: not any(still_open(s) for s in socks[1:]), WAIT), "silent connections stayed open"
+        grown = broker.peak_mb() - baseline
+        # 200 partial requests: at most a 64 KiB scratch each (13 MB) plus their objects
+        assert grown < 200, f"peak RSS grew {grown:.0f} MB for 200 slow connections"
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_thousands_of_idle_connections(broker: Broker, prober: Prober) -> None:
+    """Regression (failed before: every connection owned a 64 KiB receive scratch from the start,
+    3000 x 64 KiB = 190 MB of idle connections). Bound: 32 KiB of peak RSS per connection (96 MB),
+    measured ~4 KiB now; the kernel's socket buffers are not in the RSS."""
+    connections = 3000
+    raise_nofile(connections + 1024)
+    assert broker.fd_limit() > connections + 500, "the broker's open-files limit is too low for this test"
+    fds_before = broker.open_fds()
+    baseline = start_abuse(broker)
+    socks = []
+    try:
+        for _ in range(connections):
+            socks.append(connect(broker.port))
+        assert wait_until(lambda: broker.open_fds() >= fds_before + connections, WAIT), broker.open_fds()
+        assert prober.wait_served(10)
+        with closing(Connection(HOST, broker.port, timeout=WAIT)) as fresh:  # a new client is still let in and served
+            fresh.send(3, {"topics": []}, version=1)
+        grown = broker.peak_mb() - baseline
+        assert grown < connections * 32 / 1024, f"peak RSS grew {grown:.0f} MB for {connections} idle connections"
+        # connections.max.idle.ms closes them all
+        assert wait_until(lambda: broker.open_fds() < fds_before + 50, WAIT), broker.open_fds()
+    finally:
+        for s in socks:
+            s.close()
+
+
+def test_a_client_that_never_reads_is_not_buffered_without_bound(broker: Broker, prober: Prober) -> None:
+    """Regression (failed before: responses left the in-flight count once encoded, so reading went
+    on and every Fetch response of a client that never reads was kept, 8000 x 60 KiB = 470 MB).
+    Bound: 200 MB over the RSS before; the per-connection backlog is 4 MB now."""
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with closing(Connection(host, int(port), timeout=WAIT)) as seed:
+        seed.send(0, produce_body(bytes(build_batch([(None, os.urandom(60 * 1024), 1)]))), version=7)
+    baseline = start_abuse(broker)
+    s = connect(broker.port, rcvbuf=4096)
+    try:
+        s.settimeout(1.0)
+        frames = b"".join(encode_request(1, 11, i, "hoarder", fetch_body(0)) for i in range(8000))
+        try:
+            s.sendall(frames)
+        except TimeoutError:
+            pass  # the broker stopped reading: that is the point
+        served = len(prober.latencies)
+        assert prober.wait_served(20)
+        assert len(prober.latencies) > served
+        grown = broker.peak_mb() - baseline
+        assert grown < 200, f"peak RSS grew {grown:.0f} MB for a client that never reads"
+        # once it reads, responses come in order
+        s.settimeout(WAIT)
+        for i in range(100):
+            assert struct.unpack(">i", read_frame(s)[:4])[0] == i
+    finally:
+        s.close()
+
+
+# -- limits: brokers of their own ------------------------------------------------------------------
+
+
+def two_listeners() -> dict[str, str]:
+    """A client listener next to the inter-broker one (which Kafka exempts from max.connections)."""
+    return {"listener.security.protocol.map": "CLIENT:PLAINTEXT,INTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "INTERNAL"}
+
+
+def listeners_on(b: Broker) -> int:
+    client_port = b.port
+    internal = socket.socket()
+    internal.bind((HOST, 0))
+    port = internal.getsockname()[1]
+    internal.close()
+    b.overrides["listeners"] = f"CLIENT://{HOST}:{client_port},INTERNAL://{HOST}:{port}"
+    return port
+
+
+def api_versions(s: socket.socket, correlation_id: int, timeout: float) -> bool:
+    """True if an ApiVersions request on ``s`` is answered within ``timeout``."""
+    s.sendall(encode_request(18, 0, correlation_id, "limits", {}))
+    s.settimeout(timeout)
+    try:
+        return struct.unpack(">i", read_frame(s)[:4])[0] == correlation_id
+    except (TimeoutError, AssertionError, ConnectionError):
+        return False
+
+
+def test_max_connections_per_ip_closes_the_extra_connections(tmp_path) -> None:
+    """Kafka's max.connections.per.ip: a connection past the limit is closed at once; a freed slot
+    lets the next one in; max.connections.per.ip.overrides raises it for one address.
+    (The broker ignored both keys before.)"""
+    b = Broker(tmp_path, {**two_listeners(), "max.connections.per.ip": "4",
+                          "max.connections.per.ip.overrides": "127.0.0.2:6"})
+    listeners_on(b)
+    b.start()
+    try:
+        socks = [connect(b.port) for _ in range(4)]
+        assert all(api_versions(s, 1, WAIT) for s in socks)
+        extra = connect(b.port)
+        assert closed_by_peer(extra, WAIT)
+        extra.close()
+        socks.pop().close()
+        assert wait_until(lambda: api_versions(connect(b.port), 2, 5.0), WAIT)  # a slot came free
+        # another address has an override of 6
+        others = []
+        for _ in range(6):
+            o = socket.create_connection((HOST, b.port), source_address=("127.0.0.2", 0))
+            others.append(o)
+            assert api_versions(o, 3, WAIT)
+        seventh = socket.create_connection((HOST, b.port), source_address=("127.0.0.2", 0))
+        assert closed_by_peer(seventh, WAIT)
+        for s in socks + others + [seventh]:
+            s.close()
+        assert "max.connections.per.ip" in b.log()
+    finally:
+        b.stop()
+
+
+def test_max_connections_holds_new_connections_until_one_closes(tmp_path) -> None:
+    """Kafka's max.connections: past it, new client connections wait to be accepted until one
+    closes; the inter-broker listener is let in regardless. (The broker ignored the key before.)"""
+    b = Broker(tmp_path, {**two_listeners(), "max.connections": "6"})
+    internal_port = listeners_on(b)
+    b.start()  # its own readiness check used one connection, closed since
+    try:
+        socks = [connect(b.port) for _ in range(10)]
+        answered = [api_versions(s, 1, 2.0) for s in socks]
+        assert sum(answered) <= 6 and answered[0], answered
+        assert not answered[-1]
+        with closing(Connection(HOST, internal_port, timeout=WAIT)) as internal:  # the protected listener
+            internal.send(3, {"topics": []}, version=1)
+        waiting = socks[-1]
+        for s, ok in zip(socks, answered):
+            if ok:
+                s.close()
+        waiting.settimeout(WAIT)
+        assert struct.unpack(">i", read_frame(waiting)[:4])[0] == 1  # accepted at last, its request answered
+        for s in socks:
+            s.close()
+    finally:
+        b.stop()
+
+
+def test_running_out_of_file_descriptors_is_survived(broker: Broker, prober: Prober) -> None:
+    """Regression (failed before: accept failing with EMFILE left the listener readable, so the loop
+    retried at once, forever: a CPU spinning and a warning per try, thousands a second). Now accepting
+    pauses and retries every 100 ms with one warning per 10 s; connected clients go on being served,
+    and the waiting connections are accepted once descriptors free up."""
+    pid = broker.pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    log_before = len(broker.log())
+    fds = broker.open_fds()
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (fds + 20, hard))
+    socks = []
+    try:
+        for _ in range(60):
+            socks.append(connect(broker.port))
+        served = len(prober.latencies)
+        time.sleep(2.0)
+        assert prober.wait_served(10)
+        assert len(prober.latencies) > served
+        warnings = broker.log()[log_before:].count("accept failed")
+        assert 1 <= warnings <= 5, f"{warnings} 'accept failed' lines in 2 s"
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        assert api_versions(socks[-1], 9, WAIT)  # accepted once there were descriptors again
+    finally:
+        for s in socks:
+            s.close()

@@ -11,6 +11,8 @@ import logging
 import os
 from pathlib import Path
 
+from kbroker import crashpoints
+
 from .names import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -33,13 +35,20 @@ def write_durably(path: Path, data: bytes) -> None:
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
+        if crashpoints.ARMED:
+            crashpoints.crash_point(f"checkpoint.{path.name}.tmp_torn",
+                                    lambda rng: os.write(fd, crashpoints.torn_prefix(data, rng)))
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
+    if crashpoints.ARMED:
+        crashpoints.crash_point(f"checkpoint.{path.name}.before_rename")
     os.replace(tmp, path)
+    if crashpoints.ARMED:
+        crashpoints.crash_point(f"checkpoint.{path.name}.before_dir_fsync")
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)

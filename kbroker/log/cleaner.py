@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING
 
 from kbroker._core import records
 from kbroker._core.index import OffsetIndex, TimeIndex
+from kbroker.crashpoints import crash_point
 
 from . import batches
 from .config import INT64_MAX, LogConfig
@@ -349,6 +350,7 @@ class _CleanedWriter:
         """Write the rest, fsync everything, give the log file the sources' mtime; returns its size."""
         try:
             self._write()
+            crash_point("cleaner.cleaned.before_fsync")
             try:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
             except IndexError:

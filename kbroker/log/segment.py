@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
+from kbroker import crashpoints
 from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import OffsetIndex, TimeIndex
@@ -89,6 +90,9 @@ class Segment:
         manager under that tag, moves ``written_size``); without, it is done when this returns.
         On an OSError the file is cut back to its old size and the error propagates."""
         position = self.size
+        if crashpoints.ARMED:  # a write cut short by the crash: part of these batches on disk
+            crashpoints.crash_point("segment.append.torn", lambda rng: os.pwrite(
+                self.fd, crashpoints.torn_prefix(buf, rng), position))
         if tag is None:
             try:
                 self._appender.write(self.fd, position, buf)
@@ -104,6 +108,8 @@ class Segment:
         if largest_timestamp > self.max_timestamp:
             self.max_timestamp = largest_timestamp
             self.offset_of_max_timestamp = offset_of_largest_timestamp
+        if crashpoints.ARMED:
+            crashpoints.crash_point("segment.append.before_index")
         if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
@@ -225,6 +231,7 @@ class Segment:
                         self.log_path, cut, valid)
             os.ftruncate(self.fd, valid)
             self.size = self.written_size = valid
+            crashpoints.crash_point("segment.recover.after_cut")  # a second crash, during recovery
         if not self.active:
             self.become_inactive()
         return cut

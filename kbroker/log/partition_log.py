@@ -26,6 +26,7 @@ from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import CorruptIndexError
 from kbroker.clock import wall_ms
+from kbroker.crashpoints import crash_point
 
 from .compression import decompress_records
 from .config import LogConfig
@@ -436,8 +437,10 @@ class PartitionLog:
             return self.active
         try:
             self.active.become_inactive()
+            crash_point("log.roll.after_old_trimmed")
             segment = Segment(self.directory, self.log_end_offset, self.config, self._appender,
                               active=True, created_ms=self._clock() if now is None else now)
+            crash_point("log.roll.after_new_segment")
         except OSError as exc:
             raise self._io_failure(exc) from None
         self._add_segment(segment)
@@ -500,14 +503,18 @@ class PartitionLog:
         return found.read() if found is not None else b""
 
     def batch_headers(self, start_offset: int = 0):
-        """Headers of every stored batch from the segment holding ``start_offset`` on (state
-        rebuilds: producer ids, __consumer_offsets); no CRC check, no record bytes."""
+        """Headers of every stored batch that ends at or after ``start_offset`` (state rebuilds:
+        producer ids, leader epochs); no CRC check, no record bytes. Not the whole segment holding
+        ``start_offset``: a producer-state replay from a snapshot must not apply again the batches
+        the snapshot already holds (each ABORT marker twice: duplicate aborted transactions)."""
         self._check_online()
         first = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
         for segment in list(self.segments[first:]):
             if segment.size:
                 with mmap.mmap(segment.fd, segment.size, prot=mmap.PROT_READ) as mm, memoryview(mm) as view:
                     headers, _, _ = records.scan_batches(view, verify_crc=False)
+                if headers and headers[0].base_offset + headers[0].last_offset_delta < start_offset:
+                    headers = [h for h in headers if h.base_offset + h.last_offset_delta >= start_offset]
                 yield from headers
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
@@ -634,7 +641,7 @@ class PartitionLog:
         base = old[0].base_offset
         cleaned, swap, final = (segment_paths(self.directory, base, suffix)
                                 for suffix in (CLEANED_SUFFIX, SWAP_SUFFIX, ""))
-        step = fault or (lambda name: None)
+        step = fault or (lambda name: crash_point(f"swap.{name}"))
         try:
             step("cleaned")
             rename_segment_files(self.directory, cleaned, swap, step, "swap")

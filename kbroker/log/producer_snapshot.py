@@ -17,6 +17,7 @@ import struct
 from collections.abc import Iterable
 from pathlib import Path
 
+from kbroker import crashpoints
 from kbroker._core.records import crc32c
 from kbroker.log.producer_state import AbortedTxn, BatchMetadata, ProducerEntry, ProducerStateManager
 
@@ -58,10 +59,15 @@ def write_snapshot(directory: Path, offset: int, state: ProducerStateManager) ->
     path = snapshot_path(directory, offset)
     tmp = path.with_suffix(".snapshot.tmp")
     with open(tmp, "wb") as f:
+        if crashpoints.ARMED:
+            crashpoints.crash_point("producer_snapshot.tmp_torn",
+                                    lambda rng: os.write(f.fileno(), crashpoints.torn_prefix(data, rng)))
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
+    crashpoints.crash_point("producer_snapshot.before_rename")
     os.replace(tmp, path)
+    crashpoints.crash_point("producer_snapshot.before_old_removed")
     for old in snapshot_offsets(directory):
         if old != offset:
             snapshot_path(directory, old).unlink(missing_ok=True)
@@ -102,13 +108,37 @@ def txn_index_path(directory: Path, segment_base: int) -> Path:
 
 
 def append_aborted(directory: Path, segment_base: int, aborted: AbortedTxn, last_stable_offset: int) -> None:
-    with open(txn_index_path(directory, segment_base), "ab") as f:
-        f.write(_ABORTED.pack(0, aborted.producer_id, aborted.first_offset, aborted.last_offset, last_stable_offset))
+    """Add an entry to the segment's .txnindex, once: a restart replays the log from its last
+    producer snapshot, which may be older than aborts already indexed, so an entry for the same
+    transaction is not written again (a duplicate makes read_committed consumers skip committed
+    data: they pair each entry with one ABORT marker). A torn entry a crash left at the end is cut
+    first, so that the file stays whole entries."""
+    entry = _ABORTED.pack(0, aborted.producer_id, aborted.first_offset, aborted.last_offset, last_stable_offset)
+    fd = os.open(txn_index_path(directory, segment_base), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        size = os.fstat(fd).st_size
+        whole = size - size % _ABORTED.size
+        if whole != size:
+            log.warning("%s: cutting a torn entry (%d bytes) off the end", txn_index_path(directory, segment_base),
+                        size - whole)
+            os.ftruncate(fd, whole)
+        if whole:
+            key = (aborted.producer_id, aborted.first_offset, aborted.last_offset)
+            data = os.pread(fd, whole, 0)
+            if any(_ABORTED.unpack_from(data, pos)[1:4] == key for pos in range(0, whole, _ABORTED.size)):
+                return
+        if crashpoints.ARMED:
+            crashpoints.crash_point("txnindex.append.torn",
+                                    lambda rng: os.pwrite(fd, crashpoints.torn_prefix(entry, rng), whole))
+        os.pwrite(fd, entry, whole)
+    finally:
+        os.close(fd)
 
 
 def read_aborted(directory: Path) -> list[AbortedTxn]:
-    """Every complete entry of every .txnindex of the log, in marker order."""
-    out: list[AbortedTxn] = []
+    """Every complete entry of every .txnindex of the log, in marker order, each once (files
+    written before ``append_aborted`` refused duplicates may hold some)."""
+    out: set[AbortedTxn] = set()
     for entry in sorted(os.scandir(directory), key=lambda e: e.name):
         if not entry.name.endswith(TXN_INDEX_SUFFIX):
             continue
@@ -116,7 +146,7 @@ def read_aborted(directory: Path) -> list[AbortedTxn]:
         for pos in range(0, len(data) - _ABORTED.size + 1, _ABORTED.size):
             version, pid, first, last, _ = _ABORTED.unpack_from(data, pos)
             if version == 0:
-                out.append(AbortedTxn(pid, first, last))
+                out.add(AbortedTxn(pid, first, last))
     return sorted(out, key=lambda a: a.last_offset)
 
 

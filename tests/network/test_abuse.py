@@ -260,8 +260,16 @@ def test_max_connections_per_ip_closes_the_extra_connections(tmp_path) -> None:
     listeners_on(b)
     b.start()
     try:
-        socks = [connect(b.port) for _ in range(4)]
-        assert all(api_versions(s, 1, WAIT) for s in socks)
+        socks: list[socket.socket] = []
+        deadline = time.monotonic() + WAIT
+        while len(socks) < 4 and time.monotonic() < deadline:  # the readiness check's connection may linger
+            s = connect(b.port)
+            if api_versions(s, 1, WAIT):
+                socks.append(s)
+            else:
+                s.close()
+                time.sleep(0.1)
+        assert len(socks) == 4
         extra = connect(b.port)
         assert closed_by_peer(extra, WAIT)
         extra.close()
@@ -289,16 +297,15 @@ def test_max_connections_holds_new_connections_until_one_closes(tmp_path) -> Non
     internal_port = listeners_on(b)
     b.start()  # its own readiness check used one connection, closed since
     try:
-        socks = [connect(b.port) for _ in range(10)]
-        answered = [api_versions(s, 1, 2.0) for s in socks]
-        assert sum(answered) <= 6 and answered[0], answered
-        assert not answered[-1]
+        socks = [connect(b.port) for _ in range(10)]  # accepted in order, as slots allow
+        # the first 5 are let in (a 6th slot may still be the readiness check's, closing)
+        assert all(api_versions(s, 1, WAIT) for s in socks[:5])
+        assert not any(api_versions(s, 1, 2.0) for s in socks[6:]), "more than max.connections were served"
         with closing(Connection(HOST, internal_port, timeout=WAIT)) as internal:  # the protected listener
             internal.send(3, {"topics": []}, version=1)
         waiting = socks[-1]
-        for s, ok in zip(socks, answered):
-            if ok:
-                s.close()
+        for s in socks[:5]:
+            s.close()
         waiting.settimeout(WAIT)
         assert struct.unpack(">i", read_frame(waiting)[:4])[0] == 1  # accepted at last, its request answered
         for s in socks:
@@ -321,16 +328,19 @@ def test_running_out_of_file_descriptors_is_survived(broker: Broker, prober: Pro
     try:
         for _ in range(60):
             socks.append(connect(broker.port))
+        # a request waits in the last one from the start, so once accepted it is never idle
+        socks[-1].sendall(encode_request(18, 0, 9, "limits", {}))
         served = len(prober.latencies)
         time.sleep(2.0)
         assert prober.wait_served(10)
         assert len(prober.latencies) > served
         warnings = broker.log()[log_before:].count("accept failed")
-        assert 1 <= warnings <= 5, f"{warnings} 'accept failed' lines in 2 s"
+        assert 1 <= warnings <= 10, f"{warnings} 'accept failed' lines"
     finally:
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
     try:
-        assert api_versions(socks[-1], 9, WAIT)  # accepted once there were descriptors again
+        socks[-1].settimeout(WAIT)  # accepted once there were descriptors again, its request answered
+        assert struct.unpack(">i", read_frame(socks[-1])[:4])[0] == 9
     finally:
         for s in socks:
             s.close()

@@ -89,7 +89,11 @@ class BrokerConnection:
         return await self._exchange(api_key, version, body)
 
     async def _exchange(self, api_key: int, version: int, body: Any) -> Any:
-        assert self._reader is not None and self._writer is not None
+        # this exchange's own stream pair: a concurrent close() (a fetcher stopped, a leader moved) clears the
+        # attributes, and must make this exchange fail with OSError like any broken connection
+        reader, writer = self._reader, self._writer
+        if reader is None or writer is None:
+            raise OSError(f"{self.host}:{self.port}: connection closed")
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         correlation = self._correlation
         try:
@@ -97,10 +101,10 @@ class BrokerConnection:
             # each await in a new task (Python 3.11), which costs a follower a loop iteration and
             # a timer per step on the replication path (send, drain, size, frame).
             async with asyncio.timeout(self.timeout_s):
-                self._writer.write(bytes(encode_request(api_key, version, correlation, self.client_id, body)))
-                await self._writer.drain()
-                size = _SIZE.unpack(await self._reader.readexactly(4))[0]
-                frame = await self._reader.readexactly(size)
+                writer.write(bytes(encode_request(api_key, version, correlation, self.client_id, body)))
+                await writer.drain()
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                frame = await reader.readexactly(size)
         except (TimeoutError, asyncio.IncompleteReadError, ConnectionError) as exc:
             self.close()
             raise OSError(f"{self.host}:{self.port}: {exc!r}") from None

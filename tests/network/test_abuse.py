@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import resource
 import socket
+import ssl
 import struct
 import time
 from collections.abc import Iterator
@@ -231,13 +232,12 @@ def two_listeners() -> dict[str, str]:
             "inter.broker.listener.name": "INTERNAL"}
 
 
-def listeners_on(b: Broker) -> int:
-    client_port = b.port
-    internal = socket.socket()
-    internal.bind((HOST, 0))
-    port = internal.getsockname()[1]
-    internal.close()
-    b.overrides["listeners"] = f"CLIENT://{HOST}:{client_port},INTERNAL://{HOST}:{port}"
+def listeners_on(b: Broker, first: str = "CLIENT", second: str = "INTERNAL") -> int:
+    """``first`` on the broker's port and ``second`` on a free one, returned."""
+    with socket.socket() as spare:
+        spare.bind((HOST, 0))
+        port = spare.getsockname()[1]
+    b.overrides["listeners"] = f"{first}://{HOST}:{b.port},{second}://{HOST}:{port}"
     return port
 
 
@@ -344,3 +344,57 @@ def test_running_out_of_file_descriptors_is_survived(broker: Broker, prober: Pro
     finally:
         for s in socks:
             s.close()
+
+
+def test_big_frames_over_tls_grow_as_they_arrive(tmp_path) -> None:
+    """The TLS read path grows big-frame buffers the same way: a 5 MB Produce sent over TLS in
+    uneven pieces lands whole, and 5 TLS peers claiming 100 MB each cost far less than 500 MB."""
+    from tests.security.conftest import tls_settings
+    from tests.security.pki import make_pki
+
+    pki = make_pki(tmp_path / "pki")
+    b = Broker(tmp_path, {**tls_settings(pki), "message.max.bytes": str(8 * MiB)})
+    ssl_port = listeners_on(b, "PLAINTEXT", "SSL")
+    b.start()
+    context = ssl.create_default_context(cafile=str(pki.ca))
+    context.check_hostname = False
+
+    def tls_connect() -> ssl.SSLSocket:
+        s = context.wrap_socket(socket.create_connection((HOST, ssl_port), timeout=WAIT))
+        s.settimeout(WAIT)
+        return s
+    try:
+        create_topic(b.bootstrap)
+        value = os.urandom(5 * MiB)
+        frame = encode_request(0, 7, 7, "tls-pieces", produce_body(bytes(build_batch([(b"k", value, 1)]))))
+        s = tls_connect()
+        try:
+            pos, step = 0, 1000
+            while pos < len(frame):
+                s.sendall(frame[pos:pos + step])
+                pos += step
+                step = step * 3 + 7
+                time.sleep(0.01)
+            _, body = decode_response(0, 7, read_frame(s))
+            part = body.responses[0].partition_responses[0]
+            assert part.error_code == 0
+        finally:
+            s.close()
+        with closing(Connection(HOST, b.port, timeout=WAIT)) as conn:
+            fetched = conn.send(1, fetch_body(part.base_offset, 8 * MiB), version=11)
+        assert value in bytes(fetched.responses[0].partitions[0].records)
+        baseline = start_abuse(b)
+        claimers = [tls_connect() for _ in range(5)]
+        try:
+            for c in claimers:
+                c.sendall(struct.pack(">i", MAX_REQUEST - 1) + b"\0" * 65536)
+            time.sleep(1.0)
+            with closing(Connection(HOST, b.port, timeout=WAIT)) as conn:
+                conn.send(3, {"topics": []}, version=1)
+            grown = b.peak_mb() - baseline
+            assert grown < 200, f"peak RSS grew {grown:.0f} MB for 5 TLS claimers that sent 64 KiB each"
+        finally:
+            for c in claimers:
+                c.close()
+    finally:
+        b.stop()

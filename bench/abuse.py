@@ -17,8 +17,8 @@ Scenarios:
   cost memory the peer has not sent.
 - ``slowloris``: ``--loris`` connections each sending a valid Metadata request one byte a second.
 - ``idle``: ``--idle-connections`` connections that connect and say nothing.
-- ``never_reads``: one client pipelines ``--fetches`` Fetch requests of a 64 KiB record and never
-  reads a response.
+- ``never_reads``: one client pipelines ``--fetches`` Fetch requests of a 60 KiB record and never
+  reads a response; ``fetches_sent`` below ``fetches_wanted`` means the broker stopped reading it.
 The tests (tests/network/test_abuse.py) run the same scenarios smaller and assert the bounds.
 """
 from __future__ import annotations
@@ -469,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--claimers", type=int, default=20, help="'frames': connections claiming max-1 bytes")
     p.add_argument("--loris", type=int, default=500, help="'slowloris' connections")
     p.add_argument("--idle-connections", type=int, default=4000, help="'idle' connections")
-    p.add_argument("--fetches", type=int, default=20000, help="'never_reads': Fetch requests pipelined")
+    p.add_argument("--fetches", type=int, default=100000, help="'never_reads': Fetch requests pipelined")
     p.add_argument("--seconds", type=float, default=10.0, help="how long 'slowloris' and 'idle' last")
     p.add_argument("--broker-nofile", type=int, default=None, help="the broker's RLIMIT_NOFILE (default: ours)")
     args = p.parse_args(argv)

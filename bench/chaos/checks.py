@@ -49,7 +49,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, committed_only: b
         consumer.close()
 
 
-def check_acks(bootstrap: str, records: Records) -> dict[str, Any]:
+def check_acks(bootstrap: str, records: Records, started: float = 0.0) -> dict[str, Any]:
     logs: dict[tuple[str, int], list[tuple[int, bytes]]] = {}
     for topic in (*PLAIN_TOPICS, TXN_IN):
         for p in range(PARTITIONS):
@@ -60,7 +60,10 @@ def check_acks(bootstrap: str, records: Records) -> dict[str, Any]:
         where = _index(entries)
         duplicated += sum(len(o) - 1 for o in where.values() if len(o) > 1)
         if len(examples) < 10:
-            examples += [f"duplicate {v!r} at {o} in {topic}-{p}" for v, o in where.items() if len(o) > 1][:3]
+            acked = {a.value: a for a in records.acks if a.topic == topic and a.partition == p}
+            examples += [f"duplicate {v!r} at {o} in {topic}-{p}" + (
+                f" (acked at {acked[v].offset}, {acked[v].at - started:.1f} s into the run)" if v in acked else "")
+                for v, o in where.items() if len(o) > 1][:3]
         last_seq = -1
         for _, value in entries:  # one producer per topic: its sequence numbers must rise through the log
             seq = int(value.rsplit(b":", 1)[1])

@@ -4,6 +4,7 @@ small tmpfs (so the disk_full fault can fill it without touching the host's disk
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -179,7 +180,8 @@ class ChaosCluster:
         for broker in self.brokers:
             broker.start()
 
-    def stop(self) -> None:
+    def stop(self, keep_logs: bool = False) -> None:
+        """Stop everything; ``keep_logs`` copies each broker's log dir out of its tmpfs first (for a failed run)."""
         for broker in self.brokers:
             try:
                 broker.stop()
@@ -188,6 +190,9 @@ class ChaosCluster:
         self.proxies.close()
         self.zookeeper.stop()
         for broker in self.brokers:
+            if keep_logs and broker.mounted:
+                shutil.copytree(broker.log_dir, self.workdir / f"broker-{broker.id}-kept", dirs_exist_ok=True,
+                                ignore=shutil.ignore_patterns("chaos-filler"))
             broker.unmount()
 
     def zk(self) -> KazooClient:

@@ -38,6 +38,7 @@ class Options:
     rate: float = 40.0
     workdir: Path | None = None
     heal_bound_s: float = HEAL_BOUND_S
+    every_kind: bool = False  # keep injecting past the end until every kind of ``faults`` ran once
 
 
 def _emit(out: TextIO, line: dict[str, Any]) -> None:
@@ -84,18 +85,22 @@ def run(options: Options, out: TextIO = sys.stdout) -> dict[str, Any]:
             cluster.start()
             _create_topics(cluster)
             records = Records()
-            workload = Workload(cluster.bootstrap, records, options.rate)
+            workload = Workload(cluster.bootstrap, records, options.rate, workdir / "txn-client.log")
             workload.start()
             schedule = Schedule(options.faults, options.interval, options.seed)
             started = time.monotonic()
             end = started + options.minutes * 60
             time.sleep(min(5.0, options.interval))
-            while time.monotonic() < end:
+            seen: set[str] = set()
+            # until the end; with ``every_kind``, on past it until each kind has been injected once
+            while time.monotonic() < end or (options.every_kind and not seen >= set(options.faults)):
                 gap = schedule.next_gap()
-                time.sleep(max(0.0, min(gap, end - time.monotonic())))
-                if time.monotonic() >= end:
+                if time.monotonic() < end:
+                    time.sleep(max(0.0, min(gap, end - time.monotonic())))
+                if time.monotonic() >= end and not (options.every_kind and not seen >= set(options.faults)):
                     break
                 kind = schedule.next_kind()
+                seen.add(kind)
                 t0 = time.monotonic()
                 try:
                     detail = FAULTS[kind](cluster, schedule.rng)
@@ -123,7 +128,7 @@ def run(options: Options, out: TextIO = sys.stdout) -> dict[str, Any]:
             summary["faults"] = dict(Counter(e["kind"] for e in timeline))
             summary["fault_errors"] = [e for e in timeline if "error" in e]
             summary["client_errors"] = dict(records.errors)
-            acks = checks.check_acks(cluster.bootstrap, records)
+            acks = checks.check_acks(cluster.bootstrap, records, started)
             summary.update({k: acks[k] for k in ("acknowledged", "send_failures", "lost", "offset_mismatch",
                                                   "duplicated", "reordered", "log_records")})
             replicas = checks.check_replicas(cluster.bootstrap, {b.id: b.log_dir for b in cluster.brokers},
@@ -132,6 +137,8 @@ def run(options: Options, out: TextIO = sys.stdout) -> dict[str, Any]:
             summary["partitions_compared"] = replicas["partitions_compared"]
             summary["unavailability"] = checks.unavailability(records, started, faults_end)
             summary["transactions"] = checks.check_transactions(cluster.bootstrap, records)
+            last_txn = max(records.txn_started, default=started)
+            summary["transactions"]["last_began_s"] = round(last_txn - started, 1)
             summary["group_offsets"] = checks.check_group_offsets(records)
             summary["examples"] = (acks["examples"] + replicas["examples"] + summary["transactions"].pop("examples")
                                    + summary["group_offsets"].pop("examples"))[:20]
@@ -145,14 +152,15 @@ def run(options: Options, out: TextIO = sys.stdout) -> dict[str, Any]:
                 ("inputs_processed_twice", txn["inputs_processed_twice"]),
                 ("offset_regressions", summary["group_offsets"]["offset_regressions"]),
                 ("not_healed", 1 if summary["heal_s"] is None else 0),
-                ("no_acks", 1 if acks["acknowledged"] == 0 else 0)) if bad]
+                ("no_acks", 1 if acks["acknowledged"] == 0 else 0),
+                ("workload_stuck", len(stuck))) if bad]
             summary["failures"] = failures
         except Exception:
             summary["failures"] = ["harness_error"]
             summary["harness_error"] = traceback.format_exc()
             summary["broker_tails"] = {b.id: b.tail() for b in cluster.brokers}
         finally:
-            cluster.stop()
+            cluster.stop(keep_logs=bool(summary.get("failures", True)))
         summary["ok"] = not summary["failures"]
         if not summary["ok"]:
             _emit(out, {"event": "timeline", "seed": options.seed, "faults": timeline})

@@ -3,10 +3,12 @@ its partition and offset), a transactional read-process-write loop, and a read_c
 committed offsets are watched over time."""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -37,6 +39,7 @@ class Records:
     txns: dict[int, tuple[str, list[bytes]]] = field(default_factory=dict)  # number -> (outcome, input values)
     commits: list[tuple[float, str, int, int]] = field(default_factory=list)  # acked group commits
     observed: list[tuple[float, str, int, int]] = field(default_factory=list)  # committed offsets seen later
+    txn_started: list[float] = field(default_factory=list)  # when each transaction began
 
     def error(self, what: str) -> None:
         with self.lock:
@@ -50,8 +53,10 @@ def _producer_config(bootstrap: str) -> dict[str, Any]:
 
 
 class Workload:
-    def __init__(self, bootstrap: str, records: Records, rate: float = 40.0) -> None:
+    def __init__(self, bootstrap: str, records: Records, rate: float = 40.0, client_log: Path | None = None) -> None:
         self.bootstrap = bootstrap
+        # the transactional producer's librdkafka EOS debug log goes here: a stalled transaction is diagnosed there
+        self.client_log = client_log
         self.records = records
         self.rate = rate  # messages per second, per producer
         self.stopping = threading.Event()
@@ -125,6 +130,8 @@ class Workload:
                 continue
             number += 1
             inputs = [m.value() for m in batch]
+            with records.lock:
+                records.txn_started.append(time.monotonic())
             outcome = "unknown"
             try:
                 producer.begin_transaction()
@@ -156,9 +163,9 @@ class Workload:
 
     def _commit(self, producer: Producer) -> str:
         """Commit, retrying what the client says is retriable; 'committed', or raise."""
-        for _ in range(10):
+        for _ in range(3):
             try:
-                producer.commit_transaction(60)
+                producer.commit_transaction(30)
                 return "committed"
             except KafkaException as exc:
                 if not exc.args[0].retriable():
@@ -168,8 +175,18 @@ class Workload:
 
     def _txn_producer(self) -> Producer:
         while True:
-            producer = Producer({**_producer_config(self.bootstrap), "transactional.id": "chaos-eos-1",
-                                 "transaction.timeout.ms": 60_000, "message.timeout.ms": 60_000})
+            config = {**_producer_config(self.bootstrap), "transactional.id": "chaos-eos-1",
+                      "transaction.timeout.ms": 60_000, "message.timeout.ms": 60_000}
+            if self.client_log is not None:
+                logger = logging.getLogger("bench.chaos.txn-client")
+                if not logger.handlers:
+                    handler = logging.FileHandler(self.client_log)
+                    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s"))
+                    logger.addHandler(handler)
+                    logger.setLevel(logging.DEBUG)
+                    logger.propagate = False
+                config.update({"debug": "eos,protocol", "logger": logger})
+            producer = Producer(config)
             try:
                 producer.init_transactions(60)
                 return producer

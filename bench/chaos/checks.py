@@ -39,7 +39,7 @@ def read_partition(bootstrap: str, topic: str, partition: int, committed_only: b
         while position < end and time.monotonic() < deadline:
             for m in consumer.consume(500, timeout=1.0):
                 if m.error() is None:
-                    out.append((m.offset(), m.value()))
+                    out.append((m.offset() or 0, m.value() or b""))
             got = consumer.position([tp])[0].offset
             position = max(position, got if got >= 0 else 0)
         if position < end:
@@ -152,8 +152,8 @@ def check_transactions(bootstrap: str, records: Records) -> dict[str, Any]:
     for p in range(PARTITIONS):
         entries, _ = read_partition(bootstrap, TXN_OUT, p, committed_only=True)
         for _, value in entries:
-            number, _, source = value.partition(b"|")
-            visible[int(number)].append(source)
+            txn_number, _, source = value.partition(b"|")
+            visible[int(txn_number)].append(source)
     outcomes = dict(records.txns)
     aborted_visible = incomplete = partial_unknown = 0
     examples: list[str] = []
@@ -174,7 +174,7 @@ def check_transactions(bootstrap: str, records: Records) -> dict[str, Any]:
         for source in outputs:
             sources[source] += 1
     twice = sum(1 for n in sources.values() if n > 1)
-    counts = defaultdict(int)
+    counts: dict[str, int] = defaultdict(int)
     for outcome, _ in outcomes.values():
         counts[outcome] += 1
     return {"committed": counts["committed"], "aborted": counts["aborted"], "unknown": counts["unknown"],

@@ -186,20 +186,22 @@ def running_broker(overrides: dict[str, str] | None = None, nofile: int | None =
 # -- the well-behaved client --------------------------------------------------------------------
 
 
-def create_topic(bootstrap: str, name: str = TOPIC) -> None:
+def create_topic(bootstrap: str, name: str = TOPIC, partitions: int = 1) -> None:
     with AdminClient(bootstrap, timeout=30.0) as admin:
-        admin.create_topics([{"name": name, "num_partitions": 1, "replication_factor": 1, "configs": []}])
+        admin.create_topics([{"name": name, "num_partitions": partitions, "replication_factor": 1, "configs": []}])
 
 
-def produce_body(records: bytes, acks: int = 1) -> dict[str, Any]:
+def produce_body(records: bytes, acks: int = 1, topic: str = TOPIC, partitions: int = 1) -> dict[str, Any]:
     return {"transactional_id": None, "acks": acks, "timeout_ms": 10000, "topic_data": [
-        {"name": TOPIC, "partition_data": [{"index": 0, "records": records}]}]}
+        {"name": topic, "partition_data": [{"index": p, "records": records} for p in range(partitions)]}]}
 
 
-def fetch_body(offset: int, max_bytes: int = 64 * 1024) -> dict[str, Any]:
-    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "topics": [{"topic": TOPIC, "partitions": [
-                {"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}],
+def fetch_body(offset: int, max_bytes: int = 64 * 1024, topic: str = TOPIC, partitions: int = 1,
+               max_wait_ms: int = 0, min_bytes: int = 0) -> dict[str, Any]:
+    return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes, "max_bytes": max_bytes * partitions,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [{"topic": topic, "partitions": [
+                {"partition": p, "fetch_offset": offset, "partition_max_bytes": max_bytes}
+                for p in range(partitions)]}],
             "forgotten_topics_data": [], "rack_id": ""}
 
 
@@ -398,16 +400,22 @@ def idle(broker: Broker, connections: int, hold_s: float) -> dict[str, Any]:
             "last_50_open": open_now}
 
 
-def never_reads(broker: Broker, fetches: int, record_bytes: int = 60 * 1024) -> dict[str, Any]:
-    """Pipelines Fetch requests for a ~64 KiB record and reads no response."""
+WIDE = "abuse-wide"
+
+
+def never_reads(broker: Broker, fetches: int, partitions: int = 1, record_bytes: int = 60 * 1024) -> dict[str, Any]:
+    """Pipelines Fetch requests, each for a 60 KiB record of every partition of a topic, and reads
+    no response. (A segment range up to 64 KiB is copied into the response, so a response over 50
+    partitions is 3 MB in memory.)"""
+    create_topic(broker.bootstrap, WIDE, partitions)
     host, port = broker.bootstrap.rsplit(":", 1)
     conn = Connection(host, int(port), client_id="seed", timeout=30.0)
     try:
-        conn.send(0, produce_body(bytes(build_batch([(None, os.urandom(record_bytes), int(time.time() * 1000))]))),
-                  version=7)
+        records = bytes(build_batch([(None, os.urandom(record_bytes), int(time.time() * 1000))]))
+        conn.send(0, produce_body(records, topic=WIDE, partitions=partitions), version=7)
     finally:
         conn.close()
-    request = encode_request(1, 11, 1, "hoarder", fetch_body(0))
+    request = encode_request(1, 11, 1, "hoarder", fetch_body(0, topic=WIDE, partitions=partitions))
     s = connect(broker.port, rcvbuf=4096)
     sent = 0
     try:
@@ -426,8 +434,8 @@ def never_reads(broker: Broker, fetches: int, record_bytes: int = 60 * 1024) -> 
         hoarder_open = still_open(s)
     finally:
         s.close()
-    return {"fetches_sent": sent, "fetches_wanted": fetches, "response_kb_each": record_bytes // 1024,
-            "hoarder_open": hoarder_open}
+    return {"fetches_sent": sent, "fetches_wanted": fetches, "partitions": partitions,
+            "response_kb_each": record_bytes * partitions // 1024, "hoarder_open": hoarder_open}
 
 
 SCENARIOS = ("frames", "slowloris", "idle", "never_reads")
@@ -452,7 +460,7 @@ def run(name: str, args: argparse.Namespace) -> dict[str, Any]:
             elif name == "idle":
                 result = idle(broker, args.idle_connections, args.seconds)
             else:
-                result = never_reads(broker, args.fetches)
+                result = never_reads(broker, args.fetches, args.partitions)
             peak = broker.peak_mb()
             fds = broker.open_fds()
         probe = prober.summary()
@@ -470,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--loris", type=int, default=500, help="'slowloris' connections")
     p.add_argument("--idle-connections", type=int, default=4000, help="'idle' connections")
     p.add_argument("--fetches", type=int, default=100000, help="'never_reads': Fetch requests pipelined")
+    p.add_argument("--partitions", type=int, default=50, help="'never_reads': partitions each Fetch reads")
     p.add_argument("--seconds", type=float, default=10.0, help="how long 'slowloris' and 'idle' last")
     p.add_argument("--broker-nofile", type=int, default=None, help="the broker's RLIMIT_NOFILE (default: ours)")
     args = p.parse_args(argv)

@@ -150,6 +150,7 @@ class Connection:
         self._out: collections.deque[Any] = collections.deque()  # chunks being written
         self._out_pos = 0
         self._out_bytes = 0  # the backlog OUT_BACKLOG_BYTES bounds
+        self._refill_pending = False
         self._writing = False
         self._reading = True
         self._file_stalls = 0
@@ -449,6 +450,8 @@ class Connection:
 
     def _write_tls(self) -> None:
         """Encrypt what is queued (bytes coalesced, segment ranges a chunk at a time) and send it."""
+        if self._writing:  # writable again: the peer took bytes, which is activity (not idle)
+            self.last_active = time.monotonic()
         tls = self.tls
         assert tls is not None
         out = self._out
@@ -487,8 +490,7 @@ class Connection:
         except OSError as exc:
             return self.close(f"send failed: {exc}")
         finally:
-            if not self._reading and not self.closed:
-                self._maybe_resume()  # what was encrypted left the backlog
+            self._after_write()
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False
@@ -560,7 +562,21 @@ class Connection:
     def _fill(self, slot: _Slot, chunks: Any) -> None:
         slot.chunks = chunks
         slot.ready = True
-        while self._slots and self._slots[0].ready:
+        self._take_ready()
+        if self.closed:
+            return
+        if not self._writing:
+            self._write()
+        if self._out_bytes > OUT_BACKLOG_BYTES:
+            self._pause_reading()  # the peer is not taking its responses: read no more requests
+        else:
+            self._maybe_resume()
+
+    def _take_ready(self) -> None:
+        """Queue the responses that are next in order, small segment ranges read in, while the backlog
+        has room: responses waiting behind a long poll would otherwise all be read in at once when it
+        ends (100 Fetches of 3 MB each held 300 MB); the rest are taken as the backlog drains."""
+        while self._slots and self._slots[0].ready and self._out_bytes <= OUT_BACKLOG_BYTES:
             done = self._slots.popleft()
             if done.chunks is not NO_RESPONSE:
                 for chunk in done.chunks:  # type: ignore[attr-defined]  # not NO_RESPONSE: a list of chunks
@@ -574,11 +590,24 @@ class Connection:
                         chunk = data
                     self._out.append(chunk)
                     self._out_bytes += _cost(chunk)
-        if not self._writing:
+
+    def _refill(self) -> None:
+        self._refill_pending = False
+        if self.closed or not self._slots or not self._slots[0].ready:
+            return
+        self._take_ready()
+        if not self.closed and not self._writing:
             self._write()
-        if self._out_bytes > OUT_BACKLOG_BYTES:
-            self._pause_reading()  # the peer is not taking its responses: read no more requests
-        else:
+
+    def _after_write(self) -> None:
+        """What left the backlog may let held responses in, and reading resume."""
+        if self.closed:
+            return
+        if (self._slots and self._slots[0].ready and not self._refill_pending
+                and self._out_bytes <= OUT_BACKLOG_BYTES // 2):
+            self._refill_pending = True
+            self.loop.call_soon(self._refill)  # not from inside _write
+        if not self._reading:
             self._maybe_resume()
 
     # -- what the SASL authenticator and quotas use --------------------------------------------
@@ -655,6 +684,8 @@ class Connection:
                 self.loop.call_soon(self._parse_waiting)  # whole frames may wait in the scratch
 
     def _write(self) -> None:
+        if self._writing:  # writable again: the peer took bytes, which is activity (not idle)
+            self.last_active = time.monotonic()
         out = self._out
         try:
             while out:
@@ -697,8 +728,7 @@ class Connection:
         except OSError as exc:
             return self.close(f"send failed: {exc}")
         finally:
-            if not self._reading and not self.closed:
-                self._maybe_resume()  # what left may have made room
+            self._after_write()
         if self._writing:
             self.loop.remove_writer(self.fd)
             self._writing = False

@@ -20,6 +20,7 @@ import pytest
 
 from bench.abuse import (
     HOST,
+    WIDE,
     Broker,
     Prober,
     closed_by_peer,
@@ -219,6 +220,62 @@ def test_a_client_that_never_reads_is_not_buffered_without_bound(broker: Broker,
         s.settimeout(WAIT)
         for i in range(100):
             assert struct.unpack(">i", read_frame(s)[:4])[0] == i
+    finally:
+        s.close()
+
+
+def test_responses_held_behind_a_long_poll_are_not_all_read_in_at_once(broker: Broker, prober: Prober) -> None:
+    """Regression (failed before: when a long-poll Fetch at the head of the line ended, every
+    response queued behind it had its segment ranges read into memory at once, 99 Fetches of 50
+    partitions x 60 KiB = 290 MB from one connection). Bound: 150 MB over the RSS before; the
+    backlog is 4 MB plus one response now. Then every response arrives, in order."""
+    partitions = 50
+    create_topic(broker.bootstrap, WIDE, partitions)
+    create_topic(broker.bootstrap, "quiet")
+    with closing(Connection(HOST, broker.port, timeout=WAIT)) as seed:
+        records = bytes(build_batch([(None, os.urandom(60 * 1024), 1)]))
+        seed.send(0, produce_body(records, topic=WIDE, partitions=partitions), version=7)
+    head = encode_request(1, 11, 0, "held", fetch_body(0, topic="quiet", max_wait_ms=2000, min_bytes=MiB))
+    behind = b"".join(encode_request(1, 11, i, "held", fetch_body(0, topic=WIDE, partitions=partitions))
+                      for i in range(1, 100))
+    baseline = start_abuse(broker)
+    s = connect(broker.port, rcvbuf=4096)
+    try:
+        s.sendall(head + behind)
+        time.sleep(3.0)  # the long poll ends after 2 s
+        grown = broker.peak_mb() - baseline
+        assert grown < 150, f"peak RSS grew {grown:.0f} MB for 99 responses held behind a long poll"
+        s.settimeout(WAIT)
+        for i in range(100):
+            frame = read_frame(s)
+            assert struct.unpack(">i", frame[:4])[0] == i
+        assert len(frame) > partitions * 60 * 1024  # the last one carries every partition's record
+    finally:
+        s.close()
+    assert prober.wait_served(5)
+
+
+def test_a_slow_reader_taking_a_large_backlog_is_not_idle(broker: Broker) -> None:
+    """Regression (failed before: only a write that emptied the whole backlog counted as activity,
+    so a client reading 12 MB of responses at 1.6 MB/s was closed as idle after
+    connections.max.idle.ms, 4 s here, while bytes were moving). As in Kafka, every write is activity."""
+    partitions = 50
+    create_topic(broker.bootstrap, WIDE, partitions)
+    with closing(Connection(HOST, broker.port, timeout=WAIT)) as seed:
+        records = bytes(build_batch([(None, os.urandom(60 * 1024), 1)]))
+        seed.send(0, produce_body(records, topic=WIDE, partitions=partitions), version=7)
+    s = connect(broker.port)
+    try:
+        s.sendall(b"".join(encode_request(1, 11, i, "slow", fetch_body(0, topic=WIDE, partitions=partitions))
+                           for i in range(4)))
+        s.settimeout(WAIT)
+        got, started = 0, time.monotonic()
+        while got < 4 * partitions * 60 * 1024:
+            data = s.recv(64 * 1024)
+            assert data, f"closed after {got} bytes and {time.monotonic() - started:.1f} s of steady reading"
+            got += len(data)
+            time.sleep(0.04)
+        assert time.monotonic() - started > IDLE_MS / 1000  # the reading outlasted the idle bound
     finally:
         s.close()
 

@@ -67,9 +67,10 @@ def raise_nofile(want: int) -> int:
 
 
 class Broker:
-    """``kbroker serve`` on a free port; ``nofile`` sets its RLIMIT_NOFILE."""
+    """``kbroker serve`` on a free port; ``nofile`` sets its RLIMIT_NOFILE (soft, or (soft, hard))."""
 
-    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, nofile: int | None = None) -> None:
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None,
+                 nofile: int | tuple[int, int] | None = None) -> None:
         self.port = free_port()
         self.workdir = workdir
         self.log_path = workdir / f"broker-{self.port}.log"
@@ -95,7 +96,9 @@ class Broker:
         nofile = self.nofile
 
         def limit() -> None:
-            if nofile is not None:
+            if isinstance(nofile, tuple):
+                resource.setrlimit(resource.RLIMIT_NOFILE, nofile)
+            elif nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, max(nofile, resource.getrlimit(
                     resource.RLIMIT_NOFILE)[1])))
         with open(self.log_path, "wb") as out:
@@ -165,15 +168,13 @@ class Broker:
         return len(os.listdir(f"/proc/{self.pid}/fd"))
 
     def fd_limit(self) -> int:
-        with open(f"/proc/{self.pid}/limits") as f:
-            for line in f:
-                if line.startswith("Max open files"):
-                    return int(line.split()[3])
-        return -1
+        """The broker's soft RLIMIT_NOFILE."""
+        return resource.prlimit(self.pid, resource.RLIMIT_NOFILE)[0]
 
 
 @contextmanager
-def running_broker(overrides: dict[str, str] | None = None, nofile: int | None = None) -> Iterator[Broker]:
+def running_broker(overrides: dict[str, str] | None = None,
+                   nofile: int | tuple[int, int] | None = None) -> Iterator[Broker]:
     with tempfile.TemporaryDirectory(prefix="kbroker-abuse-") as tmp:
         broker = Broker(Path(tmp), overrides, nofile)
         broker.start()

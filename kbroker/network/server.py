@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import resource
 import socket
 import ssl
 import time
@@ -34,6 +35,21 @@ HANDSHAKE_TIMEOUT_S = 10.0  # a TLS handshake gets this long (or connections.max
 ACCEPT_RETRY_S = 0.1        # out of file descriptors: accept again after this
 ACCEPT_WARN_EVERY_S = 10.0
 _OUT_OF_FDS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+NOFILE_CEILING = 1 << 20  # the soft limit asked for when the hard one is unlimited (Linux's default nr_open)
+
+
+def raise_open_files_limit() -> tuple[int, int]:
+    """Raise the soft RLIMIT_NOFILE to the hard one, as the JVM does for Kafka (MaxFDLimit, on by
+    default): every connection is a descriptor, and a soft limit of 1024 would refuse clients long
+    before the machine runs short. Returns (before, after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = NOFILE_CEILING if hard == resource.RLIM_INFINITY else hard
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.info("could not raise the open-files limit from %d to %d: %s", soft, target, exc)
+    return soft, resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 class NetworkServer:
@@ -69,6 +85,9 @@ class NetworkServer:
 
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
+        before, after = raise_open_files_limit()
+        if after != before:
+            log.info("open-files limit raised from %d to %d (the hard limit)", before, after)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

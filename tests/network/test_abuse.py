@@ -280,6 +280,16 @@ def test_a_slow_reader_taking_a_large_backlog_is_not_idle(broker: Broker) -> Non
         s.close()
 
 
+def test_the_broker_raises_its_open_files_limit_to_the_hard_one(tmp_path) -> None:
+    """As the JVM does for Kafka: started with a soft limit of 1024 under a hard 8192, the broker
+    runs with 8192, so thousands of clients are not refused at 1024. (It kept 1024 before.)"""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 8192:
+        pytest.skip(f"this process's hard open-files limit is {hard}")
+    with running_broker(nofile=(1024, 8192)) as b:
+        assert b.fd_limit() == 8192
+
+
 # -- limits: brokers of their own ------------------------------------------------------------------
 
 

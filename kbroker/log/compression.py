@@ -21,29 +21,75 @@ _XERIAL_BLOCK = 32 * 1024
 _GZIP_LEVEL = 6  # java.util.zip.Deflater's default, which Kafka's GZIPOutputStream uses
 
 
-def decompress_records(codec: int, data: bytes | memoryview) -> bytes:
+# What a records section may decompress to: at least 64 MiB (any batch a producer builds), more
+# only for batches at least a MiB large (64 times their size, beyond what real data compresses to).
+# Without a bound, a 1 MiB zstd batch of zeros is 32 GiB: it passes produce validation (which never
+# decompresses) and then takes the broker down in the cleaner, a timestamp lookup or a down-conversion.
+MIN_DECOMPRESSED_LIMIT = 64 << 20
+MAX_RATIO = 64
+_STEP = 1024  # zstd input fed per call: one call's output stays within _STEP * zstd's ratio (<= 32 MiB)
+
+
+def decompressed_limit(compressed_size: int) -> int:
+    return max(MIN_DECOMPRESSED_LIMIT, MAX_RATIO * compressed_size)
+
+
+def decompress_records(codec: int, data: bytes | memoryview, limit: int | None = None) -> bytes:
+    """The records section of ``codec``'s framing; CorruptMessageError for anything undecodable,
+    and for output past ``limit`` bytes (default ``decompressed_limit(len(data))``), refused before
+    more than about ``limit`` bytes are allocated."""
+    if limit is None:
+        limit = decompressed_limit(len(data))
     try:
         if codec == GZIP:
-            return zlib.decompress(bytes(data), 16 + zlib.MAX_WBITS)
+            gzip = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            out = gzip.decompress(bytes(data), limit + 1)
+            if len(out) <= limit and not gzip.eof:
+                raise ValueError("truncated gzip stream")
+            return _within(out, limit)
         if codec == SNAPPY:
-            return _snappy(bytes(data))
+            return _snappy(bytes(data), limit)
         if codec == LZ4:
             import lz4.frame
 
-            return lz4.frame.decompress(bytes(data))
+            lz4_stream = lz4.frame.LZ4FrameDecompressor()
+            out = lz4_stream.decompress(bytes(data), max_length=limit + 1)
+            if len(out) <= limit and not lz4_stream.eof:
+                raise ValueError("truncated LZ4 frame")
+            return _within(out, limit)
         if codec == ZSTD:
             import zstandard
 
-            stream = zstandard.ZstdDecompressor().decompressobj()
-            out = stream.decompress(bytes(data))
-            if not stream.eof:
+            zstd_stream = zstandard.ZstdDecompressor().decompressobj()
+            raw, parts, size = bytes(data), [], 0
+            for i in range(0, len(raw), _STEP):
+                part = zstd_stream.decompress(raw[i:i + _STEP])
+                parts.append(part)
+                size += len(part)
+                _within(b"", limit, size)
+                if zstd_stream.eof:
+                    break
+            if not zstd_stream.eof:
                 raise ValueError("truncated zstd frame")
-            return out
+            return b"".join(parts)
     except ImportError as exc:
         raise CorruptMessageError(f"cannot decompress codec {codec}: {exc.name} is not installed") from None
+    except _TooLarge as exc:
+        raise CorruptMessageError(f"compressed records (codec {codec}) decompress to {exc}") from None
     except Exception as exc:  # each codec library has its own error types
         raise CorruptMessageError(f"undecodable compressed records (codec {codec}): {exc}") from None
     raise CorruptMessageError(f"unknown compression codec {codec}")
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _within(out: bytes, limit: int, size: int | None = None) -> bytes:
+    n = len(out) if size is None else size
+    if n > limit:
+        raise _TooLarge(f"more than {limit} bytes")
+    return out
 
 
 def compress_records(codec: int, data: bytes) -> bytes:
@@ -72,16 +118,17 @@ def compress_records(codec: int, data: bytes) -> bytes:
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def _snappy(data: bytes) -> bytes:
+def _snappy(data: bytes, limit: int) -> bytes:
     import cramjam
 
     if not data.startswith(_XERIAL_MAGIC):
-        return bytes(cramjam.snappy.decompress_raw(data))
+        return _within(bytes(cramjam.snappy.decompress_raw(data)), limit)
     out = bytearray()
     pos = len(_XERIAL_HEADER)
     while pos < len(data):
         (length,) = struct.unpack_from(">i", data, pos)
         pos += 4
-        out += bytes(cramjam.snappy.decompress_raw(data[pos:pos + length]))
+        out += bytes(cramjam.snappy.decompress_raw(data[pos:pos + length]))  # at most ~21x its input
+        _within(b"", limit, len(out))
         pos += length
     return bytes(out)

@@ -37,7 +37,7 @@ from .batches import (
     LOG_OVERHEAD,
     NO_TIMESTAMP,
 )
-from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress_records, decompress_records
+from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress_records, decompress_records, decompressed_limit
 
 RECORD_OVERHEAD = {0: 14, 1: 22}     # crc + magic + attributes + [timestamp] + key length + value length
 MAGIC_OFFSET = 16                    # the magic byte sits at byte 16 in both formats
@@ -202,6 +202,7 @@ def _lz4_frame_decode(data: bytes, check_header: bool = True) -> bytes:
     """The LZ4 frame format, read by hand so that magic 0's wrong header checksum can be ignored."""
     import lz4.block
 
+    limit = decompressed_limit(len(data))
     try:
         if len(data) < 7 or struct.unpack_from("<I", data, 0)[0] != _LZ4_MAGIC:
             raise ValueError("not an LZ4 frame")
@@ -232,6 +233,8 @@ def _lz4_frame_decode(data: bytes, check_header: bool = True) -> bytes:
                 out += lz4.block.decompress(block, uncompressed_size=block_max, dict=bytes(out[-65536:]))
             if flg & 0x10:
                 pos += 4  # block checksum
+            if len(out) > limit:
+                raise ValueError(f"decompresses to more than {limit} bytes")
         return bytes(out)
     except Exception as exc:
         raise _corrupt(f"undecodable LZ4 frame: {exc}") from None

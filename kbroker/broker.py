@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,6 +84,7 @@ class Broker:
         self._started = asyncio.Event()
         self.log_manager = LogManager(config.log_dirs, config.log,
                                       last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp))
+        self.log_manager.on_all_dirs_offline = self._halt_without_log_dirs
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory)
         # set by start()
@@ -93,6 +95,16 @@ class Broker:
         self.next_producer_id: ProducerIdAllocator
         self.endpoint: LiveBroker
         self.security: Security
+
+    def _halt_without_log_dirs(self) -> None:
+        """Every log dir failed (a full or broken disk): halt, as Kafka does. A broker left running would keep
+        its ZooKeeper registration and its leaderships while serving none of them, so nothing would move them;
+        gone, its session ends and the controller elects other leaders. Restarting it (after the disk is
+        fixed) recovers its logs."""
+        log.critical("every log dir (%s) is offline: halting the broker",
+                     ", ".join(map(str, self.log_manager.log_dirs)))
+        logging.shutdown()
+        os._exit(1)
 
     # -- start and stop ----------------------------------------------------------------------
 

@@ -67,12 +67,12 @@ class Broker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def mount(self) -> None:
+    def mount(self, size: str = TMPFS_SIZE) -> None:
         """Its own tmpfs (root only; without it the log dir is a plain directory and disk_full is unavailable)."""
         self.log_dir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() != 0:
             return
-        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={TMPFS_SIZE}", "tmpfs", str(self.log_dir)],
+        result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(self.log_dir)],
                                 capture_output=True, text=True)
         self.mounted = result.returncode == 0
 

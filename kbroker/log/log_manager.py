@@ -56,6 +56,8 @@ class LogManager:
         self._clock = clock
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self.offline_dirs: set[Path] = set()
+        # called once every log dir is offline: the broker cannot serve anything (Kafka halts then)
+        self.on_all_dirs_offline: Callable[[], None] | None = None
         self._locks: dict[Path, int] = {}
         self.topic_overrides: dict[str, Mapping[str, str]] = {}
         # Compaction: first dirty offset per log (cleaner-offset-checkpoint), the worker, the job
@@ -352,3 +354,5 @@ class LogManager:
                 plog.close()
             except OSError:
                 pass
+        if self.on_all_dirs_offline is not None and set(self.log_dirs) <= self.offline_dirs:
+            self.on_all_dirs_offline()

@@ -179,6 +179,17 @@ class ChaosCluster:
             self.proxies.add(broker.id, broker.proxy_port, broker.replication_port)
         for broker in self.brokers:
             broker.start()
+        deadline = time.monotonic() + 60
+        while True:  # every broker registered, as the controller sees it (topics need all three)
+            try:
+                md = self.admin().list_topics(timeout=10)
+                if len(md.brokers) == len(self.brokers) and md.controller_id >= 0:
+                    return
+            except Exception:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"not every broker registered within 60 s: {self.brokers[0].tail()}")
+            time.sleep(0.2)
 
     def stop(self, keep_logs: bool = False) -> None:
         """Stop everything; ``keep_logs`` copies each broker's log dir out of its tmpfs first (for a failed run)."""

@@ -151,8 +151,12 @@ class _Reader(io.BytesIO):
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))
 
     def path(self) -> str:
+        """A znode path; ValueError for one the store could never have written (damage that the
+        CRC did not catch must not enter the tree, where paths are trusted)."""
         (n,) = self.unpack(">I")
-        return self.take(n).decode("utf-8")
+        path = self.take(n).decode("utf-8")
+        validate_path(path)
+        return path
 
     def data(self) -> bytes | None:
         (n,) = self.unpack(">i")
@@ -197,6 +201,21 @@ def _decode_txn(payload: bytes) -> tuple[int, int, list[tuple[Any, ...]]]:
     if not r.at_end():
         raise ValueError("trailing bytes in journal record")
     return zxid, time_ms, effects
+
+
+def _check_snapshot_tree(nodes: list[tuple[str, _Node]]) -> None:
+    """A snapshot is a whole tree: the root, every node's parent, no child under an ephemeral
+    node (loading deletes the ephemerals of the previous run, which must be leaves)."""
+    by_path = dict(nodes)
+    if "/" not in by_path or by_path["/"].ephemeral_owner:
+        raise ValueError("no root znode, or an ephemeral one")
+    for path, _ in nodes:
+        if path != "/":
+            parent = by_path.get(split(path)[0])
+            if parent is None:
+                raise ValueError(f"{path} has no parent")
+            if parent.ephemeral_owner:
+                raise ValueError(f"{path} is the child of an ephemeral znode")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -255,6 +274,7 @@ class _Persistence:
                 nodes.append((node_path, node))
             if not r.at_end():
                 raise ValueError("trailing bytes")
+            _check_snapshot_tree(nodes)
         except (ValueError, UnicodeDecodeError, struct.error) as exc:
             raise RuntimeError(f"{path} is corrupt ({exc}); refusing to start with partial metadata. "
                                f"Restore it from a backup or move the directory away to start empty") from None

@@ -27,6 +27,7 @@ from kbroker.log.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.protocol import APIS, ProtocolError, decode_request, encode_request
 from kbroker.protocol.schema import Field, Struct, StructSpec
 from zk_compat.embedded import EmbeddedServer
+from zk_compat.paths import join, split, validate_path
 from zk_compat.store import CreateOp, DeleteOp, SetDataOp
 
 CODECS = (NONE, GZIP, SNAPPY, LZ4, ZSTD)
@@ -316,6 +317,7 @@ def seed_compressed() -> Iterator[bytes]:
 # 5. the embedded metadata store's journal, replayed when the store opens
 
 _JOURNAL_HEADER = b"KBZKJRNL" + struct.pack(">I", 1)
+_SNAPSHOT_HEADER = b"KBZKSNAP"
 _store_dir: Path | None = None
 
 
@@ -337,21 +339,52 @@ def _fix_journal_crcs(buf: bytearray) -> None:
         pos += 8 + length
 
 
+def _fix_snapshot_crc(raw: bytearray) -> bytearray:
+    if len(raw) >= 12:
+        struct.pack_into(">I", raw, len(raw) - 4, zlib.crc32(raw[8:-4]))
+    return raw
+
+
 def run_journal(data: bytes) -> None:
-    """The first byte: bit 0 repairs the records' CRCs, bit 1 writes the input as the whole file
-    (header included); the rest is the journal after its header. The store opens on it (which
-    replays it) and is closed again."""
+    """The first byte: bit 0 repairs the CRCs, bit 1 writes the input as the whole file (header
+    included), bit 2 makes it the snapshot file instead (its magic and version kept, the rest
+    the input's); the rest is the journal (or snapshot) after its header. The store opens on it,
+    which loads the snapshot and replays the journal, its tree is checked, and it is closed."""
     if not data:
         return
     mode, payload = data[0], bytearray(data[1:])
-    if mode & 1:
-        _fix_journal_crcs(payload)
     directory = _journal_dir()
     (directory / "snapshot").unlink(missing_ok=True)
-    (directory / "journal").write_bytes(bytes(payload) if mode & 2 else _JOURNAL_HEADER + payload)
-    # Opening replays the journal. No session is connected: each would start a thread, and
-    # starting threads on a loaded machine, not the reader, was what ran over a second.
-    EmbeddedServer(directory, fsync=False, clock_ms=lambda: 1_700_000_000_000).close()
+    (directory / "journal").unlink(missing_ok=True)
+    if mode & 4:
+        raw = payload if mode & 2 else bytearray(_SNAPSHOT_HEADER) + payload
+        (directory / "snapshot").write_bytes(_fix_snapshot_crc(raw) if mode & 1 else raw)
+    else:
+        if mode & 1:
+            _fix_journal_crcs(payload)
+        (directory / "journal").write_bytes(bytes(payload) if mode & 2 else _JOURNAL_HEADER + payload)
+    # No session is connected: each would start a thread, and starting threads on a loaded
+    # machine, not the reader, was what ran over a second.
+    server = EmbeddedServer(directory, fsync=False, clock_ms=lambda: 1_700_000_000_000)
+    try:
+        _check_tree(server)
+    finally:
+        server.close()
+
+
+def _check_tree(server: EmbeddedServer) -> None:
+    """What a loaded store must hold whatever the files said: valid paths only, each node listed
+    by its parent and each listed child present (white-box: the tree is private)."""
+    nodes = server._nodes  # noqa: SLF001
+    for path, node in nodes.items():
+        if path != "/":
+            validate_path(path)  # ValueError: not an exception the contract allows
+            parent_path, name = split(path)
+            if parent_path not in nodes or name not in nodes[parent_path].children:
+                raise AssertionError(f"{path} is not listed by its parent")
+        for child in node.children:
+            if join(path, child) not in nodes:
+                raise AssertionError(f"{path} lists a missing child {child!r}")
 
 
 def seed_journal() -> Iterator[bytes]:
@@ -369,12 +402,16 @@ def seed_journal() -> Iterator[bytes]:
                          DeleteOp("/a/b")])
             store.delete("/seq", recursive=True)
             journal = (Path(tmp) / "journal").read_bytes()
+            server.snapshot()
+            snapshot = (Path(tmp) / "snapshot").read_bytes()
         finally:
             server.close()
     body = journal[len(_JOURNAL_HEADER):]
     yield bytes([1]) + body
     yield bytes([0]) + body
     yield bytes([2]) + journal
+    yield bytes([5]) + snapshot[len(_SNAPSHOT_HEADER):]
+    yield bytes([6]) + snapshot
 
 
 # ------------------------------------------------------------------------------------------------

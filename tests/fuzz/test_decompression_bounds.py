@@ -36,8 +36,8 @@ def _bomb(codec: int) -> bytes:
     if codec == LZ4:
         c = lz4.frame.LZ4FrameCompressor(block_linked=False, content_checksum=False)
         return c.begin() + b"".join(c.compress(CHUNK) for _ in range(EXPANDED // len(CHUNK))) + c.flush()
-    z = zstandard.ZstdCompressor().compressobj()
-    return b"".join(z.compress(CHUNK) for _ in range(EXPANDED // len(CHUNK))) + z.flush()
+    zstd = zstandard.ZstdCompressor().compressobj()
+    return b"".join(zstd.compress(CHUNK) for _ in range(EXPANDED // len(CHUNK))) + zstd.flush()
 
 
 def _peak_mib() -> int:

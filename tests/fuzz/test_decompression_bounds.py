@@ -6,6 +6,7 @@ the whole expansion."""
 from __future__ import annotations
 
 import resource
+import struct
 import zlib
 
 import lz4.frame
@@ -31,8 +32,15 @@ CHUNK = bytes(1 << 20)
 def _bomb(codec: int) -> bytes:
     """EXPANDED zero bytes in `codec`'s framing, compressed a chunk at a time (never held whole)."""
     if codec == GZIP:
-        z = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-        return b"".join(z.compress(CHUNK) for _ in range(EXPANDED // len(CHUNK))) + z.flush()
+        # one chunk deflated once and repeated: after a full flush deflate starts afresh, so the
+        # same bytes follow (compressing the whole GiB would take seconds)
+        deflate = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+        block = deflate.compress(CHUNK) + deflate.flush(zlib.Z_FULL_FLUSH)
+        crc = 0
+        for _ in range(EXPANDED // len(CHUNK)):
+            crc = zlib.crc32(CHUNK, crc)
+        return (b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff" + block * (EXPANDED // len(CHUNK))
+                + deflate.flush() + struct.pack("<II", crc, EXPANDED & 0xFFFFFFFF))
     if codec == LZ4:
         c = lz4.frame.LZ4FrameCompressor(block_linked=False, content_checksum=False)
         return c.begin() + b"".join(c.compress(CHUNK) for _ in range(EXPANDED // len(CHUNK))) + c.flush()

@@ -183,7 +183,14 @@ class PartitionLog:
             raise self._io_failure(exc) from None
 
     def _check_indexes(self, recover: bool) -> None:
-        for segment in self.segments:
+        """Rebuild the indexes that fail their sanity check. With ``recover`` the segments from the
+        recovery point on are skipped: ``_recover`` rebuilds theirs anyway (after a crash the active
+        segment's index is at its preallocated size and always fails), and each rebuild is a CRC
+        pass over the whole segment."""
+        checked = self.segments
+        if recover:
+            checked = self.segments[:max(0, bisect.bisect_right(self._bases, self.recovery_point) - 1)]
+        for segment in checked:
             try:
                 segment.offset_index.sanity_check()
                 segment.time_index.sanity_check()

@@ -15,6 +15,7 @@ import mmap
 import os
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,13 +23,14 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from kbroker._core import records as core_records
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, broker_errors
 
 EVENTS = "events"          # cleanup.policy=delete, 2 partitions
 TABLE = "table"            # compacted, few keys, aggressive cleaner
 TXN = "txn-out"            # transactional output
 TABLE_KEYS = 40
 DEADLINE = 60.0
+TXN_DEBUG = {"debug": os.environ["KBROKER_CRASH_TXN_DEBUG"]} if os.environ.get("KBROKER_CRASH_TXN_DEBUG") else {}
 TS_BASE = int(time.time() * 1000) - 600_000  # recent: retention.ms must not delete it
 
 BROKER_SETTINGS = {
@@ -109,10 +111,15 @@ class Journal:
     committed: list[list[bytes]] = field(default_factory=list)   # values of committed transactions
     aborted: list[list[bytes]] = field(default_factory=list)     # values of transactions we aborted
     sent = 0
+    abort_refused = 0  # see Workload._end
 
     def snapshot(self) -> tuple[list[Acked], list[list[bytes]], list[list[bytes]]]:
         with self.lock:
             return list(self.acked), list(self.committed), list(self.aborted)
+
+
+class AbortRefused(Exception):
+    """EndTxn(abort) answered INVALID_TXN_STATE after a kill (see ``Workload._end``)."""
 
 
 class Workload:
@@ -123,8 +130,6 @@ class Workload:
         self.journal = journal
         self.pause = rate_pause
         self._stop = threading.Event()
-        self._txn_paused = threading.Event()
-        self._txn_idle = threading.Event()
         self.producer = Producer({
             "bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 3,
             "batch.num.messages": 40, "message.timeout.ms": 180000, "retry.backoff.ms": 100,
@@ -151,13 +156,6 @@ class Workload:
     def flush(self, timeout: float = DEADLINE) -> None:
         left = self.producer.flush(timeout)
         assert left == 0, f"{left} messages still unacknowledged after {timeout}s"
-
-    def pause_transactions(self) -> None:
-        """The broker is being restarted: drop the transactional producer at the next step."""
-        self._txn_paused.set()
-
-    def resume_transactions(self) -> None:
-        self._txn_paused.clear()
 
     def _on_delivery(self, err: KafkaError | None, msg) -> None:
         j = self.journal
@@ -199,51 +197,85 @@ class Workload:
     def _txn_loop(self) -> None:
         n = 0
         while not self._stop.is_set():
-            if self._txn_paused.is_set():
-                self._txn_idle.set()
-                time.sleep(0.05)
-                continue
-            self._txn_idle.clear()
             try:
                 self._transactions(n)
+            except AbortRefused:
+                pass  # a new producer
             except KafkaException as exc:
                 err = exc.args[0]
-                if err.fatal() and not self._txn_paused.is_set():
+                if err.fatal():
                     with self.journal.lock:
-                        self.journal.fatal.append(f"transactional: {err}")
-            n += 1000
+                        self.journal.fatal.append(f"transactional: {err}\n{traceback.format_exc()}")
+            n += 1_000_000  # values stay unique per producer
+
+    @staticmethod
+    def _retry(call) -> None:
+        """A retriable failure (the broker is down) is retried on the same producer: an abandoned
+        instance would go on in the background and fence its successor."""
+        for _ in range(12):
+            try:
+                return call()
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "gave up after 12 retriable failures"))
+
+    def _end(self, tp: Producer, commit: bool) -> bool:
+        """librdkafka's pattern: a retriable failure (the broker was down) is retried with the same
+        call; one that requires an abort aborts (then False). Anything else (fatal) propagates."""
+        end = tp.commit_transaction if commit else tp.abort_transaction
+        for _ in range(12):
+            try:
+                end(5)
+                return True
+            except KafkaException as exc:
+                err = exc.args[0]
+                if not commit and err.code() == KafkaError.INVALID_TXN_STATE:
+                    # Kafka's answer too: the broker died before it handled this transaction's
+                    # AddPartitionsToTxn, so its coordinator has no transaction to abort, and
+                    # librdkafka (it sent the request) makes that fatal. Nothing of it was written.
+                    with self.journal.lock:
+                        self.journal.abort_refused += 1
+                    raise AbortRefused from exc
+                if commit and err.txn_requires_abort() and not err.fatal():
+                    self._end(tp, commit=False)  # may be refused too, for the same reason
+                    return False
+                if not err.retriable():
+                    raise
+        raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "could not end the transaction in 60 s"))
 
     def _transactions(self, n: int) -> None:
         """One producer: init (fences a predecessor, aborts its open transaction), then
-        transactions of 10 values until paused or stopped; every 4th is aborted on purpose."""
+        transactions of 10 values until stopped; every 4th is aborted on purpose. An exception
+        (init timed out while the broker was down...) makes the caller start a new producer."""
         tp = Producer({"bootstrap.servers": self.bootstrap, "transactional.id": "crash-txn", "acks": "all",
                        "linger.ms": 2, "transaction.timeout.ms": 30000, "message.timeout.ms": 8000,
-                       "reconnect.backoff.max.ms": 500})
+                       "reconnect.backoff.max.ms": 500, **TXN_DEBUG})
         try:
-            tp.init_transactions(8)
-            while not self._stop.is_set() and not self._txn_paused.is_set():
+            self._retry(lambda: tp.init_transactions(5))
+            while not self._stop.is_set():
                 values = [b"t%d-%d" % (n, k) for k in range(10)]
                 tp.begin_transaction()
                 for v in values:
                     tp.produce(TXN, v, b"tk", partition=0)
                 if n % 4 == 3:
                     tp.flush(5)  # the aborted records reach the log: read_committed must skip them
-                    tp.abort_transaction(5)
-                    with self.journal.lock:
-                        self.journal.aborted.append(values)
-                else:
                     try:
-                        tp.commit_transaction(5)
-                    except KafkaException:
-                        # not known committed: it may or may not be; neither list holds it
-                        tp.abort_transaction(5)
-                        raise
+                        self._end(tp, commit=False)
+                    finally:  # refused or not, none of these may ever be visible
+                        with self.journal.lock:
+                            self.journal.aborted.append(values)
+                else:
+                    committed = self._end(tp, commit=True)  # False: aborted instead
                     with self.journal.lock:
-                        self.journal.committed.append(values)
+                        (self.journal.committed if committed else self.journal.aborted).append(values)
                 n += 1
                 time.sleep(0.02)
         finally:
-            tp.flush(0)
+            try:
+                tp.flush(0)
+            except KafkaException:
+                pass  # a failed instance re-raises its error here; what raised it first counts
 
 
 # -- reading back --------------------------------------------------------------------------
@@ -323,7 +355,7 @@ def check_data(bootstrap: str, journal: Journal) -> dict[str, int]:
     leaked = [v for values in aborted for v in values if v in visible]
     assert not leaked, f"values of aborted transactions visible to read_committed: {leaked[:5]}"
     return {"acked": sum(1 for a in acked if a.topic != TXN), "committed_txns": len(committed),
-            "aborted_txns": len(aborted)}
+            "aborted_txns": len(aborted), "abort_refused": journal.abort_refused}
 
 
 def check_indexes(bootstrap: str, samples: int = 8) -> None:
@@ -421,4 +453,6 @@ def final_checks(broker: CrashBroker, journal: Journal, workload: Workload) -> d
     check_indexes(broker.bootstrap)
     broker.stop_cleanly()
     counts["segments"] = check_files(broker.dirs)
+    found = broker_errors(broker.log())
+    assert not found, f"the broker logged errors: {found[:5]}"
     return counts

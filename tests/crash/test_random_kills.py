@@ -3,7 +3,7 @@ hundred milliseconds, a compacted topic cleaned continuously, transactions, chec
 producer snapshots), each kill followed by a restart and the data checks; then the final checks.
 
 Seeded: ``KBROKER_CRASH_SEED`` (default 14) picks the moments; ``KBROKER_CRASH_KILLS`` the
-number of kills (default 12).
+number of kills (default 8).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import time
 from .harness import Journal, Workload, acked_count, check_data, create_topics, final_checks, wait_until
 
 SEED = int(os.environ.get("KBROKER_CRASH_SEED", "14"))
-KILLS = int(os.environ.get("KBROKER_CRASH_KILLS", "12"))
+KILLS = int(os.environ.get("KBROKER_CRASH_KILLS", "8"))
 
 
 def test_random_sigkill_loop(crash_broker):

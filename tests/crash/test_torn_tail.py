@@ -18,7 +18,7 @@ from kbroker.log import LogConfig, PartitionLog
 
 from ..log.helpers import TP, make_batch, read_all
 
-TRIALS = 50
+TRIALS = 40
 CRC_COVERED_FROM = 21  # base offset, length, leader epoch, magic and the CRC itself precede it
 
 

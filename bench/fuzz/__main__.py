@@ -160,6 +160,7 @@ def _minimize(name: str, corpus: Path, extra: list[Path], work: Path) -> int:
         raise SystemExit(f"merge failed (exit {rc}); see {work / 'merge.log'}")
     from bench.fuzz import targets
 
+    logging.disable(logging.CRITICAL)  # as in the worker: the parsers log what they refuse
     target = targets.TARGETS[name]
     inputs = [path.read_bytes() for path in sorted(fresh.iterdir())]
     chosen = _greedy_cover([_arcs(target, data) for data in inputs])

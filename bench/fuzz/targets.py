@@ -425,6 +425,6 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
            run_legacy, seed_legacy, LEGACY_ALLOWED),
     Target("compressed", "batches of every codec: decompression, the record walk, control markers",
            run_compressed, seed_compressed, (errors.KafkaError, core_records.RecordBatchError)),
-    Target("journal", "zk_compat.embedded: open a store on a journal (replay at start), then close it",
+    Target("journal", "zk_compat.embedded: open a store on a journal or snapshot (both read at start), check its tree",
            run_journal, seed_journal, (RuntimeError,)),
 )}

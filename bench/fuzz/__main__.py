@@ -30,6 +30,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -82,8 +83,10 @@ def _write_seeds(name: str, directory: Path) -> int:
 
 def _child(name: str, args: list[str], log_path: Path) -> tuple[int, list[str]]:
     cmd = [sys.executable, "-m", "bench.fuzz", "--worker", name, "--", *args]
-    with open(log_path, "w") as log:
-        rc = subprocess.call(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    shm = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    with open(log_path, "w") as log, tempfile.TemporaryDirectory(prefix="kbroker-fuzz-", dir=shm) as tmp:
+        env = {**os.environ, "KBROKER_FUZZ_TMP": tmp}  # scratch files of the targets (the journal's store)
+        rc = subprocess.call(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env=env)
     return rc, log_path.read_text(errors="replace").splitlines()
 
 

@@ -11,6 +11,9 @@ most for ``kbroker._core.records``, which is compiled and gives the fuzzer no co
 """
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
 import struct
 import tempfile
 import uuid
@@ -324,8 +327,10 @@ _store_dir: Path | None = None
 def _journal_dir() -> Path:
     global _store_dir
     if _store_dir is None:
-        base = "/dev/shm" if Path("/dev/shm").is_dir() else None
+        # bench.fuzz names a directory it removes itself (libFuzzer exits without atexit handlers)
+        base = os.environ.get("KBROKER_FUZZ_TMP") or ("/dev/shm" if Path("/dev/shm").is_dir() else None)
         _store_dir = Path(tempfile.mkdtemp(prefix="kbroker-fuzz-journal-", dir=base))
+        atexit.register(shutil.rmtree, _store_dir, True)
     return _store_dir
 
 

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
 
 from kazoo_bridge.local_server import ZooKeeperServer
 from kazoo_bridge.store import connect
@@ -42,6 +44,20 @@ class Cluster:
     def start(self) -> None:
         for broker in self.brokers.values():
             broker.start()
+        self.wait_all_known()
+
+    def wait_all_known(self, timeout: float = 30.0) -> None:
+        """Every broker's Metadata lists every broker: a broker learns of one registered after it through the
+        controller's UpdateMetadata, which can lag its own start on a loaded machine (as in Kafka)."""
+        ids = sorted(self.brokers)
+
+        def known() -> bool:
+            try:
+                return all(sorted(AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=5).brokers)
+                           == ids for b in self.brokers.values())
+            except KafkaException:
+                return False
+        wait_until(known, timeout, "every broker's Metadata lists every broker", interval=0.5)
 
     def stop(self) -> None:
         try:

@@ -425,6 +425,16 @@ class Partition:
             return None
         return found
 
+    def max_timestamp_record(self, isolation_level: int, from_replica: bool = False) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (KIP-734): (offset, timestamp, leader epoch) of the record with
+        the largest timestamp; None when the log is empty or, for a consumer, when that record is
+        not below what it may read (Kafka filters the answer by the last fetchable offset)."""
+        found = self.log.max_timestamp_record()
+        if found is None or from_replica:
+            return found
+        bound = self.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
+        return found if found[0] < bound else None
+
 
 def error_code_of(exc: BaseException) -> int:
     return exc.code if isinstance(exc, errors.KafkaError) else errors.UnknownServerError.code

@@ -17,6 +17,7 @@ import logging
 from kbroker import errors
 from kbroker.fetch_sessions import FetchSession
 from kbroker.log import TopicPartition, legacy
+from kbroker.log.partition_log import MAX_TIMESTAMP
 from kbroker.partition import error_code_of
 from kbroker.purgatory import DelayedOperation
 from kbroker.replica_manager import ReplicaManager
@@ -309,6 +310,12 @@ def list_offsets(ctx: BrokerContext, header, request, conn):
                 continue
             try:
                 partition = ctx.replicas.leader(TopicPartition(topic.name, p.partition_index))
+                if p.timestamp == MAX_TIMESTAMP and version >= 7:
+                    record = partition.max_timestamp_record(request.isolation_level, request.replica_id >= 0)
+                    if record is not None:  # the epoch of the record's batch, as Kafka (-1 when unknown)
+                        out["offset"], out["timestamp"], out["leader_epoch"] = record
+                    partitions.append(out)
+                    continue
                 if request.replica_id >= 0:
                     found = partition.log.offset_for_timestamp(p.timestamp)
                 else:

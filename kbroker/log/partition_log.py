@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3  # KIP-734 (ListOffsets v7): the record with the largest timestamp
 
 
 class AppendResult(NamedTuple):
@@ -538,6 +539,35 @@ class PartitionLog:
                     found = segment.find_offset_by_timestamp(timestamp, self.log_start_offset)
                     if found is not None:
                         return found
+        except OSError as exc:
+            raise self._io_failure(exc) from None
+        return None
+
+    def max_timestamp_record(self) -> tuple[int, int, int] | None:
+        """ListOffsets MAX_TIMESTAMP: (offset, timestamp, leader epoch of its batch) of the first
+        record holding the largest timestamp, as Kafka finds it: the first segment with the
+        largest max timestamp, its first batch with that max timestamp, that batch's first record
+        with it (a LogAppendTime batch: its first record). None for an empty log."""
+        self._check_online()
+        try:
+            segments = [s for s in self.segments if s.written_size]
+            if not segments:
+                return None
+            segment = max(segments, key=lambda s: s.max_timestamp)  # the first of equals, as Scala's maxBy
+            target = segment.max_timestamp
+            _, position = segment.offset_index.lookup(max(segment.offset_of_max_timestamp, segment.base_offset))
+            for start in (position, 0):  # from the indexed batch; a whole scan if that missed it
+                while start < segment.written_size:
+                    header = segment.header_at(start)
+                    if header.max_timestamp == target:
+                        batch = os.pread(segment.fd, header.size, start)
+                        section = None
+                        if header.compression:
+                            section = decompress_records(header.compression, memoryview(batch)[records.HEADER_SIZE:])
+                        found = records.first_record_at_or_after(batch, target, section)
+                        if found is not None:
+                            return found[0], found[1], header.partition_leader_epoch
+                    start += header.size
         except OSError as exc:
             raise self._io_failure(exc) from None
         return None

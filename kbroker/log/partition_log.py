@@ -299,14 +299,15 @@ class PartitionLog:
             self.flush()
         return AppendResult(first_offset, last_offset, append_time, max_timestamp, info.record_count, info.size)
 
-    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> AppendResult:
+    def append_as_follower(self, batches: bytes | bytearray | memoryview, allow_gaps: bool = False) -> AppendResult:
         """Append batches fetched from the leader: offsets, leader epochs and timestamps are kept
         byte for byte (nothing is assigned), and each batch's epoch goes into the epoch cache.
 
         ``batches`` may be a view into a larger receive buffer; it is not modified. Leading batches
         wholly below the log end offset (a retried fetch overlapping what was already appended) are
         skipped; a trailing incomplete batch is ignored, as Kafka's fetch-response parsing ignores
-        one; after that the batches must continue the log exactly, else UnexpectedAppendOffsetError.
+        one; after that the batches must continue the log exactly, else UnexpectedAppendOffsetError
+        (with ``allow_gaps``, as a copy of a compacted log needs, each batch need only start past the last).
         Validation is the replication one (control batches, LogAppendTime, sparse batches are fine;
         no size limit, the leader accepted them) and covers every batch before anything is written.
         Returns first_offset -1 when nothing was left to append. Written synchronously."""
@@ -315,11 +316,11 @@ class PartitionLog:
             self._tracker.drain(self)
         view = memoryview(batches).cast("B")
         try:
-            return self._append_as_follower(view)
+            return self._append_as_follower(view, allow_gaps)
         finally:
             view.release()
 
-    def _append_as_follower(self, view: memoryview) -> AppendResult:
+    def _append_as_follower(self, view: memoryview, allow_gaps: bool = False) -> AppendResult:
         headers, whole, status = records.scan_batches(view, verify_crc=False)
         if status == 2:
             position = headers[-1].position + headers[-1].size if headers else 0
@@ -334,7 +335,8 @@ class PartitionLog:
             return AppendResult(-1, -1, -1, -1, 0, 0)
         expected = leo
         for header in headers:
-            if header.base_offset != expected:
+            # A copy of a compacted log (a future replica) has gaps between batches; a fetch never does.
+            if header.base_offset < expected or (header.base_offset > expected and not allow_gaps):
                 where = "the log end offset" if expected == leo else "the previous batch's end"
                 raise UnexpectedAppendOffsetError(
                     f"{self.tp}: replicated batch at offsets [{header.base_offset}, {header.last_offset}] "

@@ -11,7 +11,7 @@ from typing import Any
 from kbroker import errors
 from kbroker.config import is_sensitive
 from kbroker.log import TopicPartition
-from kbroker.log.config import ConfigError
+from kbroker.log.config import ConfigError, list_operation
 from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 from .acls import allowed, cluster_allowed
@@ -220,11 +220,7 @@ def _apply_operations(info, resource) -> dict[str, str]:
         elif c.config_operation == DELETE:
             new.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT):
-            items = [x for x in (new.get(c.name) or "").split(",") if x]
-            values = [x for x in (c.value or "").split(",") if x]
-            items = items + [v for v in values if v not in items] if c.config_operation == APPEND \
-                else [x for x in items if x not in values]
-            new[c.name] = ",".join(items)
+            new[c.name] = list_operation(c.name, new.get(c.name), c.value or "", c.config_operation == APPEND)
         else:
             raise errors.InvalidRequestError(f"unknown config operation {c.config_operation}")
     return new

@@ -25,6 +25,7 @@ class _Key:
     rule: str
     doc: str
     broker_scale: tuple[int, ...] = ()  # multiplier per broker key (hours -> ms)
+    is_list: bool = False  # Kafka's ConfigDef.Type.LIST: IncrementalAlterConfigs may APPEND / SUBTRACT
 
 
 # Value parsers, shared with the broker registry (kbroker.config): ValueError when malformed.
@@ -57,9 +58,25 @@ def _choice(*allowed: str) -> Callable[[str], str]:
     return parse
 
 
+def _items(text: str) -> list[str]:
+    """A LIST value's entries (ConfigDef: comma-separated, blanks around commas ignored; "" is [])."""
+    return [p.strip() for p in text.split(",")] if text.strip() else []
+
+
 def _policy(text: str) -> str:
-    parts = sorted(p.strip() for p in text.split(",") if p.strip())
-    if not parts or any(p not in ("compact", "delete") for p in parts):
+    """Kafka's ValidList of compact and delete: the empty list is valid too (neither deleted nor compacted)."""
+    parts = sorted(set(_items(text)))
+    if any(p not in ("compact", "delete") for p in parts):
+        raise ValueError(text)
+    return ",".join(parts)
+
+
+def _throttled_replicas(text: str) -> str:
+    """Kafka's ThrottledReplicaListValidator: "partition:broker" entries, or "*" alone."""
+    parts = _items(text)
+    if "".join(parts) == "*":
+        return "*"
+    if any(not (p == "" or (p.count(":") == 1 and all(n.isdigit() for n in p.split(":")))) for p in parts):
         raise ValueError(text)
     return ",".join(parts)
 
@@ -91,7 +108,7 @@ KEYS: tuple[_Key, ...] = (
     _Key("file.delete.delay.ms", ("log.segment.delete.delay.ms",), "file_delete_delay_ms", parse_int, 60_000,
          lambda v: v >= 0, "an int >= 0", "delay before a deleted segment's files are removed"),
     _Key("cleanup.policy", ("log.cleanup.policy",), "cleanup_policy", _policy, "delete", lambda v: True,
-         "delete, compact or compact,delete", "what happens to old segments"),
+         "a list of delete and compact (possibly empty)", "what happens to old segments", is_list=True),
     _Key("min.insync.replicas", ("min.insync.replicas",), "min_insync_replicas", parse_int, 1, lambda v: v >= 1,
          "an int >= 1", "replicas that must have a write for acks=all"),
     _Key("unclean.leader.election.enable", ("unclean.leader.election.enable",), "unclean_leader_election_enable",
@@ -112,6 +129,14 @@ KEYS: tuple[_Key, ...] = (
          lambda v: v >= 0, "an int >= 0", "records newer than this are not compacted"),
     _Key("max.compaction.lag.ms", ("log.cleaner.max.compaction.lag.ms",), "max_compaction_lag_ms", parse_int,
          INT64_MAX, lambda v: v >= 1, "an int >= 1", "records older than this are compacted whatever the ratio"),
+    # Kept and shown for the reassignment tools that set them (kafka-reassign-partitions.sh --throttle);
+    # kbroker does not throttle replication traffic by them.
+    _Key("leader.replication.throttled.replicas", (), "leader_replication_throttled_replicas",
+         _throttled_replicas, "", lambda v: True, "a list of partition:broker, or *",
+         "replicas whose leader-side replication is throttled (not enforced here)", is_list=True),
+    _Key("follower.replication.throttled.replicas", (), "follower_replication_throttled_replicas",
+         _throttled_replicas, "", lambda v: True, "a list of partition:broker, or *",
+         "replicas whose follower-side replication is throttled (not enforced here)", is_list=True),
 )
 
 # Broker-wide settings of the log layer with no topic-level key (topic_key ""): parsed from the
@@ -153,6 +178,8 @@ class LogConfig:
     delete_retention_ms: int = 86_400_000
     min_compaction_lag_ms: int = 0
     max_compaction_lag_ms: int = INT64_MAX
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
 
@@ -209,6 +236,21 @@ class LogConfig:
                 raise ConfigError(f"unknown topic config {name!r}")
             values[key.attr] = _parse(key, name, text)
         return dataclasses.replace(self, **values)
+
+
+def list_operation(name: str, current: str | None, values: str, append: bool) -> str:
+    """IncrementalAlterConfigs APPEND / SUBTRACT on a topic key, as Kafka's ConfigAdminManager: the old list is
+    the override (``current``), else the key's default; APPEND adds the values not already there, SUBTRACT
+    removes the given ones (an absent one is no error). The result may be the empty list."""
+    key = _BY_TOPIC_KEY.get(name)
+    if key is None:
+        raise ConfigError(f"Unknown config name: {name}")
+    if not key.is_list:
+        raise ConfigError(f"Config value {'append' if append else 'subtract'} is not allowed for config key: {name}")
+    old = _items(key.default if current is None else current)
+    given = _items(values)
+    new = old + [v for v in dict.fromkeys(given) if v not in old] if append else [v for v in old if v not in given]
+    return ",".join(new)
 
 
 def _parse(key: _Key, name: str, text: str) -> Any:

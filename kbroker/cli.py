@@ -10,6 +10,8 @@
     kbroker acls --bootstrap-server HOST:PORT --add|--list|--remove ...   (kafka-acls.sh)
     kbroker configs --bootstrap-server HOST:PORT --alter|--describe --entity-type users|clients ...
                                                                        (kafka-configs.sh)
+    kbroker leader-election --bootstrap-server HOST:PORT --election-type preferred|unclean ...
+                                                                       (kafka-leader-election.sh)
 
 Exit status: 0 success, 1 failure (one line on stderr), 2 bad arguments.
 """
@@ -120,12 +122,13 @@ def main(argv: list[str] | None = None) -> int:
                      help="set a property, overriding the file (repeatable)")
     dump = sub.add_parser("dump-log", help="print the batches of segment files and the entries of index files")
     dump.add_argument("--files", action="append", required=True, help="a .log, .index or .timeindex file")
-    from kbroker.tools import acls, configs, groups, reassign, topics
+    from kbroker.tools import acls, configs, groups, leader_election, reassign, topics
     topics.add_parser(sub)
     groups.add_parser(sub)
     reassign.add_parser(sub)
     acls.add_parser(sub)
     configs.add_parser(sub)
+    leader_election.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
@@ -134,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"no such file: {', '.join(missing)}")
         return dump_log(args.files)
-    if args.command in ("topics", "groups", "reassign", "acls", "configs"):
+    if args.command in ("topics", "groups", "reassign", "acls", "configs", "leader-election"):
         try:
             return args.run(args)
         except KeyboardInterrupt:

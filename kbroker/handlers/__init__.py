@@ -21,6 +21,7 @@ def load_all() -> dict[int, Handler]:
         admin,
         api_versions,
         controller,
+        elections,
         fetch,
         groups,
         metadata,

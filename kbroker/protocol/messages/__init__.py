@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from ..schema import Api
-from . import acls, admin, elections, groups, metadata, produce_fetch, quotas, replication, security, txn
+from . import acls, admin, elections, groups, log_dirs, metadata, produce_fetch, quotas, replication, security, txn
 
 APIS: dict[int, Api] = {}
-for _family in (metadata, produce_fetch, groups, admin, txn, replication, acls, quotas, security, elections):
+for _family in (metadata, produce_fetch, groups, admin, txn, replication, acls, quotas, security, elections, log_dirs):
     for _api in _family.APIS:
         if _api.key in APIS:
             raise RuntimeError(f"api key {_api.key} declared twice")

@@ -32,6 +32,7 @@ from kbroker.housekeeping import housekeeping
 from kbroker.log import LogManager
 from kbroker.log.config import ConfigError
 from kbroker.metadata_cache import MetadataCache
+from kbroker.metrics import BrokerMetrics
 from kbroker.network.limits import ConnectionLimits, parse_overrides
 from kbroker.network.server import NetworkServer
 from kbroker.producer_ids import ProducerIdAllocator
@@ -71,6 +72,7 @@ class Broker:
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
         self.cluster_id = ""
         self.fetch_sessions = FetchSessionCache()
+        self.metrics: BrokerMetrics | None = BrokerMetrics() if config.metrics_enabled else None
         self.zookeeper: ZooKeeperParts | None = None
         self.status: StatusServer | None = None
         self.listeners: Listeners = parse_listeners(config)  # ConfigError: what Kafka would refuse
@@ -206,7 +208,7 @@ class Broker:
                                    idle_ms=cfg.connections_max_idle_ms, listener_name=spec.name,
                                    security_protocol=spec.protocol, ssl_context=context, principal_of=principal_of,
                                    new_authenticator=new_authenticator, limits=limits,
-                                   inter_broker=spec.name == self.listeners.inter_broker)
+                                   inter_broker=spec.name == self.listeners.inter_broker, metrics=self.metrics)
             await server.start()
             self.servers.append(server)
             if spec.announced:

@@ -133,6 +133,8 @@ DEFS: tuple[_Def, ...] = (
              "how often the mirror polls; each group is written at most once per interval"),
     _d("status.listener", parse_str, "", _is_status_listener, "empty or http://HOST:PORT",
        "the HTTP status endpoint (JSON: brokers, partitions, groups, health); empty: off"),
+    _bool_key("metrics.enabled", True, "count bytes, messages and request times for GET /metrics on the status "
+              "listener; false: the hot paths count nothing"),
     _bool_key("controlled.shutdown.enable", True),
     _bool_key("auto.leader.rebalance.enable", True),
     _int_key("leader.imbalance.check.interval.seconds", 300, 1),

@@ -9,6 +9,8 @@ off) that a browser, a monitor or a deployment script reads as JSON:
                     (lag where the partition's high watermark is known here, else null)
     GET /health     200 with {"under_replicated": 0} when every partition this broker leads has
                     its full ISR, 503 otherwise (a rolling restart waits for 200 on every broker)
+    GET /metrics    Prometheus text format 0.0.4 (``kbroker.status_metrics``), named as the Prometheus
+                    JMX exporter names Kafka's metrics, and group lag as kafka-exporter names it
 
 HTTP/1.1, one request per connection, GET only; anything else is answered 404/405.
 """
@@ -21,6 +23,8 @@ from urllib.parse import urlsplit
 
 from kbroker.handlers.context import BrokerContext
 from kbroker.log import TopicPartition
+from kbroker.metrics import CONTENT_TYPE, render
+from kbroker.status_metrics import scrape
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +58,11 @@ class StatusServer:
         except Exception:
             log.exception("status request failed")
             code, body = 503, {"error": "internal error"}
-        data = json.dumps(body, indent=1, sort_keys=True).encode() + b"\n"
-        writer.write(f"HTTP/1.1 {code} {_REASONS[code]}\r\nContent-Type: application/json\r\n"
+        if isinstance(body, bytes):
+            data, content_type = body, CONTENT_TYPE
+        else:
+            data, content_type = json.dumps(body, indent=1, sort_keys=True).encode() + b"\n", "application/json"
+        writer.write(f"HTTP/1.1 {code} {_REASONS[code]}\r\nContent-Type: {content_type}\r\n"
                      f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
         try:
             await writer.drain()
@@ -63,7 +70,7 @@ class StatusServer:
             pass
         writer.close()
 
-    def _answer(self, method: str, path: str) -> tuple[int, dict]:
+    def _answer(self, method: str, path: str) -> tuple[int, dict | bytes]:
         if method != "GET":
             return 405, {"error": f"{method} is not served; use GET"}
         path = path.rstrip("/") or "/status"
@@ -79,7 +86,9 @@ class StatusServer:
         if path == "/health":
             count = self.under_replicated()
             return (200 if count == 0 else 503), {"under_replicated": count}
-        return 404, {"error": f"no {path}; try /status, /brokers, /topics, /groups or /health"}
+        if path == "/metrics":
+            return 200, render(scrape(self.broker, self.groups(), self.under_replicated()))
+        return 404, {"error": f"no {path}; try /status, /brokers, /topics, /groups, /health or /metrics"}
 
     # -- views --------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from kbroker.coordinator.bridge import CoordinatorBridge
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.log import LogManager
 from kbroker.metadata_cache import MetadataCache
+from kbroker.metrics import BrokerMetrics
 from kbroker.replica_manager import ReplicaManager
 from kbroker.security import Security
 from kbroker.topic_admin import TopicAdmin
@@ -40,6 +41,7 @@ class BrokerContext(Protocol):
     groups: CoordinatorBridge
     transactions: TransactionBridge
     security: Security              # authorizer (None: all allowed), SCRAM credentials, quotas
+    metrics: BrokerMetrics | None   # the counters GET /metrics reads (None: metrics.enabled=false)
 
     @property
     def zookeeper(self) -> ZooKeeperMode | None:

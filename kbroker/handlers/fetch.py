@@ -18,6 +18,7 @@ from kbroker import errors
 from kbroker.fetch_sessions import FetchSession
 from kbroker.log import TopicPartition, legacy
 from kbroker.log.partition_log import MAX_TIMESTAMP
+from kbroker.metrics import BrokerMetrics
 from kbroker.partition import error_code_of
 from kbroker.purgatory import DelayedOperation
 from kbroker.replica_manager import ReplicaManager
@@ -47,6 +48,7 @@ class _Fetch:
         self.partitions: list[tuple[str, dict]] = []
         self.denied: list[tuple[str, int]] = []  # partitions the ACLs refuse: TOPIC_AUTHORIZATION_FAILED
         self.quota: FetchQuota | None = None  # a consumer under a consumer_byte_rate quota
+        self.metrics: BrokerMetrics | None = None  # a consumer's fetch counts its bytes out (a follower's does not)
 
     def run(self) -> _Fetch:
         remaining = self.request.max_bytes if self.version >= 3 else 0x7FFFFFFF
@@ -124,6 +126,10 @@ class _Fetch:
             if self.incremental and not self._changed(topic, out):
                 continue
             by_topic.setdefault(topic, []).append(out)
+        if self.metrics is not None:
+            for topic, out in self.partitions:
+                if out["records"]:
+                    self.metrics.fetched(topic, out["records"].length)
         if self.session is not None:
             for topic, out in self.partitions:
                 entry = self.session.partitions.get((topic, out["partition_index"]))
@@ -242,6 +248,7 @@ def fetch(ctx: BrokerContext, header, request, conn):
     evaluation.denied = denied
     if request.replica_id < 0:
         evaluation.quota = ctx.security.quotas.fetch_quota(conn, header)
+        evaluation.metrics = ctx.metrics
     evaluation.run()
     if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
         return evaluation.response()

@@ -106,6 +106,8 @@ def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: 
         elif legacy.is_legacy(batches):
             batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
         result = ctx.replicas.append_as_leader(partition, batches, acks)
+        if ctx.metrics is not None:
+            ctx.metrics.produced(topic, result.size, result.record_count)
         out["base_offset"] = result.first_offset
         out["log_append_time_ms"] = result.log_append_time
         out["log_start_offset"] = partition.log.log_start_offset

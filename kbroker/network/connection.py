@@ -44,6 +44,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 from kbroker._core.sendfile import send_range
+from kbroker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, BrokerMetrics
 from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_unsupported, encode_response
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 from kbroker.security.principal import Session
@@ -86,6 +87,7 @@ class ConnectionOwner(Protocol):
     dispatch: Callable[[Any, Any, Any], Any]  # (header, body, connection) -> a handler's result
     listener_name: str
     security_protocol: str
+    metrics: BrokerMetrics | None  # request timings go here (None: metrics.enabled=false)
 
     def forget(self, conn: Connection) -> None: ...
 
@@ -106,7 +108,14 @@ class FrameInterceptor(Protocol):
 
 
 class _Slot:
-    __slots__ = ("api_key", "version", "correlation_id", "chunks", "ready")
+    __slots__ = ("api_key", "version", "correlation_id", "chunks", "ready",
+                 "received", "dispatched", "returned", "ready_at", "queued", "fetch_key")
+    # monotonic instants of a timed request (metrics on), set as it goes: handed to the handler, handler
+    # returned, answer ready, answer queued for the socket
+    dispatched: float
+    returned: float
+    ready_at: float
+    queued: float
 
     def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key = api_key
@@ -114,6 +123,8 @@ class _Slot:
         self.correlation_id = correlation_id
         self.chunks: list[Any] | object | None = None
         self.ready = False
+        self.received = 0.0  # when its bytes were read; a request is timed when this is set
+        self.fetch_key = 0  # Fetch: FETCH_CONSUMER or FETCH_FOLLOWER (Kafka times both ways)
 
 
 def _cost(chunk: Any) -> int:
@@ -134,6 +145,8 @@ class Connection:
                                listener=getattr(server, "listener_name", "PLAINTEXT"),
                                security_protocol=getattr(server, "security_protocol", "PLAINTEXT"))
         self.max_frame = server.max_request_bytes
+        self.metrics: BrokerMetrics | None = getattr(server, "metrics", None)
+        self._sending: collections.deque[_Slot] = collections.deque()  # timed answers being written
         self.last_active = time.monotonic()
         self.closed = False
         context: ssl.SSLContext | None = getattr(server, "ssl_context", None)
@@ -192,10 +205,10 @@ class Connection:
                 if not n:
                     return self.close("peer closed")
                 self._big_got += n
+                self.last_active = time.monotonic()  # before handling: a request's queue time starts here
                 if self._big_got == self._big_size:
                     frame, self._big, self._big_view = self._big, None, None
                     self._handle_frame(frame)
-                self.last_active = time.monotonic()
                 return
             if self._start == self._end:
                 self._start = self._end = 0
@@ -522,11 +535,18 @@ class Connection:
         self._slots.append(slot)
         if len(self._slots) >= MAX_IN_FLIGHT:
             self._pause_reading()
+        if self.metrics is not None:
+            slot.received = self.last_active  # when the bytes were read (frames of one read queue behind each other)
+            if header.api_key == 1:
+                slot.fetch_key = FETCH_FOLLOWER if cast(Any, body).replica_id >= 0 else FETCH_CONSUMER
+            slot.dispatched = time.monotonic()
         try:
             result = self.server.dispatch(header, body, self)
         except Exception:
             log.exception("handler for api %d v%d failed", header.api_key, header.api_version)
             return self.close("handler error")
+        if slot.received:
+            slot.returned = time.monotonic()  # local time ends; a parked answer's remote time begins
         if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             task = asyncio.ensure_future(result)
             task.add_done_callback(functools.partial(self._on_done, slot))
@@ -562,6 +582,8 @@ class Connection:
     def _fill(self, slot: _Slot, chunks: Any) -> None:
         slot.chunks = chunks
         slot.ready = True
+        if slot.received:
+            slot.ready_at = time.monotonic()
         self._take_ready()
         if self.closed:
             return
@@ -578,6 +600,9 @@ class Connection:
         ends (100 Fetches of 3 MB each held 300 MB); the rest are taken as the backlog drains."""
         while self._slots and self._slots[0].ready and self._out_bytes <= OUT_BACKLOG_BYTES:
             done = self._slots.popleft()
+            if done.received:
+                done.queued = time.monotonic()
+                self._sending.append(done)
             if done.chunks is not NO_RESPONSE:
                 for chunk in done.chunks:  # type: ignore[attr-defined]  # not NO_RESPONSE: a list of chunks
                     if not isinstance(chunk, _BYTES) and chunk.length <= COPY_RANGE_BYTES:
@@ -603,12 +628,26 @@ class Connection:
         """What left the backlog may let held responses in, and reading resume."""
         if self.closed:
             return
+        if self._sending and not self._out:
+            self._timed_answers_sent()
         if (self._slots and self._slots[0].ready and not self._refill_pending
                 and self._out_bytes <= OUT_BACKLOG_BYTES // 2):
             self._refill_pending = True
             self.loop.call_soon(self._refill)  # not from inside _write
         if not self._reading:
             self._maybe_resume()
+
+    def _timed_answers_sent(self) -> None:
+        """Every queued answer is written: each timed one goes to the request metrics (send time ends now)."""
+        metrics = self.metrics
+        assert metrics is not None  # answers are timed only with metrics on
+        now = time.monotonic()
+        while self._sending:
+            s = self._sending.popleft()
+            metrics.request(s.api_key, s.version, s.received, s.dispatched, s.returned, s.ready_at, s.queued, now)
+            if s.fetch_key:
+                metrics.request(s.fetch_key, s.version, s.received, s.dispatched, s.returned, s.ready_at, s.queued,
+                                now)
 
     # -- what the SASL authenticator and quotas use --------------------------------------------
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kbroker.metrics import BrokerMetrics
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 from .connection import Connection, FrameInterceptor
@@ -58,7 +59,9 @@ class NetworkServer:
                  idle_ms: int = 600000, listener_name: str = "PLAINTEXT", security_protocol: str = "PLAINTEXT",
                  ssl_context: ssl.SSLContext | None = None, principal_of: PrincipalOf | None = None,
                  new_authenticator: Callable[[Connection], FrameInterceptor | None] | None = None,
-                 limits: ConnectionLimits | None = None, inter_broker: bool = False) -> None:
+                 limits: ConnectionLimits | None = None, inter_broker: bool = False,
+                 metrics: BrokerMetrics | None = None) -> None:
+        self.metrics = metrics  # each connection times its requests into it (None: not timed)
         self.limits = limits if limits is not None else ConnectionLimits()
         self.inter_broker = inter_broker  # let in beyond max.connections (Kafka's protected listener)
         self.listener_name = listener_name

@@ -35,6 +35,7 @@ class IsrManager:
         self.on_change = on_change  # delayed produces and fetches look again
         self._task: asyncio.Task | None = None
         self._writes: set[asyncio.Task] = set()
+        self.shrinks = self.expands = 0  # ISR changes ZooKeeper took (kafka_server_replicamanager_isr*_total)
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._shrink_loop())
@@ -98,6 +99,10 @@ class IsrManager:
                 partition.isr_change_pending = False
         if not partition.is_leader or partition.leader_epoch != epoch or partition.zk_version > stat.version:
             return
+        if len(isr) < len(partition.isr):
+            self.shrinks += 1
+        else:
+            self.expands += 1
         partition.isr = list(isr)
         partition.zk_version = stat.version
         log.info("%s: ISR is now %s (zkVersion %d)", tp, isr, stat.version)

@@ -31,6 +31,7 @@ class _Broker:
         self.replicas.partitions[partition.tp] = partition
         # no ACLs (every check passes), no quota configured
         self.security = SimpleNamespace(authorizer=None, quotas=QuotaManager(load_config(), EntityConfigs(None)))
+        self.metrics = None
 
     def on_append(self, partition) -> None:
         self.replicas.on_append(partition)

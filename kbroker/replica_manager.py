@@ -11,6 +11,8 @@ happens to them.
 - Roles from the controller: ``become_leader_or_follower`` (LeaderAndIsr) and ``stop_replica``; the
   fetchers and the ISR manager exist in ZooKeeper mode only (``enable_replication``).
 - Markers: ``write_markers`` appends transaction markers to the partitions led here.
+- Log dirs: ``alter_log_dir`` (AlterReplicaLogDirs) starts moving a hosted partition to another dir of this
+  broker (``kbroker.log.log_dir_mover``); a move a restart interrupted resumes when the partition is hosted.
 
 Nothing here knows the coordinators: they register ``leadership_listeners`` (this broker became or
 stopped being the leader of a partition) and ``marker_listeners`` (a marker reached a partition), so
@@ -27,8 +29,9 @@ from kbroker import errors
 from kbroker.clock import monotonic_ms
 from kbroker.cluster import LiveBroker
 from kbroker.config import BrokerConfig
-from kbroker.log import LogManager, TopicPartition
-from kbroker.log.partition_log import AppendResult
+from kbroker.log import LogManager, TopicPartition, producer_snapshot
+from kbroker.log.log_dir_mover import LogDirMover
+from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.partition import Partition
 from kbroker.purgatory import Purgatory
 from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
@@ -62,6 +65,7 @@ class ReplicaManager:
         self.marker_listeners: list[MarkerListener] = []
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr: IsrManager | None = None
+        self.mover = LogDirMover(log_manager, self._prepare_move, self._moved)
 
     def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
         """ZooKeeper mode: follower fetchers, and the ISR manager writing through ``store``."""
@@ -75,6 +79,7 @@ class ReplicaManager:
             self.isr.start()
 
     def stop(self) -> None:
+        self.mover.stop()  # before the log manager closes the logs it copies
         if self.isr is not None:
             self.isr.stop()
         if self.fetchers is not None:
@@ -124,6 +129,7 @@ class ReplicaManager:
         # happens here once and not in the first Produce to each partition (1,000 of them: a second).
         plog.leader_epochs.assign(partition.leader_epoch, plog.log_end_offset)
         self.partitions[tp] = partition
+        self._resume_move(tp)
         return partition
 
     def delete_partitions(self, topic: str, indexes: Any) -> None:
@@ -215,6 +221,7 @@ class ReplicaManager:
             plog = self.log_manager.get_or_create_log(tp)
             partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, p.leader_epoch, single_replica=False)
             log.info("hosting %s (leader %d, epoch %d)", tp, p.leader, p.leader_epoch)
+            self._resume_move(tp)
         state = PartitionState(leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
                                controller_epoch=p.controller_epoch)
         if p.zk_version < partition.zk_version:
@@ -268,6 +275,57 @@ class ReplicaManager:
         if delete:
             self.log_manager.delete_log(tp)
             log.info("%s is no longer a replica here: its log is deleted", tp)
+
+    # -- log dirs (AlterReplicaLogDirs) ---------------------------------------------------------------
+
+    def alter_log_dir(self, tp: TopicPartition, path: str) -> None:
+        """Move ``tp``'s replica to the log dir ``path`` of this broker, as Kafka's alterReplicaLogDirs:
+        LOG_DIR_NOT_FOUND for a dir not in log.dirs, KAFKA_STORAGE_ERROR for an offline one (or while any
+        dir is offline: a future log is never made then), REPLICA_NOT_AVAILABLE when the replica is not
+        here (its log will then be created in ``path``). A move to another dir replaces one in flight; to
+        the dir the log is in (or going to), nothing happens."""
+        lm = self.log_manager
+        if len(f"{tp}.{'0' * 32}-future") > 255:
+            raise errors.InvalidTopicError("the topic name is too long")
+        directory = lm.find_log_dir(path)
+        future = lm.future_logs.get(tp)
+        if future is not None and future.directory.parent != directory:
+            log.info("%s: its move to %s is replaced by one to %s", tp, future.directory.parent, directory)
+            lm.remove_future_log(tp)
+        lm.maybe_update_preferred_dir(tp, directory)
+        current = lm.logs.get(tp)
+        if tp not in self.partitions or current is None:
+            raise errors.ReplicaNotAvailableError(f"{tp} has no replica on broker {self.broker_id}")
+        if current.offline:
+            raise errors.KafkaStorageError(f"{tp} is offline")
+        if current.directory.parent == directory or tp in lm.future_logs:
+            return
+        if lm.offline_dirs:
+            raise errors.KafkaStorageError("a log dir is offline: no future log is made until it is back")
+        lm.create_future_log(tp, directory)
+        self.mover.start(tp)
+
+    def _resume_move(self, tp: TopicPartition) -> None:
+        if tp in self.log_manager.future_logs:
+            self.mover.start(tp)
+
+    def _prepare_move(self, tp: TopicPartition, future: PartitionLog) -> None:
+        """The producer state follows the partition: a snapshot at the log end and the aborted
+        transactions' index entries, in the future log's dir, before it becomes current."""
+        partition = self.partitions.get(tp)
+        if partition is None:
+            return
+        producer_snapshot.write_snapshot(future.directory, future.log_end_offset, partition.producer_state)
+        bases = [s.base_offset for s in future.segments]
+        for aborted in partition.producer_state.aborted:
+            base = max((b for b in bases if b <= aborted.last_offset), default=bases[0])
+            producer_snapshot.append_aborted(future.directory, base, aborted, -1)
+
+    def _moved(self, tp: TopicPartition, plog: PartitionLog) -> None:
+        partition = self.partitions.get(tp)
+        if partition is not None:
+            partition.log = plog
+            self.on_append(partition)  # waiting fetches read the new log
 
     # -- transaction markers -------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ def load_all() -> dict[int, Handler]:
         elections,
         fetch,
         groups,
+        log_dirs,
         metadata,
         produce,
         quotas,

@@ -1,5 +1,5 @@
 """Topic, record and config administration: CreateTopics (19), DeleteTopics (20), DeleteRecords
-(21), DescribeConfigs (32), AlterConfigs (33), DescribeLogDirs (35), CreatePartitions (37),
+(21), DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37),
 IncrementalAlterConfigs (44). Every topic or resource gets its own error code; one bad entry never
 fails the others."""
 from __future__ import annotations
@@ -245,29 +245,3 @@ async def _alter_each(ctx: BrokerContext, request, conn, new_overrides) -> dict:
                 "resource_name": resource.resource_name}
 
     return {"throttle_time_ms": 0, "responses": await _each(request.resources, first, alter)}
-
-
-@handles(35)
-def describe_log_dirs(ctx: BrokerContext, header, request, conn):
-    if not cluster_allowed(ctx, conn, AclOperation.DESCRIBE):
-        return {"throttle_time_ms": 0, "results": []}  # Kafka answers an empty result, no error
-    wanted = None
-    if request.topics is not None:
-        wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    results = []
-    for directory in ctx.log_manager.log_dirs:
-        offline = directory in ctx.log_manager.offline_dirs
-        topics: dict[str, list[dict]] = {}
-        if not offline:
-            for tp, plog in sorted(ctx.log_manager.logs.items()):
-                if plog.directory.parent != directory or (wanted is not None and tuple(tp) not in wanted):
-                    continue
-                topics.setdefault(tp.topic, []).append({
-                    "partition_index": tp.partition, "partition_size": plog.size_bytes,
-                    "offset_lag": 0, "is_future_key": False})
-        results.append({
-            "error_code": errors.KafkaStorageError.code if offline else 0,
-            "log_dir": str(directory),
-            "topics": [{"name": t, "partitions": parts} for t, parts in topics.items()],
-        })
-    return {"throttle_time_ms": 0, "results": results}

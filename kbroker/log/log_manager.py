@@ -5,6 +5,10 @@ each directory is locked, its checkpoint files read and its logs loaded; without
 marker every log is recovered from its recovery point. An I/O error in one directory takes that
 directory offline (its partitions answer KAFKA_STORAGE_ERROR) while the others keep serving.
 
+A partition moves to another dir of this broker (AlterReplicaLogDirs) through a future log there
+(``kbroker.log.future_replica``): ``create_future_log``, caught up by ``kbroker.log.log_dir_mover``, then
+``replace_current_with_future``. Its checkpoints live in its own dir, so they follow the partition.
+
 Compaction (``kbroker.log.cleaner``): ``clean()``, called from the owner's thread (the broker's
 housekeeping; ``cleanup()`` calls it too), swaps finished cleanings in and hands the dirtiest
 compacted log to the cleaner thread, which ``startup()`` starts (``log.cleaner.enable``) and
@@ -13,6 +17,7 @@ compacted log to the cleaner thread, which ``startup()`` starts (``log.cleaner.e
 from __future__ import annotations
 
 import fcntl
+import itertools
 import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -21,12 +26,14 @@ from pathlib import Path
 from kbroker import errors
 from kbroker._core.appender import Appender, open_appender
 from kbroker.clock import wall_ms
+from kbroker.crashpoints import crash_point
 
-from . import checkpoint
+from . import checkpoint, future_replica
 from .cleaner import CleanerThread, CleanJob, CleanStats, apply_job, cleanable_range, prepare_job, should_clean
 from .config import LogConfig
 from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
 from .partition_log import PartitionLog, WriteTracker
+from .swap import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +62,17 @@ class LogManager:
         self.writes = WriteTracker(self.appender)  # routes async write completions to logs
         self._clock = clock
         self.logs: dict[TopicPartition, PartitionLog] = {}
+        # Partitions moving to another dir: the copy there (Kafka's future logs), the dir AlterReplicaLogDirs
+        # asked for a partition not hosted yet, copies a worker is appending to (removed only once it is
+        # done), copies whose dir failed under the worker, and replaced logs closed once no fetch reads them.
+        self.future_logs: dict[TopicPartition, PartitionLog] = {}
+        self.preferred_dirs: dict[TopicPartition, Path] = {}
+        self.copying: dict[TopicPartition, PartitionLog] = {}
+        self._orphans: list[PartitionLog] = []
+        self.future_errors: dict[TopicPartition, OSError] = {}
+        self._retiring: list[tuple[int, PartitionLog, Path]] = []
+        # Future logs are written by the mover's worker thread: a stateless pwritev appender of their own.
+        self.future_appender = open_appender("pwritev")
         self.offline_dirs: set[Path] = set()
         # called once every log dir is offline: the broker cannot serve anything (Kafka halts then)
         self.on_all_dirs_offline: Callable[[], None] | None = None
@@ -80,6 +98,11 @@ class LogManager:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
                 self._lock(directory)
+            except OSError as exc:
+                self.mark_dir_offline(directory, exc)
+        self._resolve_moves()
+        for directory in self.online_dirs:
+            try:
                 self._load_dir(directory)
             except OSError as exc:
                 self.mark_dir_offline(directory, exc)
@@ -107,6 +130,13 @@ class LogManager:
         for entry in sorted(os.scandir(directory), key=lambda e: e.name):
             tp = parse_log_dir_name(entry.name) if entry.is_dir() else None
             if tp is None:
+                moving = future_replica.parse_moving_dir(Path(entry.path)) if entry.is_dir() else None
+                if moving is not None and moving.future:  # _resolve_moves kept it: the move resumes
+                    self.future_logs[moving.tp] = self._open_future(
+                        moving.path, moving.tp, recover=not clean, recovery_point=recovery_points.get(moving.tp, 0),
+                        log_start_offset=start_offsets.get(moving.tp, 0),
+                        high_watermark=high_watermarks.get(moving.tp, 0))
+                    log.info("%s: resuming its move to %s", moving.tp, directory)
                 continue
             if tp in self.logs:
                 raise RuntimeError(f"partition {tp} has a log in both {self.logs[tp].directory} and {entry.path}")
@@ -132,6 +162,15 @@ class LogManager:
         return PartitionLog(directory / str(tp), tp, config, self.appender, clock=self._clock,
                             on_io_error=self._on_io_error, tracker=self.writes, **kwargs)  # type: ignore[arg-type]
 
+    def _open_future(self, path: Path, tp: TopicPartition, **kwargs: object) -> PartitionLog:
+        config = self.config.with_overrides(self.topic_overrides.get(tp.topic, {}))
+        return PartitionLog(path, tp, config, self.future_appender, clock=self._clock,
+                            on_io_error=self._on_future_io_error, **kwargs)  # type: ignore[arg-type]
+
+    def _on_future_io_error(self, plog: PartitionLog, exc: OSError) -> None:
+        # Maybe on the mover's worker thread: only noted here; the mover takes the dir offline on the loop.
+        self.future_errors[plog.tp] = exc
+
     def shutdown(self) -> None:
         """Flush, checkpoint, close every log, then leave the clean-shutdown marker."""
         self.cleaner.stop()
@@ -139,24 +178,31 @@ class LogManager:
             self._cleaning.done.wait()
             self._cleaning.remove_cleaned_files()
             self._cleaning = None
-        for plog in self.logs.values():
+        self.copying.clear()  # the mover stopped first: no worker appends any more
+        for plog in self._orphans:
+            self._remove_future_files(plog)
+        self._orphans.clear()
+        for plog in itertools.chain(self.logs.values(), self.future_logs.values()):
             try:
                 plog.flush()
             except errors.KafkaStorageError:
                 pass  # its directory went offline; logged already
         for directory in self.online_dirs:
             self._write_checkpoints(directory)
-        for plog in self.logs.values():
+        for plog in itertools.chain(self.logs.values(), self.future_logs.values()):
             if not plog.offline:
                 plog.close()
+        self._remove_retired(None)
         for directory in self.online_dirs:
             (directory / CLEAN_SHUTDOWN_FILE).touch()
         for fd in self._locks.values():
             os.close(fd)
         self._locks.clear()
         self.logs.clear()
+        self.future_logs.clear()
         if self._owns_appender:
             self.appender.close()
+        self.future_appender.close()
 
     # -- partitions ----------------------------------------------------------------------
 
@@ -172,7 +218,8 @@ class LogManager:
         if existing is not None:
             return existing
         validate_topic_name(tp.topic)
-        directory = self.next_log_dir()
+        preferred = self.preferred_dirs.pop(tp, None)
+        directory = preferred if preferred in self.online_dirs else self.next_log_dir()
         try:
             plog = self._open_log(directory, tp, recover=False)
         except OSError as exc:
@@ -198,6 +245,8 @@ class LogManager:
         return min(online, key=lambda d: counts[str(d)])
 
     def delete_log(self, tp: TopicPartition) -> None:
+        self.remove_future_log(tp)
+        self.preferred_dirs.pop(tp, None)
         self.abort_cleaning(tp)
         self.cleaner_offsets.pop(tp, None)
         plog = self.logs.pop(tp, None)
@@ -229,6 +278,7 @@ class LogManager:
         compacted log with the highest dirty ratio and hands it to the worker (with ``wait``, or
         without a cleaner thread, it is cleaned before this returns). Returns what this call did."""
         now = self._clock() if now is None else now
+        self._remove_retired(now)
         stats = CleanStats()
         job = self._cleaning
         if job is not None:
@@ -255,8 +305,8 @@ class LogManager:
     def _next_job(self, now: int) -> CleanJob | None:
         best = None
         for tp, plog in self.logs.items():
-            if plog.offline or not plog.config.compact:
-                continue
+            if plog.offline or not plog.config.compact or tp in self.future_logs:
+                continue  # a moving log is not cleaned (Kafka pauses its cleaning): the copy reads it
             if plog.truncated_to is not None:
                 if tp in self.cleaner_offsets:
                     self.cleaner_offsets[tp] = min(self.cleaner_offsets[tp], plog.truncated_to)
@@ -326,11 +376,211 @@ class LogManager:
                 self.mark_dir_offline(directory, exc)
 
     def _write_checkpoints(self, directory: Path) -> None:
-        logs = [p for p in self.logs.values() if p.directory.parent == directory]
+        logs = [p for p in itertools.chain(self.logs.values(), self.future_logs.values())
+                if p.directory.parent == directory]
         checkpoint.write_checkpoint(directory / checkpoint.RECOVERY_POINT, {p.tp: p.recovery_point for p in logs})
         checkpoint.write_checkpoint(directory / checkpoint.LOG_START_OFFSET, {p.tp: p.log_start_offset for p in logs})
         checkpoint.write_checkpoint(directory / checkpoint.HIGH_WATERMARK, {p.tp: p.high_watermark for p in logs})
         self._write_cleaner_checkpoint(directory)
+
+    # -- moving a partition between log dirs (AlterReplicaLogDirs) ---------------------------
+
+    def find_log_dir(self, path: str) -> Path:
+        """The configured log dir named by ``path`` (an absolute path, as Kafka compares them);
+        LogDirNotFoundError for any other, KafkaStorageError for an offline one."""
+        found = None
+        if os.path.isabs(path):
+            wanted = os.path.normpath(path)
+            found = next((d for d in self.log_dirs if str(d) == wanted), None)
+            if found is None:
+                found = next((d for d in self.log_dirs if Path(wanted).resolve() == d), None)
+        if found is None:
+            raise errors.LogDirNotFoundError(f"log dir {path} is not found in the config")
+        if found in self.offline_dirs:
+            raise errors.KafkaStorageError(f"log dir {path} is offline")
+        return found
+
+    def maybe_update_preferred_dir(self, tp: TopicPartition, directory: Path) -> None:
+        """Remember where ``tp`` should live when this broker creates its log later (Kafka's preferred dir)."""
+        current, future = self.logs.get(tp), self.future_logs.get(tp)
+        if not any(p is not None and p.directory.parent == directory for p in (current, future)):
+            self.preferred_dirs[tp] = directory
+
+    def create_future_log(self, tp: TopicPartition, directory: Path) -> PartitionLog:
+        """An empty future log for ``tp`` in ``directory``, starting at the current log's start."""
+        current = self.logs[tp]
+        path = directory / future_replica.future_dir_name(tp, future_replica.new_uid())
+        try:
+            future = self._open_future(path, tp, recover=False, log_start_offset=current.log_start_offset,
+                                       recovery_point=current.log_start_offset)
+            fsync_dir(directory)
+        except OSError as exc:
+            self.mark_dir_offline(directory, exc)
+            raise errors.KafkaStorageError(f"{tp}: could not create its future log in {directory}: {exc}") from None
+        self.future_logs[tp] = future
+        self.abort_cleaning(tp)
+        self.take_truncation(current)  # earlier truncations do not concern a copy starting now
+        log.info("%s: moving from %s to %s", tp, current.directory.parent, directory)
+        crash_point("future.created")
+        return future
+
+    def take_truncation(self, plog: PartitionLog) -> int | None:
+        """The lowest offset ``plog`` was truncated to since last asked (the mover follows it), also
+        lowering its cleaner checkpoint as the cleaner would have."""
+        cut = plog.truncated_to
+        if cut is not None:
+            plog.truncated_to = None
+            if plog.tp in self.cleaner_offsets:
+                self.cleaner_offsets[plog.tp] = min(self.cleaner_offsets[plog.tp], cut)
+        return cut
+
+    def remove_future_log(self, tp: TopicPartition) -> None:
+        """Stop a move: the future log goes (once the worker is done with it, if it is copying)."""
+        future = self.future_logs.pop(tp, None)
+        self.future_errors.pop(tp, None)
+        if future is None:
+            return
+        if self.copying.get(tp) is future:
+            self._orphans.append(future)
+        else:
+            self._remove_future_files(future)
+
+    def end_copy(self, tp: TopicPartition, future: PartitionLog) -> None:
+        """The worker finished a round on ``future``: remove it if the move was stopped meanwhile."""
+        if self.copying.get(tp) is future:
+            del self.copying[tp]
+        if future in self._orphans:
+            self._orphans.remove(future)
+            self._remove_future_files(future)
+
+    def _remove_future_files(self, future: PartitionLog) -> None:
+        try:
+            if not future.offline:
+                future.close()
+        except OSError:
+            pass
+        for segment in future.segments:
+            segment.close()
+        future_replica.remove_dir(future.directory)
+        log.info("%s: future log %s removed", future.tp, future.directory)
+
+    def replace_current_with_future(self, tp: TopicPartition,
+                                    prepare: Callable[[PartitionLog], None] | None = None) -> PartitionLog:
+        """Swap in the future log of ``tp``, which must hold all of the current log (the caller, on the
+        owner's thread, lets nothing append meanwhile). ``prepare(future)`` writes what else must
+        follow the partition (producer state) into the future's dir first. Crash-safe order, each
+        rename made durable before the next: the future is flushed; the current dir becomes
+        ``-delete``; the future dir takes the plain name. ``_resolve_moves`` completes a swap a crash
+        interrupted. The replaced log is closed and removed after file.delete.delay.ms (a fetch may
+        still be sending from it). Returns the new current log."""
+        current, future = self.logs[tp], self.future_logs[tp]
+        current.complete_writes()
+        if future.log_end_offset != current.log_end_offset:
+            raise RuntimeError(f"{tp}: future log ends at {future.log_end_offset}, current at {current.log_end_offset}")
+        source, target = current.directory.parent, future.directory.parent
+        uid = future_replica.uid_of(future.directory)
+        deleted = source / future_replica.delete_dir_name(tp, uid)
+        final = target / str(tp)
+        try:
+            if current.log_start_offset > future.log_start_offset:
+                future.update_high_watermark(current.log_start_offset)
+                future.delete_records_before(current.log_start_offset)
+            future.update_high_watermark(current.high_watermark)
+            future.leader_epochs.rebuild(current.leader_epochs.entries)
+            if prepare is not None:
+                prepare(future)
+            future.flush()
+            crash_point("future.swap.prepared")
+            os.rename(current.directory, deleted)
+            fsync_dir(source)
+            crash_point("future.swap.current_renamed")
+            os.rename(future.directory, final)
+            fsync_dir(target)
+            crash_point("future.swap.future_renamed")
+            state = {"recovery_point": future.recovery_point, "log_start_offset": future.log_start_offset,
+                     "high_watermark": future.high_watermark}
+            future.close()
+            replacement = self._open_log(target, tp, recover=False, **state)
+        except OSError as exc:
+            self.mark_dir_offline(target, exc)
+            raise errors.KafkaStorageError(f"{tp}: moving to {target} failed: {exc}") from None
+        self.future_logs.pop(tp, None)
+        self.logs[tp] = replacement
+        self._retiring.append((self._clock() + self.config.file_delete_delay_ms, current, deleted))
+        for directory in (target, source):
+            try:
+                self._write_checkpoints(directory)
+            except OSError as exc:
+                self.mark_dir_offline(directory, exc)
+        crash_point("future.swap.checkpointed")
+        log.info("%s: moved from %s to %s (log end %d)", tp, source, target, replacement.log_end_offset)
+        return replacement
+
+    def _remove_retired(self, now: int | None) -> None:
+        """Close and delete replaced logs whose delay passed (every one when ``now`` is None)."""
+        keep = []
+        for due, plog, path in self._retiring:
+            if now is not None and due > now:
+                keep.append((due, plog, path))
+                continue
+            try:
+                plog.close()
+            except OSError:
+                pass
+            for segment in plog.segments:
+                segment.close()
+            future_replica.remove_dir(path)
+            crash_point("future.old_deleted")
+        self._retiring = keep
+
+    def _resolve_moves(self) -> None:
+        """What a crash left of moves, before any log is opened: a ``-future`` whose partition has a current
+        log is kept (its move resumes); one without, beside that partition's ``-delete`` (the swap was cut
+        between its two renames), becomes the current log; any other is discarded. A ``-delete`` whose
+        partition has a current log is removed; one without is renamed back (its data is never lost)."""
+        currents: dict[TopicPartition, Path] = {}
+        moving: list[future_replica.MovingDir] = []
+        for directory in self.online_dirs:
+            try:
+                for entry in os.scandir(directory):
+                    if not entry.is_dir():
+                        continue
+                    tp = parse_log_dir_name(entry.name)
+                    if tp is not None:
+                        currents[tp] = Path(entry.path)
+                    else:
+                        found = future_replica.parse_moving_dir(Path(entry.path))
+                        if found is not None:
+                            moving.append(found)
+            except OSError as exc:
+                self.mark_dir_offline(directory, exc)
+        deleting = {m.tp for m in moving if not m.future}
+        kept: set[TopicPartition] = set()
+        for m in sorted((m for m in moving if m.future), key=lambda m: str(m.path)):
+            if m.tp in kept:
+                log.warning("%s: a second future log %s: removed", m.tp, m.path)
+                future_replica.remove_dir(m.path)
+            elif m.tp in currents:
+                kept.add(m.tp)
+            elif m.tp in deleting:
+                final = m.path.parent / str(m.tp)
+                log.warning("%s: completing its move to %s (the last run stopped in the swap)", m.tp, m.path.parent)
+                os.rename(m.path, final)
+                fsync_dir(m.path.parent)
+                currents[m.tp] = final
+            else:
+                log.warning("%s: future log %s has no current log: removed", m.tp, m.path)
+                future_replica.remove_dir(m.path)
+        for m in moving:
+            if m.future:
+                continue
+            if m.tp in currents:
+                future_replica.remove_dir(m.path)
+            else:
+                log.error("%s: only its replaced log %s is left: restoring it", m.tp, m.path)
+                os.rename(m.path, m.path.parent / str(m.tp))
+                fsync_dir(m.path.parent)
+                currents[m.tp] = m.path.parent / str(m.tp)
 
     # -- failure ---------------------------------------------------------------------------
 
@@ -354,5 +604,10 @@ class LogManager:
                 plog.close()
             except OSError:
                 pass
+        for tp, future in list(self.future_logs.items()):
+            current = self.logs.get(tp)
+            if future.directory.parent == directory or (current is not None and current.offline):
+                log.warning("%s: its move to %s stops (log dir %s is offline)", tp, future.directory.parent, directory)
+                self.remove_future_log(tp)
         if self.on_all_dirs_offline is not None and set(self.log_dirs) <= self.offline_dirs:
             self.on_all_dirs_offline()

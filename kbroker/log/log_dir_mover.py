@@ -1,0 +1,128 @@
+"""Moves partitions between the log dirs of this broker (Kafka's ReplicaAlterLogDirsThread): one loop task
+per moving partition catches its future log up with the current one and swaps it in.
+
+Each round plans on the event loop what the future lacks (``future_replica.plan``) and copies it on the
+mover's worker thread, so the loop keeps serving while most of the log is copied. Once what is left is
+small (``SWAP_BYTES``), or a round found nothing new, the rest is copied and the logs swapped in one go
+on the loop: nothing appends to the partition meanwhile (the loop is its append lock), so the writes
+that landed during the copy are all in the new log.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+from kbroker import errors
+
+from . import future_replica
+from .log_manager import LogManager
+from .names import TopicPartition
+from .partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
+
+# Copied on the loop before the swap, at most: a few milliseconds of disk work that holds every request.
+SWAP_BYTES = 1 << 20
+
+
+class LogDirMover:
+    def __init__(self, log_manager: LogManager,
+                 prepare: Callable[[TopicPartition, PartitionLog], None] | None = None,
+                 swapped: Callable[[TopicPartition, PartitionLog], None] | None = None) -> None:
+        self.log_manager = log_manager
+        self.prepare = prepare    # write what else follows the partition into the future's dir
+        self.swapped = swapped    # the new current log is in place
+        self.tasks: dict[TopicPartition, asyncio.Task[None]] = {}
+        self._executor: ThreadPoolExecutor | None = None
+        self.bytes_copied = 0
+        self._stopping = threading.Event()
+
+    def start(self, tp: TopicPartition) -> None:
+        """Catch ``tp``'s future log up and swap it in (nothing if a task does already)."""
+        task = self.tasks.get(tp)
+        if task is None or task.done():
+            self.tasks[tp] = asyncio.get_running_loop().create_task(self._run(tp), name=f"move {tp}")
+
+    def stop(self) -> None:
+        """Cancel every move (each resumes at the next start); a worker round in flight stops after
+        its current chunk, and this returns once it has."""
+        self._stopping.set()
+        for task in self.tasks.values():
+            task.cancel()
+        self.tasks.clear()
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+            self._executor = None
+
+    def _worker(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="log-dir-mover")
+        return self._executor
+
+    async def _run(self, tp: TopicPartition) -> None:
+        try:
+            while await self._round(tp):
+                pass
+        except asyncio.CancelledError:
+            raise
+        except errors.KafkaError as exc:
+            log.warning("%s: move stopped: %s", tp, exc)
+            self.log_manager.remove_future_log(tp)
+        except Exception:
+            log.exception("%s: move failed", tp)
+            self.log_manager.remove_future_log(tp)
+        finally:
+            if self.tasks.get(tp) is asyncio.current_task():
+                del self.tasks[tp]
+
+    async def _round(self, tp: TopicPartition) -> bool:
+        """One catch-up round; False once the move is over (swapped, or the future log is gone)."""
+        lm = self.log_manager
+        current, future = lm.logs.get(tp), lm.future_logs.get(tp)
+        if current is None or future is None:
+            return False
+        failed = lm.future_errors.pop(tp, None)
+        if failed is not None or future.offline:
+            lm.remove_future_log(tp)
+            if failed is not None:
+                lm.mark_dir_offline(future.directory.parent, failed)
+            return False
+        self._follow_truncation(current, future)
+        try:
+            ranges = future_replica.plan(current, future.log_end_offset)
+        except errors.OffsetOutOfRangeError:  # retention or DeleteRecords passed the copy's end
+            future.truncate_fully_and_start_at(current.log_start_offset)
+            return True
+        if future_replica.pending_bytes(ranges) > SWAP_BYTES:
+            lm.copying[tp] = future
+            try:
+                self.bytes_copied += await asyncio.get_running_loop().run_in_executor(
+                    self._worker(), future_replica.copy, future, ranges, future_replica.COPY_CHUNK, self._stopping)
+            finally:
+                lm.end_copy(tp, future)
+            return True
+        # The rest, then the swap, without yielding: no append can come in between.
+        self.bytes_copied += future_replica.copy(future, ranges)
+        if lm.future_logs.get(tp) is not future or future.offline:
+            return True  # the next round sees why
+        self._follow_truncation(current, future)
+        current.complete_writes()
+        if future.log_end_offset != current.log_end_offset:
+            return True
+        replacement = lm.replace_current_with_future(
+            tp, None if self.prepare is None else (lambda f: self.prepare(tp, f)))  # type: ignore[misc]
+        if self.swapped is not None:
+            self.swapped(tp, replacement)
+        return False
+
+    def _follow_truncation(self, current: PartitionLog, future: PartitionLog) -> None:
+        """The current log was truncated (a follower diverging from its leader) or is shorter (recovered
+        shorter after a crash): the copy drops what the current log no longer has."""
+        cut = self.log_manager.take_truncation(current)
+        if cut is not None and future.log_end_offset > cut:
+            future.truncate_to(cut)
+        if future.log_end_offset > current.log_end_offset:
+            future.truncate_to(current.log_end_offset)

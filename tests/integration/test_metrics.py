@@ -1,0 +1,225 @@
+"""GET /metrics of real brokers, read with prometheus_client's own parser: the JMX exporter's names for
+Kafka's metrics are there and move by what confluent-kafka clients did; group lag follows the committed
+offsets; on a 3-broker cluster the controller, under-replicated, offline and ISR gauges follow a broker
+killed and brought back."""
+from __future__ import annotations
+
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+
+from kazoo_bridge.local_server import ZooKeeperServer
+from tests.cluster.conftest import Cluster, wait_until
+
+from .conftest import free_port
+from .helpers import create_topic
+
+NAMES = [
+    "kafka_server_brokertopicmetrics_bytesin_total", "kafka_server_brokertopicmetrics_messagesin_total",
+    "kafka_server_brokertopicmetrics_bytesout_total", "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_replicamanager_isrshrinks_total", "kafka_server_replicamanager_isrexpands_total",
+    "kafka_controller_kafkacontroller_offlinepartitionscount", "kafka_controller_kafkacontroller_activecontrollercount",
+    "kafka_network_requestmetrics_requests_total", "kafka_network_requestmetrics_totaltimems",
+    "kafka_network_requestmetrics_requestqueuetimems", "kafka_network_requestmetrics_localtimems",
+    "kafka_network_requestmetrics_remotetimems", "kafka_network_requestmetrics_responsesendtimems",
+    "kafka_log_log_size", "kafka_log_log_logendoffset", "kafka_consumergroup_lag",
+    "kafka_consumergroup_current_offset",
+]
+
+
+class Scrape:
+    """One GET /metrics, parsed: ``value(name, **labels)`` sums the samples carrying those labels."""
+
+    def __init__(self, port: int) -> None:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            assert r.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
+            text = r.read().decode()
+        self.types = {}
+        self.samples = []
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                self.types[sample.name] = family.type
+                self.samples.append(sample)
+
+    def value(self, name: str, **labels: str) -> float:
+        return sum(s.value for s in self.samples
+                   if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()))
+
+    def has(self, name: str, **labels: str) -> bool:
+        return any(s.name == name and all(s.labels.get(k) == v for k, v in labels.items()) for s in self.samples)
+
+    def only(self, name: str, **labels: str) -> float:
+        """The value of the one sample with exactly these labels (a topic total is the sample without one)."""
+        found = [s.value for s in self.samples if s.name == name and s.labels == labels]
+        assert len(found) == 1, (name, labels, found)
+        return found[0]
+
+
+def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
+    port = free_port()
+    broker = broker_factory({"status.listener": f"http://127.0.0.1:{port}"})
+    create_topic(broker.bootstrap, "metered", 2)
+    before = Scrape(port)
+    for name in NAMES:
+        assert before.has(name) or name.startswith(("kafka_consumergroup", "kafka_network", "kafka_server_broker")), \
+            name
+    assert before.types["kafka_server_brokertopicmetrics_bytesin_total"] == "counter"
+    assert before.types["kafka_controller_kafkacontroller_activecontrollercount"] == "gauge"
+    assert before.only("kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert before.only("kafka_log_log_logendoffset", topic="metered", partition="1") == 0
+
+    # 20 Produce requests of one record each (flushed one by one), then 180 records in batches
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})
+    for i in range(20):
+        producer.produce("metered", value=b"single %d" % i, partition=0)
+        assert producer.flush(30) == 0
+    after_singles = Scrape(port)
+    produced = (after_singles.value("kafka_network_requestmetrics_requests_total", request="Produce")
+                - before.value("kafka_network_requestmetrics_requests_total", request="Produce"))
+    assert produced == 20
+    for i in range(180):
+        producer.produce("metered", value=b"v" * 100 + b"%d" % i, partition=1 if i < 100 else 0)
+    assert producer.flush(30) == 0
+
+    produced_scrape = Scrape(port)
+    assert produced_scrape.only("kafka_server_brokertopicmetrics_messagesin_total", topic="metered") == 200
+    bytes_in = produced_scrape.only("kafka_server_brokertopicmetrics_bytesin_total", topic="metered")
+    # what was produced is what the log holds (a fresh topic): the record batches, byte for byte
+    assert bytes_in == produced_scrape.value("kafka_log_log_size", topic="metered") > 200 * 100
+    assert produced_scrape.only("kafka_server_brokertopicmetrics_bytesin_total") >= bytes_in  # every topic
+    assert produced_scrape.only("kafka_log_log_logendoffset", topic="metered", partition="0") == 100
+    assert produced_scrape.only("kafka_log_log_logendoffset", topic="metered", partition="1") == 100
+    requests = produced_scrape.value("kafka_network_requestmetrics_requests_total", request="Produce")
+    assert requests == produced_scrape.only("kafka_network_requestmetrics_totaltimems_count", request="Produce")
+    assert produced_scrape.types["kafka_network_requestmetrics_totaltimems"] == "summary"
+    p99 = produced_scrape.only("kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.99")
+    p50 = produced_scrape.only("kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.50")
+    assert 0 < p50 <= p99
+    for phase in ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems"):
+        assert produced_scrape.only(f"kafka_network_requestmetrics_{phase}", request="Produce", quantile="0.99") >= 0
+        assert produced_scrape.only(f"kafka_network_requestmetrics_{phase}_count", request="Produce") == requests
+
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "meters", "auto.offset.reset": "earliest",
+                         "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("metered", 0, 0), TopicPartition("metered", 1, 0)])
+        assert _consume_all(consumer, 200) == 200
+        consumer.commit(offsets=[TopicPartition("metered", 0, 60), TopicPartition("metered", 1, 100)],
+                        asynchronous=False)
+    finally:
+        consumer.close()
+
+    consumed = Scrape(port)
+    assert consumed.only("kafka_server_brokertopicmetrics_bytesout_total", topic="metered") == bytes_in
+    assert consumed.value("kafka_network_requestmetrics_requests_total", request="FetchConsumer") >= 1
+    assert consumed.value("kafka_network_requestmetrics_requests_total", request="Fetch") == \
+        consumed.value("kafka_network_requestmetrics_requests_total", request="FetchConsumer")
+    group = {"consumergroup": "meters", "topic": "metered"}
+    assert consumed.only("kafka_consumergroup_current_offset", **group, partition="0") == 60
+    assert consumed.only("kafka_consumergroup_current_offset", **group, partition="1") == 100
+    assert consumed.only("kafka_consumergroup_lag", **group, partition="0") == 40
+    assert consumed.only("kafka_consumergroup_lag", **group, partition="1") == 0
+    assert consumed.only("kafka_consumergroup_lag_sum", **group) == 40
+    assert consumed.only("kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert consumed.only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+
+
+def _consume_all(consumer: Consumer, want: int) -> int:
+    got = 0
+
+    def more() -> bool:
+        nonlocal got
+        for message in consumer.consume(want - got, timeout=1):
+            if message.error() is None:
+                got += 1
+        return got >= want
+    wait_until(more, 60, f"{want} records consumed", interval=0)
+    return got
+
+
+def test_metrics_enabled_false_counts_nothing_but_serves_the_state(broker_factory):
+    port = free_port()
+    broker = broker_factory({"status.listener": f"http://127.0.0.1:{port}", "metrics.enabled": "false"})
+    create_topic(broker.bootstrap, "unmetered", 1)
+    producer = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(10):
+        producer.produce("unmetered", value=b"%d" % i)
+    assert producer.flush(30) == 0
+    scrape = Scrape(port)
+    assert not scrape.has("kafka_server_brokertopicmetrics_bytesin_total")
+    assert not scrape.has("kafka_network_requestmetrics_requests_total")
+    assert scrape.only("kafka_log_log_logendoffset", topic="unmetered", partition="0") == 10
+
+
+# -- a 3-broker cluster --------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def watched_cluster(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    # a follower that stops fetching leaves the ISR after 2 s (the leader checks every second)
+    cluster = Cluster(zookeeper_server, tmp_path_factory.mktemp("metrics-cluster"),
+                      overrides={"replica.lag.time.max.ms": "2000", "controlled.shutdown.enable": "false"})
+    for broker in cluster.brokers.values():
+        broker.overrides["status.listener"] = f"http://127.0.0.1:{free_port()}"
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def _port(cluster: Cluster, broker_id: int) -> int:
+    return int(cluster.brokers[broker_id].overrides["status.listener"].rsplit(":", 1)[1])
+
+
+def _total(cluster: Cluster, name: str, **labels: str) -> float:
+    return sum(Scrape(_port(cluster, i)).value(name, **labels) for i, b in cluster.brokers.items() if b.running)
+
+
+def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(watched_cluster):
+    cluster = watched_cluster
+    wait_until(lambda: _total(cluster, "kafka_controller_kafkacontroller_activecontrollercount") == 1, 30,
+               "one active controller")
+    controller = next(i for i in cluster.brokers
+                      if Scrape(_port(cluster, i)).value("kafka_controller_kafkacontroller_activecontrollercount"))
+    victim = max(i for i in cluster.brokers if i != controller)
+    leader = next(i for i in cluster.brokers if i not in (controller, victim))
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    topics = [NewTopic("watched-rf3", 1, -1, replica_assignment=[[leader, victim, controller]]),
+              NewTopic("watched-lonely", 1, -1, replica_assignment=[[victim]])]
+    for future in admin.create_topics(topics, operation_timeout=30, request_timeout=30).values():
+        future.result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(10):
+        producer.produce("watched-rf3", value=b"%d" % i)
+    assert producer.flush(30) == 0
+    wait_until(lambda: Scrape(_port(cluster, victim)).value("kafka_log_log_logendoffset", topic="watched-rf3") == 10,
+               30, "the victim replicated the records")
+    leader_port = _port(cluster, leader)
+    start = Scrape(leader_port)
+    assert start.only("kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert start.only("kafka_server_brokertopicmetrics_messagesin_total", topic="watched-rf3") == 10
+    assert Scrape(_port(cluster, controller)).only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    shrinks, expands = (start.only("kafka_server_replicamanager_isrshrinks_total"),
+                        start.only("kafka_server_replicamanager_isrexpands_total"))
+
+    cluster.brokers[victim].kill()
+    try:
+        wait_until(lambda: Scrape(leader_port).only("kafka_server_replicamanager_underreplicatedpartitions") == 1,
+                   30, "the leader's partition under-replicated")
+        assert Scrape(leader_port).only("kafka_server_replicamanager_isrshrinks_total") == shrinks + 1
+        wait_until(lambda: Scrape(_port(cluster, controller))
+                   .only("kafka_controller_kafkacontroller_offlinepartitionscount") == 1,
+                   30, "the lonely partition offline on the controller")
+        assert _total(cluster, "kafka_controller_kafkacontroller_offlinepartitionscount") == 1
+    finally:
+        cluster.brokers[victim].start()
+    wait_until(lambda: Scrape(leader_port).only("kafka_server_replicamanager_underreplicatedpartitions") == 0,
+               60, "the partition fully replicated again")
+    assert Scrape(leader_port).only("kafka_server_replicamanager_isrexpands_total") == expands + 1
+    wait_until(lambda: _total(cluster, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0, 30,
+               "no partition offline")
+    assert _total(cluster, "kafka_controller_kafkacontroller_activecontrollercount") == 1

@@ -2,9 +2,9 @@
 kafka-python's ``elect_leaders`` and by ``kbroker leader-election`` (a subprocess: real output and
 exit codes). One cluster for the module; the tests run in order and share its topics:
 
-- ``pref``: two partitions preferring broker 1. Restarting broker 1 moves both leaderships away;
-  preferred elections move them back (confluent-kafka for one, kafka-python for the other, the CLI
-  for a third partition), a second election answers ELECTION_NOT_NEEDED.
+- ``pref``: four partitions preferring broker 1. Restarting broker 1 moves every leadership away;
+  preferred elections move them back (confluent-kafka, kafka-python, the CLI, and a raw request
+  with timeout_ms 0 that answers REQUEST_TIMED_OUT), a second election answers ELECTION_NOT_NEEDED.
 - unknown partitions, NOT_CONTROLLER from a broker that is not the controller, the election type
   and the answer for null topic_partitions, straight on the wire.
 - ``unc``: replicas [2, 3]. Broker 3 stops (the ISR shrinks to [2]), then broker 2 (the partition goes
@@ -33,7 +33,7 @@ from .helpers import partition_state, wait_until_served
 
 REPO = Path(__file__).resolve().parents[2]
 ELECT = API_KEYS["ElectLeaders"]
-NOT_NEEDED, UNKNOWN, NOT_CONTROLLER = 84, 3, 41
+NOT_NEEDED, UNKNOWN, NOT_CONTROLLER, REQUEST_TIMED_OUT = 84, 3, 41, 7
 PREFERRED_NOT_AVAILABLE, ELIGIBLE_NOT_AVAILABLE = 80, 83
 
 
@@ -99,15 +99,15 @@ def codes(response) -> dict[tuple[str, int], int]:
 
 
 def test_preferred_election_moves_leadership_back(cluster: Cluster) -> None:
-    create(cluster, "pref", [[1, 2, 3], [1, 3, 2], [1, 2, 3]])
+    create(cluster, "pref", [[1, 2, 3], [1, 3, 2], [1, 2, 3], [1, 3, 2]])
     assert set(leaders_seen(cluster, "pref").values()) == {1}
     cluster.brokers[1].stop()  # controlled shutdown hands every leadership over
-    wait_until(lambda: all(partition_state(cluster, "pref", p).leader != 1 for p in range(3)), 30,
+    wait_until(lambda: all(partition_state(cluster, "pref", p).leader != 1 for p in range(4)), 30,
                "leaders moved off broker 1")
     cluster.brokers[1].start()
-    wait_until(lambda: all(1 in partition_state(cluster, "pref", p).isr for p in range(3)), 60,
+    wait_until(lambda: all(1 in partition_state(cluster, "pref", p).isr for p in range(4)), 60,
                "broker 1 back in every ISR")
-    wait_until_served(cluster, "pref", 3, 3, timeout=30)
+    wait_until_served(cluster, "pref", 4, 3, timeout=30)
     assert 1 not in leaders_seen(cluster, "pref").values()
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -135,6 +135,11 @@ def test_preferred_election_moves_leadership_back(cluster: Cluster) -> None:
     assert (out.returncode, out.stdout, out.stderr) == (
         0, "Successfully completed leader election (PREFERRED) for partitions pref-2\n", "")
     assert partition_state(cluster, "pref", 2).leader == 1
+
+    # timeout_ms 0: the election is made, but not yet in the controller's metadata when the time is up
+    assert codes(raw_elect(cluster, controller_id(cluster), 0, {"pref": [3]}, timeout_ms=0)) == {
+        ("pref", 3): REQUEST_TIMED_OUT}
+    wait_until(lambda: leaders_seen(cluster, "pref")[3] == 1, 15, "pref-3 led by broker 1 in Metadata")
     out = cli(cluster, "--election-type", "PREFERRED", "--all-topic-partitions")
     assert (out.returncode, out.stdout, out.stderr) == (0, "", "")  # nothing left to elect, nothing listed
     out = cli(cluster, "--election-type", "preferred", "--topic", "pref", "--partition", "2")
@@ -163,6 +168,7 @@ def test_unknown_partitions_and_not_controller(cluster: Cluster, tmp_path: Path)
     other = next(b for b in cluster.brokers if b != controller)
     assert codes(raw_elect(cluster, other, 0, {"pref": [0, 1]})) == {("pref", 0): NOT_CONTROLLER,
                                                                      ("pref", 1): NOT_CONTROLLER}
+    assert codes(raw_elect(cluster, controller, 1, {"gone": [0]})) == {("gone", 0): UNKNOWN}
     # v0 has no election type (preferred) and no top-level error code
     assert codes(raw_elect(cluster, controller, 0, {"pref": [0]}, version=0)) == {("pref", 0): NOT_NEEDED}
     # null topic_partitions: every partition, but only those that needed an election are listed

@@ -36,6 +36,7 @@ which makes the last broker of a cluster wait out every retry for nothing). Unti
 ISR change notifications (``IsrChangeNotificationHandler``): leaders write one per ISR change; every
 broker already watches the state znodes, so the controller only deletes them.
 
+Elections an operator asks for (ElectLeaders: preferred and unclean): ``kbroker.controller.election``.
 Reassignment and preferred leader election: ``kbroker.controller.reassignment``; the automatic
 preferred-leader rebalance (auto.leader.rebalance.enable) runs every
 leader.imbalance.check.interval.seconds from the broker's housekeeping (``auto_rebalance``).

@@ -11,9 +11,12 @@ Kafka protocol.
 
 The files are Kafka's: ``{"topics":[{"topic":"t"}],"version":1}`` for --generate and
 ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}``
-for the others (``log_dirs`` optional; only "any": moves between log directories of one broker
-are not supported). --execute sends AlterPartitionReassignments (45) to the controller, --list and
---verify read ListPartitionReassignments (46) and Metadata, --cancel sends null replicas.
+for the others (``log_dirs`` optional: "any", or the absolute log dir the replica on that broker
+should live in). --execute sends AlterPartitionReassignments (45) to the controller for the partitions
+whose replica set changes, then AlterReplicaLogDirs (34) to each broker with a log dir to move to
+(retried until --timeout while the replica does not exist there yet); --list and --verify read
+ListPartitionReassignments (46) and Metadata, --verify also DescribeLogDirs (35) for the log dir
+moves; --cancel sends null replicas.
 
 Output lines are Kafka's. Exit status: 0 done (for --verify: every partition reached its target),
 1 a failure (one line on stderr starting with "Error: ") or, for --verify, some partition not
@@ -25,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections import Counter
 from typing import Any, TextIO, TypeGuard
 
@@ -47,12 +51,15 @@ ANY_LOG_DIR = "any"
 ACTIONS = ("generate", "execute", "verify", "list", "cancel")
 ALTER = API_KEYS["AlterPartitionReassignments"]
 LIST = API_KEYS["ListPartitionReassignments"]
+ALTER_LOG_DIRS = API_KEYS["AlterReplicaLogDirs"]
+DESCRIBE_LOG_DIRS = API_KEYS["DescribeLogDirs"]
 
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to override this and "
     "create a new partition assignment in addition to the existing one.")
 
 TP = tuple[str, int]
+Replica = tuple[str, int, int]  # topic, partition, broker: Kafka's TopicPartitionReplica
 
 
 class ReassignError(Exception):
@@ -83,7 +90,7 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--throttle", type=int, default=-1, metavar="B/S",
                    help="accepted for compatibility; kbroker does not throttle replication")
     p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="B/S",
-                   help="accepted for compatibility; log directory moves are not supported")
+                   help="accepted for compatibility; kbroker does not throttle log directory moves")
     p.add_argument("--preserve-throttles", action="store_true",
                    help="accepted for compatibility (no throttles are ever set)")
     add_timeout_option(p, 10000, "how long the controller may take to accept the request")
@@ -239,12 +246,22 @@ def parse_reassignment(text: str) -> list[tuple[TP, list[int]]]:
             if len(log_dirs) != len(replicas):
                 raise ReassignError(f"Size of replicas list {replicas} is different from size of log dirs list "
                                     f"{log_dirs} for partition {name}")
-            moves = [f"{r}:{d}" for r, d in zip(replicas, log_dirs) if d != ANY_LOG_DIR]
-            if moves:
-                raise ReassignError(f'{name}: log_dirs other than "any" ({", ".join(moves)}) are not supported: '
-                                    f'kbroker cannot move replicas between log directories')
         out.append(((topic, partition), list(replicas)))
     return out
+
+
+def parse_log_dir_moves(text: str) -> dict[Replica, str]:
+    """The replicas given a log dir other than "any" (``parse_reassignment`` checked the file)."""
+    moves: dict[Replica, str] = {}
+    for entry in _load(text, "reassignment file").get("partitions") or []:
+        for broker, log_dir in zip(entry["replicas"], entry.get("log_dirs") or []):
+            if log_dir != ANY_LOG_DIR:
+                moves[(entry["topic"], entry["partition"], broker)] = log_dir
+    return moves
+
+
+def _replica(r: Replica) -> str:
+    return f"{r[0]}-{r[1]}-{r[2]}"
 
 
 def check_execute(entries: list[tuple[TP, list[int]]]) -> dict[TP, list[int]]:
@@ -413,11 +430,114 @@ def execute(admin: AdminClient, reassignment_json: str, additional: bool, thrott
           "Save this to use as the --reassignment-json-file option during rollback", file=out)
     if throttle >= 0 or log_dir_throttle >= 0:
         print("Warning: the throttle is not applied: kbroker does not throttle replication.", file=out)
-    failed = alter_reassignments(admin, dict(proposed), timeout_ms)
+    # A replica set that does not change needs no reassignment (Kafka's completes at once; a single
+    # kbroker has no controller to send it to): only its log dir moves.
+    changed: dict[TP, list[int] | None] = {tp: r for tp, r in proposed.items() if r != current[tp]}
+    failed = alter_reassignments(admin, changed, timeout_ms) if changed else {}
     if failed:
         raise _failures("starting", failed)
     print(f"Successfully started partition reassignment{_plural(len(proposed))} for "
           + ",".join(map(_name, sorted(proposed))), file=out)
+    moves = parse_log_dir_moves(reassignment_json)
+    if moves:
+        execute_moves(admin, moves, timeout_ms, out)
+
+
+def alter_log_dirs(admin: AdminClient, moves: dict[Replica, str]) -> dict[Replica, int]:
+    """AlterReplicaLogDirs to each broker concerned: every replica's error code."""
+    codes: dict[Replica, int] = {}
+    for broker in sorted({r[2] for r in moves}):
+        dirs: dict[str, dict[str, list[int]]] = {}
+        for (topic, partition, b), path in moves.items():
+            if b == broker:
+                dirs.setdefault(path, {}).setdefault(topic, []).append(partition)
+        response = admin.node(broker).send(ALTER_LOG_DIRS, {"dirs": [
+            {"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
+            for path, topics in dirs.items()]})
+        for result in response.results:
+            for p in result.partitions:
+                codes[(result.topic_name, p.partition_index, broker)] = p.error_code
+    return codes
+
+
+def execute_moves(admin: AdminClient, moves: dict[Replica, str], timeout_ms: int, out: TextIO) -> None:
+    """Kafka's executeMoves: AlterReplicaLogDirs until each replica's move started; a replica not on its
+    broker yet (REPLICA_NOT_AVAILABLE: its reassignment has not created it) is asked again every 100 ms."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    pending = dict(moves)
+    while True:
+        codes = alter_log_dirs(admin, pending)
+        failed = {r: c for r, c in codes.items() if c not in (0, errors.ReplicaNotAvailableError.code)}
+        if failed:
+            replica, code = min(failed.items())
+            raise ReassignError(f"Failed to alter dir for {_replica(replica)}: {error_name(code)}")
+        started = sorted(r for r, c in codes.items() if c == 0)
+        if started:
+            print(f"Successfully started log directory move{_plural(len(started))} for: "
+                  + ",".join(map(_replica, started)), file=out)
+        for r in started:
+            pending.pop(r, None)
+        if not pending:
+            return
+        if time.monotonic() >= deadline:
+            raise ReassignError(f"Timed out before log directory move{_plural(len(pending))} could be started for: "
+                                + ",".join(map(_replica, sorted(pending))))
+        time.sleep(0.1)
+
+
+def log_dir_states(admin: AdminClient, moves: dict[Replica, str]) -> dict[Replica, tuple[str | None, str | None]]:
+    """(current log dir, future log dir) of each replica, from DescribeLogDirs of its broker."""
+    states: dict[Replica, tuple[str | None, str | None]] = {}
+    for broker in sorted({r[2] for r in moves}):
+        wanted: dict[str, list[int]] = {}
+        for topic, partition, b in moves:
+            if b == broker:
+                wanted.setdefault(topic, []).append(partition)
+        response = admin.node(broker).send(DESCRIBE_LOG_DIRS, {"topics": [
+            {"topic": t, "partitions": ps} for t, ps in wanted.items()]})
+        found: dict[Replica, list[str | None]] = {}
+        for result in response.results:
+            if result.error_code:
+                continue
+            for t in result.topics:
+                for p in t.partitions:
+                    entry = found.setdefault((t.name, p.partition_index, broker), [None, None])
+                    entry[1 if p.is_future_key else 0] = result.log_dir
+        for replica in moves:
+            if replica in found:
+                states[replica] = (found[replica][0], found[replica][1])
+    return states
+
+
+def verify_moves(admin: AdminClient, moves: dict[Replica, str]) -> tuple[list[str], bool]:
+    """Kafka's replicaMoveStatesToString lines and whether every move is done."""
+    states = log_dir_states(admin, moves)
+    lines, done = [], True
+    for replica in sorted(moves):
+        topic, partition, broker = replica
+        target = moves[replica]
+        state = states.get(replica)
+        if state is None:
+            lines.append(f"Partition {topic}-{partition} cannot be found in any live log directory on broker {broker}.")
+            done = False
+        elif state[0] is None:
+            lines.append(f"Partition {topic}-{partition} is not found in any live log dir on broker {broker}. "
+                         f"There is likely an offline log directory on the broker.")
+            done = False
+        elif state[1] is not None:
+            if state[1] == target:
+                lines.append(f"Reassignment of replica {_replica(replica)} is still in progress.")
+            else:
+                lines.append(f"Partition {topic}-{partition} on broker {broker} is being moved to log dir "
+                             f"{state[1]} instead of {target}.")
+            done = False
+        elif state[0] == target:
+            lines.append(f"Reassignment of replica {_replica(replica)} completed successfully.")
+        else:
+            lines.append(f"Partition {topic}-{partition} on broker {broker} is not being moved from log dir "
+                         f"{state[0]} to {target}.")
+            done = False
+    return lines, done
 
 
 def verify(admin: AdminClient, reassignment_json: str, out: TextIO) -> bool:
@@ -447,6 +567,11 @@ def verify(admin: AdminClient, reassignment_json: str, out: TextIO) -> bool:
             lines.append(f"There is no active reassignment of partition {_name(tp)}, but replica set is "
                          f"{','.join(map(str, current.get(tp, [])))} rather than {','.join(map(str, targets[tp]))}.")
             complete = False
+    moves = parse_log_dir_moves(reassignment_json)
+    if moves:
+        move_lines, moved = verify_moves(admin, moves)
+        lines += move_lines
+        complete = complete and moved
     print("\n".join(lines), file=out)
     return complete
 

@@ -12,6 +12,8 @@
                                                                        (kafka-configs.sh)
     kbroker leader-election --bootstrap-server HOST:PORT --election-type preferred|unclean ...
                                                                        (kafka-leader-election.sh)
+    kbroker log-dirs --bootstrap-server HOST:PORT --describe [--broker-list 1,2] [--topic-list a,b]
+                                                                       (kafka-log-dirs.sh)
 
 Exit status: 0 success, 1 failure (one line on stderr), 2 bad arguments.
 """
@@ -122,13 +124,14 @@ def main(argv: list[str] | None = None) -> int:
                      help="set a property, overriding the file (repeatable)")
     dump = sub.add_parser("dump-log", help="print the batches of segment files and the entries of index files")
     dump.add_argument("--files", action="append", required=True, help="a .log, .index or .timeindex file")
-    from kbroker.tools import acls, configs, groups, leader_election, reassign, topics
+    from kbroker.tools import acls, configs, groups, leader_election, log_dirs, reassign, topics
     topics.add_parser(sub)
     groups.add_parser(sub)
     reassign.add_parser(sub)
     acls.add_parser(sub)
     configs.add_parser(sub)
     leader_election.add_parser(sub)
+    log_dirs.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
@@ -137,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if missing:
             parser.error(f"no such file: {', '.join(missing)}")
         return dump_log(args.files)
-    if args.command in ("topics", "groups", "reassign", "acls", "configs", "leader-election"):
+    if args.command in ("topics", "groups", "reassign", "acls", "configs", "leader-election", "log-dirs"):
         try:
             return args.run(args)
         except KeyboardInterrupt:

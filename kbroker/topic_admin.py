@@ -11,6 +11,12 @@ implementations instead of a branch on the mode in every operation:
 
 ``create_now`` is the synchronous creation that topic auto-creation and the internal topics use (a
 Produce is applied in arrival order, so its auto-creation cannot wait for the loop).
+
+What Metadata shows (``metadata_topics`` / ``metadata_partitions``) is, in ZooKeeper mode, what the
+controller last announced (the MetadataCache), as in Kafka: a topic appears with every leader at once.
+``await_visible`` is Kafka's DelayedCreatePartitions / DelayedDeleteTopics: an admin answer waits until
+the change shows in this broker's cache (a delayed operation in the purgatory, checked at every
+UpdateMetadata) and in every other live broker's Metadata, or until the request's timeout.
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kbroker import errors
+from kbroker.clock import monotonic_ms
 from kbroker.cluster import ClusterView, LiveBroker, Snapshot
 from kbroker.config import BrokerConfig
 from kbroker.internal_topics import INTERNAL_TOPICS
@@ -32,7 +39,9 @@ from kbroker.log.config import ConfigError
 from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.names import validate_topic_name
 from kbroker.metadata_cache import MetadataCache
+from kbroker.purgatory import DelayedOperation
 from kbroker.replica_manager import ReplicaManager
+from kbroker.replication.client import BrokerConnection
 from zk_compat import layout
 from zk_compat.assignment import broker_metadatas
 from zk_compat.store import BadVersionError, MetadataStore
@@ -51,6 +60,36 @@ class TopicInfo:
     @property
     def internal(self) -> bool:
         return self.name in INTERNAL_TOPICS
+
+
+@dataclass(frozen=True)
+class PartitionView:
+    """One partition as Metadata answers it (before the per-listener and per-version filtering)."""
+    index: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    offline_replicas: list[int]
+
+
+# A change an admin answer waits for: topic -> partitions 0..n-1 all led, or None for "no longer there".
+Visible = dict[str, int | None]
+
+
+class DelayedTopicChange(DelayedOperation):
+    """Kafka's DelayedCreatePartitions / DelayedDeleteTopics on this broker's MetadataCache: completes when
+    ``shown()`` holds, or at the timeout with its value then."""
+
+    def __init__(self, shown: Callable[[], bool]) -> None:
+        super().__init__()
+        self.shown = shown
+
+    def ready(self) -> bool:
+        return self.shown()
+
+    def result(self) -> bool:
+        return self.shown()
 
 
 def topic_uuid(text: str | None) -> uuid.UUID:
@@ -86,6 +125,20 @@ class TopicAdmin:
     def exists(self, topic: str, index: int) -> bool:
         info = self.topics.get(topic)
         return info is not None and index in info.assignment
+
+    def metadata_topics(self) -> list[str]:
+        """Every topic Metadata lists (asked for all topics)."""
+        raise NotImplementedError
+
+    def metadata_partitions(self, topic: str) -> list[PartitionView] | None:
+        """The topic's partitions as Metadata shows them; None while Metadata does not know it (absent, or
+        created but not yet announced: Kafka answers such a topic without partitions)."""
+        raise NotImplementedError
+
+    async def await_visible(self, changes: Visible, timeout_ms: int) -> set[str]:
+        """Wait until every change shows in Metadata (see the module's doc); the topics still not shown when
+        ``timeout_ms`` runs out are returned (their answer is REQUEST_TIMED_OUT)."""
+        return set()
 
     def live_broker(self, broker_id: int) -> LiveBroker | None:
         return next((b for b in self.live_brokers() if b.id == broker_id), None)
@@ -241,6 +294,18 @@ def write_new_partitions(store: MetadataStore, name: str, expected: int, extra: 
     raise errors.ReassignmentInProgressError(f"topic {name} kept changing while partitions were added")
 
 
+def _answer_shows(answer: Any, partitions: int | None) -> bool:
+    """A Metadata answer for a topic shows it gone, or with partitions 0..partitions-1 all led."""
+    if answer is None:
+        return False
+    if partitions is None:
+        return bool(answer.error_code == errors.UnknownTopicOrPartitionError.code)
+    if answer.error_code == errors.TopicAuthorizationFailedError.code:
+        return True  # not ours to see: nothing to wait for
+    led = {p.partition_index for p in answer.partitions if p.leader_id >= 0}
+    return answer.error_code == 0 and all(p in led for p in range(partitions))
+
+
 class SingleNodeTopics(TopicAdmin):
     """No ZooKeeper: this broker is the controller and the leader of every partition."""
 
@@ -258,6 +323,26 @@ class SingleNodeTopics(TopicAdmin):
             return PartitionState(leader=-1, leader_epoch=0, isr=[], controller_epoch=1)
         return PartitionState(leader=partition.leader_id, leader_epoch=partition.leader_epoch,
                               isr=list(partition.isr), controller_epoch=1)
+
+    def metadata_topics(self) -> list[str]:
+        return sorted(n for n in self.topics if self.metadata_partitions(n) is not None)
+
+    def metadata_partitions(self, topic: str) -> list[PartitionView] | None:
+        """A topic whose partitions are still being hosted (``_register_async``) is not shown yet; a
+        partition on an offline log dir has no leader and this broker as its offline replica."""
+        info = self.topics.get(topic)
+        if info is None:
+            return None
+        views = []
+        for index in sorted(info.assignment):
+            partition = self.replicas.partitions.get(TopicPartition(topic, index))
+            if partition is None:
+                return None
+            offline = partition.log.offline
+            views.append(PartitionView(index, -1 if offline else partition.leader_id, partition.leader_epoch,
+                                       list(info.assignment[index]), list(partition.isr),
+                                       [self.broker_id] if offline else []))
+        return views
 
     def load(self) -> None:
         """The topics in the store; a deletion the last run did not finish is finished first."""
@@ -363,6 +448,68 @@ class ZooKeeperTopics(TopicAdmin):
         self.metadata = metadata  # what the controller last told us (UpdateMetadata)
         self._pending: set[str] = set()  # created here, not yet seen in a snapshot
         self.run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] = cluster.run_blocking
+        self._awaited: dict[str, int] = {}  # topics some admin answer waits for (how many answers)
+        metadata.listeners.append(self._on_metadata)
+        self.peer_poll_s = 0.02
+
+    def metadata_topics(self) -> list[str]:
+        return sorted(self.metadata.topics)
+
+    def metadata_partitions(self, topic: str) -> list[PartitionView] | None:
+        cached = self.metadata.topics.get(topic)
+        if not cached:
+            return None
+        return [PartitionView(index, p.state.leader, p.state.leader_epoch, list(p.replicas), list(p.state.isr),
+                              list(p.offline_replicas)) for index, p in sorted(cached.items())]
+
+    def _on_metadata(self) -> None:
+        """An UpdateMetadata landed: the admin answers waiting on it may complete."""
+        for topic in list(self._awaited):
+            self.replicas.purgatory.check(("metadata", topic))
+
+    async def await_visible(self, changes: Visible, timeout_ms: int) -> set[str]:
+        if not changes or timeout_ms <= 0:
+            return set()  # as Kafka: no wait asked for
+        deadline = monotonic_ms() + timeout_ms
+        keys = [("metadata", t) for t in changes]
+        for topic in changes:
+            self._awaited[topic] = self._awaited.get(topic, 0) + 1
+        try:
+            op = DelayedTopicChange(lambda: all(self.metadata.shows(t, n) for t, n in changes.items()))
+            await self.replicas.purgatory.watch(op, keys, timeout_ms)
+        finally:
+            for topic in changes:
+                self._awaited[topic] -= 1
+                if not self._awaited[topic]:
+                    del self._awaited[topic]
+        late = {t for t, n in changes.items() if not self.metadata.shows(t, n)}
+        peers = [b for b in self.live_brokers() if b.id != self.broker_id]
+        found = await asyncio.gather(*(self._peer_shows(b, changes, deadline) for b in peers))
+        for missing in found:
+            late |= missing
+        return late
+
+    async def _peer_shows(self, peer: LiveBroker, changes: Visible, deadline: int) -> set[str]:
+        """Ask ``peer`` for the topics' Metadata until it shows every change; the topics it still does not
+        show at the deadline. A peer that cannot be asked (gone, refusing) is not waited for."""
+        connection = BrokerConnection(peer.host, peer.port, f"broker-{self.broker_id}-admin-wait",
+                                      max(deadline - monotonic_ms(), 1) / 1000)
+        body = {"topics": [{"name": t} for t in changes], "allow_auto_topic_creation": False}
+        missing = set(changes)
+        try:
+            while True:
+                try:
+                    response = await connection.request(3, 4, body)
+                except OSError as exc:
+                    log.info("broker %d not asked whether it shows %s: %s", peer.id, sorted(changes), exc)
+                    return set()
+                answers = {t.name: t for t in response.topics}
+                missing = {t for t, n in changes.items() if not _answer_shows(answers.get(t), n)}
+                if not missing or monotonic_ms() >= deadline:
+                    return missing
+                await asyncio.sleep(self.peer_poll_s)
+        finally:
+            connection.close()
 
     def live_brokers(self) -> list[LiveBroker]:
         return list(self.cluster.snapshot.brokers.values())

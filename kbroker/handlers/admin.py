@@ -13,6 +13,7 @@ from kbroker.config import is_sensitive
 from kbroker.log import TopicPartition
 from kbroker.log.config import ConfigError, list_operation
 from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
+from kbroker.topic_admin import Visible
 
 from .acls import allowed, cluster_allowed
 from .context import BrokerContext
@@ -87,6 +88,8 @@ async def _create_topics(ctx: BrokerContext, header, request, conn) -> dict:
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         info = await ctx.topics.create(topic.name, topic.num_partitions, topic.replication_factor,
                                        assignment, configs, validate_only=request.validate_only)
+        if not request.validate_only:
+            wanted[topic.name] = len(info.assignment)
         out["topic_id"] = info.topic_id
         out["num_partitions"] = len(info.assignment)
         out["replication_factor"] = len(next(iter(info.assignment.values())))
@@ -98,7 +101,20 @@ async def _create_topics(ctx: BrokerContext, header, request, conn) -> dict:
                                "config_source": SOURCE_DYNAMIC_TOPIC if n in configs else SOURCE_DEFAULT}
                               for n, v in sorted(ctx.config.log.with_overrides(configs).topic_values().items())]
 
-    return {"throttle_time_ms": 0, "topics": await _each(request.topics, lambda t: _named(t.name), create)}
+    wanted: Visible = {}
+    results = await _each(request.topics, lambda t: _named(t.name), create)
+    return {"throttle_time_ms": 0, "topics": await _when_visible(ctx, results, wanted, request.timeout_ms)}
+
+
+async def _when_visible(ctx: BrokerContext, results: list[dict], wanted: Visible, timeout_ms: int) -> list[dict]:
+    """Kafka's delayed admin answers: held until Metadata shows each change on every live broker; a change
+    still not shown at ``timeout_ms`` is answered REQUEST_TIMED_OUT (it is made all the same)."""
+    late = await ctx.topics.await_visible(wanted, timeout_ms)
+    for out in results:
+        if out["name"] in late and out["error_code"] == 0:
+            out["error_code"] = errors.RequestTimedOutError.code
+            out["error_message"] = f"the change to {out['name']} was not visible within {timeout_ms} ms"
+    return results
 
 
 @handles(20)
@@ -114,21 +130,28 @@ async def _delete_topics(ctx: BrokerContext, header, request, conn) -> dict:
             raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
         _require(ctx, conn, AclOperation.DELETE, ResourceType.TOPIC, name)
         await ctx.topics.delete(name)
+        wanted[name] = None
 
-    return {"throttle_time_ms": 0, "responses": await _each(names, lambda n: {"name": n, "error_code": 0}, delete)}
+    wanted: Visible = {}
+    results = await _each(names, lambda n: {"name": n, "error_code": 0}, delete)
+    return {"throttle_time_ms": 0, "responses": await _when_visible(ctx, results, wanted, request.timeout_ms)}
 
 
 @handles(37)
 def create_partitions(ctx: BrokerContext, header, request, conn):
+    return _create_partitions(ctx, request, conn)
+
+
+async def _create_partitions(ctx: BrokerContext, request, conn) -> dict:
     async def create(topic, out: dict) -> None:
         _require(ctx, conn, AclOperation.ALTER, ResourceType.TOPIC, topic.name)
         await ctx.topics.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+        if not request.validate_only:
+            wanted[topic.name] = topic.count
 
-    return _results(_each(request.topics, lambda t: _named(t.name), create))
-
-
-async def _results(results: Awaitable[list[dict]]) -> dict:
-    return {"throttle_time_ms": 0, "results": await results}
+    wanted: Visible = {}
+    results = await _each(request.topics, lambda t: _named(t.name), create)
+    return {"throttle_time_ms": 0, "results": await _when_visible(ctx, results, wanted, request.timeout_ms)}
 
 
 @handles(21)

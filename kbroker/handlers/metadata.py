@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from kbroker import errors
+from kbroker.internal_topics import INTERNAL_TOPICS
 from kbroker.protocol.messages.acls import CLUSTER_NAME
 
 from .acls import Op, Res, allowed, authorized_operations, cluster_allowed
@@ -26,67 +27,82 @@ def _brokers(ctx: BrokerContext, conn) -> list[dict]:
     return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in brokers_on(ctx, conn)]
 
 
-def topic_metadata(ctx: BrokerContext, name: str) -> dict:
-    topic = ctx.topics.topics.get(name)
-    if topic is None:
-        return {"error_code": errors.UnknownTopicOrPartitionError.code, "name": name, "partitions": []}
+def topic_metadata(ctx: BrokerContext, name: str, version: int, alive: set[int], live: set[int]) -> dict | None:
+    """The topic as Kafka's MetadataCache answers it (None: Metadata does not know it yet). ``alive`` are the
+    brokers reachable on this connection's listener, ``live`` every registered one. Without a reachable
+    leader a partition has leader -1 and LEADER_NOT_AVAILABLE (LISTENER_NOT_FOUND from v6 when the leader
+    lives but lacks the listener); v0 answers only reachable replicas, REPLICA_NOT_AVAILABLE if some are not."""
+    views = ctx.topics.metadata_partitions(name)
+    if views is None:
+        return None
     partitions = []
-    for index in sorted(topic.assignment):
-        state = ctx.topics.partition_state(name, index)
-        partitions.append({
-            "error_code": 0 if state.leader >= 0 else errors.LeaderNotAvailableError.code,
-            "partition_index": index,
-            "leader_id": state.leader,
-            "leader_epoch": state.leader_epoch,
-            "replica_nodes": list(topic.assignment[index]),
-            "isr_nodes": list(state.isr),
-            "offline_replicas": [],
-        })
-    return {"error_code": 0, "name": name, "topic_id": topic.topic_id, "is_internal": topic.internal,
-            "partitions": partitions}
+    for view in views:
+        replicas, isr = view.replicas, view.isr
+        if version == 0:
+            replicas, isr = [r for r in replicas if r in alive], [r for r in isr if r in alive]
+        if view.leader not in alive:
+            leader = -1
+            error = errors.ListenerNotFoundError if view.leader in live and version >= 6 else \
+                errors.LeaderNotAvailableError
+            code = error.code
+        else:
+            leader = view.leader
+            code = errors.ReplicaNotAvailableError.code if (len(replicas), len(isr)) != (
+                len(view.replicas), len(view.isr)) else 0
+        partitions.append({"error_code": code, "partition_index": view.index, "leader_id": leader,
+                           "leader_epoch": view.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
+                           "offline_replicas": list(view.offline_replicas)})
+    info = ctx.topics.topics.get(name)
+    return {"error_code": 0, "name": name, "topic_id": info.topic_id if info is not None else None,
+            "is_internal": name in INTERNAL_TOPICS, "partitions": partitions}
 
 
 @handles(3)
 def metadata(ctx: BrokerContext, header, request, conn):
-    if request.topics is None or (header.api_version == 0 and not request.topics):
-        names = sorted(ctx.topics.topics)  # all topics (v0: an empty list means all)
+    version = header.api_version
+    # before v4 a request always allows auto-creation
+    auto = (request.allow_auto_topic_creation or version < 4) and ctx.config.auto_create_topics_enable
+    every = request.topics is None or (version == 0 and not request.topics)  # v0: an empty list means all
+    if every:
+        names = ctx.topics.metadata_topics()
     else:
-        names = []
-        auto = request.allow_auto_topic_creation and header.api_version >= 4 or header.api_version < 4
-        for t in request.topics:
-            name = t.name
-            if name is None:
-                continue
-            names.append(name)
+        names = [t.name for t in request.topics if t.name is not None]
     topics = []
     if ctx.security.authorizer is not None:  # ACLs: DESCRIBE to see a topic, CREATE to auto-create it
-        names, refused = _described(ctx, conn, names, request.topics is None or not request.topics)
+        names, refused = _described(ctx, conn, names, every)
         topics += [{"error_code": errors.TopicAuthorizationFailedError.code, "name": n, "partitions": []}
                    for n in refused]
+    alive = {b.id for b in brokers_on(ctx, conn)}
+    live = {b.id for b in ctx.topics.live_brokers()}
     for name in names:
-        try:
-            if name not in ctx.topics.topics and auto and ctx.config.auto_create_topics_enable:
-                if ctx.security.authorizer is not None and not _may_create(ctx, conn, name):
-                    topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "name": name,
-                                   "partitions": []})
-                    continue
-                # an illegal name is answered INVALID_TOPIC_EXCEPTION for that topic, as Kafka does
+        found = topic_metadata(ctx, name, version, alive, live)
+        if found is not None:
+            topics.append(found)
+        elif not auto:
+            topics.append({"error_code": errors.UnknownTopicOrPartitionError.code, "name": name, "partitions": []})
+        elif ctx.security.authorizer is not None and not _may_create(ctx, conn, name):
+            topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "name": name, "partitions": []})
+        else:
+            # Kafka answers a topic it creates, or that exists but is not announced yet, LEADER_NOT_AVAILABLE
+            # with no partitions (its leaders come all at once, later); an illegal name INVALID_TOPIC_EXCEPTION
+            try:
                 ctx.topics.auto_create(name)
-            topics.append(topic_metadata(ctx, name))
-        except errors.KafkaError as exc:
-            topics.append({"error_code": exc.code, "name": name, "partitions": []})
+                code = errors.LeaderNotAvailableError.code
+            except errors.KafkaError as exc:
+                code = exc.code
+            topics.append({"error_code": code, "name": name, "partitions": []})
     response = {
         "brokers": _brokers(ctx, conn),
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),
         "topics": topics,
     }
-    if header.api_version >= 8:  # the authorized-operations bit fields, when asked for
+    if version >= 8:  # the authorized-operations bit fields, when asked for
         if request.include_topic_authorized_operations:
             for t in topics:
                 if t["error_code"] != errors.TopicAuthorizationFailedError.code:
                     t["topic_authorized_operations"] = authorized_operations(ctx, conn, Res.TOPIC, str(t["name"]))
-        if header.api_version <= 10 and request.include_cluster_authorized_operations:
+        if version <= 10 and request.include_cluster_authorized_operations:
             response["cluster_authorized_operations"] = authorized_operations(ctx, conn, Res.CLUSTER, CLUSTER_NAME)
     return response
 

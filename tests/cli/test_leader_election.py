@@ -22,7 +22,7 @@ from tests.integration.conftest import BrokerProcess
 
 NOWHERE = "127.0.0.1:1"  # nothing listens: the checks below must fail before connecting
 ELECT = API_KEYS["ElectLeaders"]
-CLUSTER_AUTHORIZATION_FAILED = 31
+CLUSTER_AUTHORIZATION_FAILED, INVALID_REQUEST = 31, 42
 
 
 def elect_cli(bootstrap: str, *argv: str) -> tuple[int, str, str]:
@@ -103,6 +103,16 @@ def test_single_broker_answers_as_a_one_broker_cluster(broker, unique, tmp_path:
 
     result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
     assert [e.code() for e in result.values()] == [KafkaError.ELECTION_NOT_NEEDED]
+
+    conn = Connection(broker.host, broker.port)
+    try:  # an election type that is neither 0 nor 1 is refused, with a message
+        bad = conn.send(ELECT, {"election_type": 2, "timeout_ms": 1000,
+                                "topic_partitions": [{"topic": topic, "partition_id": [0]}]})
+        (result,) = [p for r in bad.replica_election_results for p in r.partition_result]
+        assert (bad.error_code, result.error_code) == (INVALID_REQUEST, INVALID_REQUEST)
+        assert "unknown election type 2" in result.error_message
+    finally:
+        conn.close()
 
 
 @pytest.fixture(scope="module")

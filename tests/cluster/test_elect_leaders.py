@@ -24,9 +24,11 @@ from confluent_kafka import ElectionType, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
+from kbroker.controller import election
 from kbroker.protocol import API_KEYS
 from kbroker.tools.client import Connection
 from zk_compat import layout
+from zk_compat.znodes import PartitionState
 
 from .conftest import Cluster, wait_until
 from .helpers import partition_state, wait_until_served
@@ -207,3 +209,33 @@ def test_unclean_election_elects_a_live_out_of_sync_replica(cluster: Cluster) ->
     assert [err.code() for err in result.values()] == [KafkaError.ELECTION_NOT_NEEDED]  # 3 leads now
     cluster.brokers[2].start()
     wait_until(lambda: sorted(partition_state(cluster, "unc", 0).isr) == [2, 3], 60, "broker 2 follows broker 3")
+
+
+# -- the choice rules alone (no brokers) ---------------------------------------------------------
+
+def _state(leader: int, isr: list[int]) -> PartitionState:
+    return PartitionState(leader=leader, leader_epoch=4, isr=isr, controller_epoch=1)
+
+
+@pytest.mark.parametrize("replicas, leader, isr, live, expected", [
+    ([1, 2, 3], 1, [1, 2, 3], {1, 2, 3}, NOT_NEEDED),
+    ([1, 2, 3], 2, [1, 2, 3], {1, 2, 3}, (1, [1, 2, 3])),     # the ISR stays as it is
+    ([1, 2, 3], 2, [2, 3], {1, 2, 3}, PREFERRED_NOT_AVAILABLE),  # alive but out of sync
+    ([1, 2, 3], 2, [1, 2, 3], {2, 3}, PREFERRED_NOT_AVAILABLE),  # in the ISR but dead (or shutting down)
+    ([1, 2, 3], -1, [1], {2, 3}, PREFERRED_NOT_AVAILABLE),
+])
+def test_preferred_choice(replicas, leader, isr, live, expected) -> None:
+    got = election.choose(("t", 0), replicas, _state(leader, isr), election.PREFERRED, live)
+    assert (got.code if isinstance(got, election.Refusal) else got) == expected
+
+
+@pytest.mark.parametrize("replicas, leader, isr, live, expected", [
+    ([1, 2, 3], 2, [2], {1, 2, 3}, NOT_NEEDED),                # a live leader: nothing to do
+    ([1, 2, 3], -1, [3, 1], {1, 2, 3}, (1, [3, 1])),           # a live ISR member first, ISR kept
+    ([1, 2, 3], 1, [1, 3], {2, 3}, (3, [3])),                  # dead leader: the live ISR member, ISR cut to live
+    ([1, 2, 3], -1, [1], {3, 2}, (2, [2])),                    # nobody in sync alive: first live replica alone
+    ([1, 2], -1, [1], {3}, ELIGIBLE_NOT_AVAILABLE),            # no replica alive
+])
+def test_unclean_choice(replicas, leader, isr, live, expected) -> None:
+    got = election.choose(("t", 0), replicas, _state(leader, isr), election.UNCLEAN, live)
+    assert (got.code if isinstance(got, election.Refusal) else got) == expected

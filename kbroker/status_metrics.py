@@ -7,7 +7,7 @@ give Kafka's MBeans, so dashboards and alerts written for Kafka read kbroker unc
     kafka.server:type=ReplicaManager,name=UnderReplicatedPartitions
         -> kafka_server_replicamanager_underreplicatedpartitions
     kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce (a histogram: a summary)
-        -> kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"}, ..._count, ..._sum
+        -> kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"} and ..._count
     kafka.log:type=Log,name=Size,topic=t,partition=0 -> kafka_log_log_size{topic="t",partition="0"}
 
 Consumer group offsets and lag are named as kafka-exporter names them (``kafka_consumergroup_lag``).
@@ -68,12 +68,10 @@ def _request_metrics(metrics: BrokerMetrics) -> list[Family]:
         request = (("request", _REQUEST_NAMES.get(key, str(key))),)
         for version, count in sorted(stats.versions.items()):
             requests.add(count, (*request, ("version", str(version))))
-        for index, family in enumerate(phases):
-            recent = stats.recent(index)
+        for family, recent in zip(phases, stats.recent(), strict=True):
             for label, q in QUANTILES:
                 family.add(recent[min(len(recent) - 1, int(q * len(recent)))] if recent else 0.0,
                            (*request, ("quantile", label)))
-            family.add(stats.sums[index], request, "_sum")
             family.add(stats.count, request, "_count")
     return [requests, *phases]
 

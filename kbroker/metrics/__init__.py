@@ -7,7 +7,7 @@ counts and the last RING timings of each phase); ``exposition``: metric families
 reactor and the handlers may both feed it.
 """
 from .exposition import CONTENT_TYPE, Family, render
-from .registry import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, QUANTILES, BrokerMetrics, RequestStats
+from .registry import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, QUANTILES, BrokerMetrics, RequestStats, TimedRequest
 
 __all__ = ["CONTENT_TYPE", "FETCH_CONSUMER", "FETCH_FOLLOWER", "PHASES", "QUANTILES", "BrokerMetrics", "Family",
-           "RequestStats", "render"]
+           "RequestStats", "TimedRequest", "render"]

@@ -1,7 +1,7 @@
 """Prometheus text exposition format 0.0.4: ``# HELP`` and ``# TYPE`` once per family, then its samples.
 
-Summaries are written as Prometheus' own are (``name{quantile=...}``, ``name_sum``, ``name_count``): the
-quantile and ``_count`` series then carry exactly the names the JMX exporter gives Kafka's histograms.
+Summaries are written as the JMX exporter renders Kafka's histograms: ``name{quantile="0.99"}`` and
+``name_count`` (Prometheus' summary type, which prometheus_client's parser reads as one family).
 """
 from __future__ import annotations
 

@@ -1,10 +1,14 @@
 """The counters. The hot paths only add to plain ints in dicts and lists that already exist (no lock: the
 broker is one event loop); anything derived (totals over topics, percentiles) is computed at scrape time.
 
-Request timings keep the last RING samples of each phase per request type, as Kafka's histograms keep a
-bounded reservoir of recent samples; a scrape sorts a copy to read the percentiles.
+Request timings keep the last RING requests of each type, as Kafka's histograms keep a bounded reservoir
+of recent samples; a scrape works out their phase times and sorts them to read the percentiles. (So
+the summaries carry quantiles and ``_count`` and no ``_sum``, as the JMX exporter's rendering of Kafka's
+histograms does.)
 """
 from __future__ import annotations
+
+from typing import Protocol
 
 RING = 1024  # samples kept per request type and phase (a power of two: the slot is count & (RING - 1))
 # Kafka's RequestMetrics histograms, in the order ``RequestMetrics.record`` takes them
@@ -17,19 +21,38 @@ FETCH_CONSUMER = -1
 FETCH_FOLLOWER = -2
 
 
+class TimedRequest(Protocol):
+    """A request's monotonic instants (seconds), as the reactor kept them: bytes read off the socket, handed to
+    the handler, handler returned (or parked its answer), answer ready, answer queued for the socket, written."""
+    received: float
+    dispatched: float
+    returned: float
+    ready_at: float
+    queued: float
+    sent: float
+
+
+def _phases(r: TimedRequest) -> tuple[float, float, float, float, float, float]:
+    """The PHASES of one request, in ms."""
+    return ((r.dispatched - r.received) * 1000.0, (r.returned - r.dispatched) * 1000.0,
+            (r.ready_at - r.returned) * 1000.0, (r.queued - r.ready_at) * 1000.0, (r.sent - r.queued) * 1000.0,
+            (r.sent - r.received) * 1000.0)
+
+
 class RequestStats:
-    """One request type: how many (by version), and the recent time of each phase in ms."""
-    __slots__ = ("count", "versions", "times", "sums")
+    """One request type: how many (by version), and its last RING requests themselves (the reactor's own
+    records of them, so recording one is a store: the phase times are worked out at scrape time)."""
+    __slots__ = ("count", "versions", "kept")
 
     def __init__(self) -> None:
         self.count = 0
         self.versions: dict[int, int] = {}
-        self.times = [[0.0] * RING for _ in PHASES]
-        self.sums = [0.0] * len(PHASES)
+        self.kept: list[TimedRequest | None] = [None] * RING
 
-    def recent(self, phase: int) -> list[float]:
-        """The samples of ``phase`` kept now, sorted."""
-        return sorted(self.times[phase][:min(self.count, RING)])
+    def recent(self) -> list[list[float]]:
+        """Per phase, the times (ms) of the requests kept now, sorted."""
+        kept = [r for r in self.kept if r is not None]
+        return [sorted(column) for column in zip(*map(_phases, kept), strict=True)] if kept else [[] for _ in PHASES]
 
 
 class BrokerMetrics:
@@ -48,33 +71,12 @@ class BrokerMetrics:
     def fetched(self, topic: str, size: int) -> None:
         self.bytes_out[topic] = self.bytes_out.get(topic, 0) + size
 
-    def request(self, key: int, version: int, received: float, dispatched: float, returned: float,
-                ready: float, queued: float, sent: float) -> None:
-        """One answered request, from its monotonic instants (seconds): read off the socket, handed to the
-        handler, handler returned (or parked its answer), answer ready, answer queued for the socket, written."""
+    def request(self, key: int, version: int, timed: TimedRequest) -> None:
+        """One answered request (written to its socket): counted, and kept among its type's last RING."""
         stats = self.requests.get(key)
         if stats is None:
             stats = self.requests[key] = RequestStats()
-        i = stats.count & (RING - 1)
+        stats.kept[stats.count & (RING - 1)] = timed
         stats.count += 1
         versions = stats.versions
         versions[version] = versions.get(version, 0) + 1
-        times, sums = stats.times, stats.sums
-        ms = (dispatched - received) * 1000.0
-        times[0][i] = ms
-        sums[0] += ms
-        ms = (returned - dispatched) * 1000.0
-        times[1][i] = ms
-        sums[1] += ms
-        ms = (ready - returned) * 1000.0
-        times[2][i] = ms
-        sums[2] += ms
-        ms = (queued - ready) * 1000.0
-        times[3][i] = ms
-        sums[3] += ms
-        ms = (sent - queued) * 1000.0
-        times[4][i] = ms
-        sums[4] += ms
-        ms = (sent - received) * 1000.0
-        times[5][i] = ms
-        sums[5] += ms

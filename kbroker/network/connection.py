@@ -109,13 +109,14 @@ class FrameInterceptor(Protocol):
 
 class _Slot:
     __slots__ = ("api_key", "version", "correlation_id", "chunks", "ready",
-                 "received", "dispatched", "returned", "ready_at", "queued", "fetch_key")
+                 "received", "dispatched", "returned", "ready_at", "queued", "sent", "fetch_key")
     # monotonic instants of a timed request (metrics on), set as it goes: handed to the handler, handler
-    # returned, answer ready, answer queued for the socket
+    # returned, answer ready, answer queued for the socket, answer written (kbroker.metrics.TimedRequest)
     dispatched: float
     returned: float
     ready_at: float
     queued: float
+    sent: float
 
     def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key = api_key
@@ -638,16 +639,18 @@ class Connection:
             self._maybe_resume()
 
     def _timed_answers_sent(self) -> None:
-        """Every queued answer is written: each timed one goes to the request metrics (send time ends now)."""
+        """Every queued answer is written: each timed request goes to the request metrics (which keep the
+        slot itself among the last ones of its type, its response let go)."""
         metrics = self.metrics
         assert metrics is not None  # answers are timed only with metrics on
         now = time.monotonic()
         while self._sending:
-            s = self._sending.popleft()
-            metrics.request(s.api_key, s.version, s.received, s.dispatched, s.returned, s.ready_at, s.queued, now)
-            if s.fetch_key:
-                metrics.request(s.fetch_key, s.version, s.received, s.dispatched, s.returned, s.ready_at, s.queued,
-                                now)
+            slot = self._sending.popleft()
+            slot.sent = now
+            slot.chunks = None
+            metrics.request(slot.api_key, slot.version, slot)
+            if slot.fetch_key:
+                metrics.request(slot.fetch_key, slot.version, slot)
 
     # -- what the SASL authenticator and quotas use --------------------------------------------
 

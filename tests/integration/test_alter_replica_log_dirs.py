@@ -1,0 +1,218 @@
+"""AlterReplicaLogDirs (34) against real broker processes: a partition moves between the two log dirs of
+one broker under a steady acks=all producer (confluent-kafka), through ``kbroker reassign`` with
+``log_dirs`` in the reassignment JSON and directly; every acknowledged message is read back once, in
+order, before and after a restart; the checkpoints follow the partition; and Kafka's error codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from kbroker.log import checkpoint
+from kbroker.tools.client import Connection
+from tests.cluster.helpers import consume_all
+from tests.integration.conftest import REPO, BrokerProcess
+from tests.integration.helpers import create_topic
+
+ALTER, DESCRIBE = 34, 35
+NONE, REPLICA_NOT_AVAILABLE, CLUSTER_AUTHORIZATION_FAILED, KAFKA_STORAGE_ERROR, LOG_DIR_NOT_FOUND = 0, 9, 31, 56, 57
+
+
+def _start(base: Path, overrides: dict[str, str]) -> Iterator[BrokerProcess]:
+    bp = BrokerProcess(base, overrides)
+    bp.start()
+    try:
+        yield bp
+    finally:
+        bp.kill()
+
+
+@pytest.fixture(scope="module")
+def jbod(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker with two log dirs; small segments, so a move copies several."""
+    base = tmp_path_factory.mktemp("jbod")
+    yield from _start(base, {"log.dirs": f"{base / 'a'},{base / 'b'}", "log.segment.bytes": "262144",
+                             "log.segment.delete.delay.ms": "500", "num.partitions": "1"})
+
+
+def dirs_of(bp: BrokerProcess) -> tuple[str, str]:
+    a, b = bp.overrides["log.dirs"].split(",")
+    return str(Path(a).resolve()), str(Path(b).resolve())
+
+
+def alter(bp: BrokerProcess, moves: list[tuple[str, str, list[int]]], version: int = 1) -> dict:
+    conn = Connection(bp.host, bp.port)
+    try:
+        response = conn.send(ALTER, {"dirs": [{"path": path, "topics": [{"name": topic, "partitions": parts}]}
+                                              for path, topic, parts in moves]}, version=version)
+    finally:
+        conn.close()
+    return {(r.topic_name, p.partition_index): p.error_code for r in response.results for p in r.partitions}
+
+
+def placement(bp: BrokerProcess, topic: str) -> dict[tuple[int, bool], str]:
+    """(partition, is future) -> log dir, from DescribeLogDirs."""
+    conn = Connection(bp.host, bp.port)
+    try:
+        response = conn.send(DESCRIBE, {"topics": [{"topic": topic, "partitions": list(range(8))}]})
+    finally:
+        conn.close()
+    return {(p.partition_index, p.is_future_key): r.log_dir
+            for r in response.results for t in r.topics if t.name == topic for p in t.partitions}
+
+
+def wait_moved(bp: BrokerProcess, topic: str, target: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while placement(bp, topic) != {(0, False): target}:
+        assert time.monotonic() < deadline, f"{topic}-0 did not settle in {target}: {placement(bp, topic)}"
+        time.sleep(0.1)
+
+
+class SteadyProducer(threading.Thread):
+    """acks=all, idempotent, a few hundred small messages a second until stopped; records what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "message.timeout.ms": 60000})
+        self.topic = topic
+        self.acked: list[bytes] = []
+        self.failed: list[str] = []
+        self.stop = threading.Event()
+
+    def _delivered(self, err, msg) -> None:
+        if err is not None:
+            self.failed.append(str(err))
+        else:
+            self.acked.append(msg.value())
+
+    def run(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            for _ in range(20):
+                self.producer.produce(self.topic, value=b"m%08d-" % n + b"x" * 300, on_delivery=self._delivered)
+                n += 1
+            self.producer.poll(0.02)
+        self.producer.flush(60)
+
+    def wait_acked(self, count: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while len(self.acked) < count:
+            assert time.monotonic() < deadline and not self.failed, (len(self.acked), self.failed[:3])
+            time.sleep(0.05)
+
+
+def reassign_cli(bp: BrokerProcess, *argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kbroker.cli", "reassign", "--bootstrap-server", bp.bootstrap,
+                           *argv], capture_output=True, text=True, cwd=REPO, timeout=120)
+
+
+def read_back(bp: BrokerProcess, topic: str, acked: list[bytes]) -> None:
+    got = consume_all(bp.bootstrap, topic, 1, len(acked))[0]
+    assert [offset for offset, _ in got] == list(range(len(got)))
+    values = [v for _, v in got]
+    assert len(values) == len(acked) and values == acked  # every acknowledged message once, in order
+
+
+def checkpointed(directory: str, name: str) -> set:
+    return set(checkpoint.read_checkpoint(Path(directory) / name))
+
+
+def test_move_under_steady_acks_all_producer_then_restart(jbod: BrokerProcess, tmp_path: Path):
+    a, b = dirs_of(jbod)
+    create_topic(jbod.bootstrap, "steady")
+    source = placement(jbod, "steady")[(0, False)]
+    target = b if source == a else a
+    producer = SteadyProducer(jbod.bootstrap, "steady")
+    producer.start()
+    try:
+        producer.wait_acked(3000)
+        # through the tool, as kafka-reassign-partitions.sh: log_dirs beside the (unchanged) replicas
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "steady", "partition": 0, "replicas": [0], "log_dirs": [target]}]}))
+        done = reassign_cli(jbod, "--execute", "--reassignment-json-file", str(plan))
+        assert done.returncode == 0, done.stderr
+        assert "Successfully started log directory move for: steady-0-0" in done.stdout
+        wait_moved(jbod, "steady", target)
+        verify = reassign_cli(jbod, "--verify", "--reassignment-json-file", str(plan))
+        assert "Reassignment of replica steady-0-0 completed successfully." in verify.stdout, verify.stdout
+        assert verify.returncode == 0
+        acked_after_first = len(producer.acked)
+        producer.wait_acked(acked_after_first + 1500)
+        # and back, directly
+        assert alter(jbod, [(source, "steady", [0])]) == {("steady", 0): NONE}
+        wait_moved(jbod, "steady", source)
+        producer.wait_acked(len(producer.acked) + 1500)
+    finally:
+        producer.stop.set()
+        producer.join(90)
+    assert not producer.failed, producer.failed[:3]
+    read_back(jbod, "steady", producer.acked)
+    # the checkpoints followed the partition; the replaced copy is gone once file.delete.delay.ms passed
+    tp = ("steady", 0)
+    for name in (checkpoint.RECOVERY_POINT, checkpoint.LOG_START_OFFSET, checkpoint.HIGH_WATERMARK):
+        assert tp in checkpointed(source, name) and tp not in checkpointed(target, name), name
+    deadline = time.monotonic() + 30
+    while any(Path(target).glob("steady-0*")):
+        assert time.monotonic() < deadline, list(Path(target).glob("steady-0*"))
+        time.sleep(0.2)
+    jbod.restart()
+    assert placement(jbod, "steady") == {(0, False): source}
+    read_back(jbod, "steady", producer.acked)
+
+
+def test_error_codes_and_preferred_dir(jbod: BrokerProcess):
+    a, b = dirs_of(jbod)
+    create_topic(jbod.bootstrap, "errs")
+    here = placement(jbod, "errs")[(0, False)]
+    assert alter(jbod, [("/no/such/dir", "errs", [0]), ], version=0) == {("errs", 0): LOG_DIR_NOT_FOUND}
+    assert alter(jbod, [("a", "errs", [0])]) == {("errs", 0): LOG_DIR_NOT_FOUND}  # relative: never a log dir
+    # already there: success, and nothing moves
+    assert alter(jbod, [(here, "errs", [0])]) == {("errs", 0): NONE}
+    assert placement(jbod, "errs") == {(0, False): here}
+    # not hosted (yet): REPLICA_NOT_AVAILABLE, and the log is created where asked later (Kafka 2.8)
+    assert alter(jbod, [(a, "later-a", [0]), (b, "later-b", [0])]) == {
+        ("later-a", 0): REPLICA_NOT_AVAILABLE, ("later-b", 0): REPLICA_NOT_AVAILABLE}
+    create_topic(jbod.bootstrap, "later-a")
+    create_topic(jbod.bootstrap, "later-b")
+    assert placement(jbod, "later-a") == {(0, False): a}
+    assert placement(jbod, "later-b") == {(0, False): b}
+    # an unknown partition of a known topic: not hosted either
+    assert alter(jbod, [(a, "errs", [5])]) == {("errs", 5): REPLICA_NOT_AVAILABLE}
+
+
+def test_offline_dir_is_a_storage_error(tmp_path: Path):
+    (tmp_path / "file").write_text("not a directory")
+    bad = tmp_path / "file" / "logs"  # cannot be created: offline from the start
+    for bp in _start(tmp_path, {"log.dirs": f"{tmp_path / 'good'},{bad}"}):
+        create_topic(bp.bootstrap, "t")
+        good = str((tmp_path / "good").resolve())
+        assert alter(bp, [(str(bad), "t", [0])]) == {("t", 0): KAFKA_STORAGE_ERROR}
+        assert placement(bp, "t") == {(0, False): good}
+        out = subprocess.run([sys.executable, "-m", "kbroker.cli", "log-dirs", "--describe", "--bootstrap-server",
+                              bp.bootstrap, "--topic-list", "t"], capture_output=True, text=True, cwd=REPO,
+                             timeout=60)
+        lines = out.stdout.splitlines()
+        assert lines[:2] == ["Querying brokers for log directories information",
+                             "Received log directory information from brokers 0"]
+        assert json.loads(lines[2]) == {"version": 1, "brokers": [{"broker": 0, "logDirs": [
+            {"logDir": good, "error": None, "partitions": [
+                {"partition": "t-0", "size": 0, "offsetLag": 0, "isFuture": False}]},
+            {"logDir": str(bad), "error": "org.apache.kafka.common.errors.KafkaStorageException",
+             "partitions": []}]}]}
+
+
+def test_cluster_alter_is_required(tmp_path: Path):
+    for bp in _start(tmp_path, {"log.dirs": f"{tmp_path / 'a'},{tmp_path / 'b'}",
+                                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                                "super.users": "User:admin", "allow.everyone.if.no.acl.found": "false"}):
+        assert alter(bp, [(str((tmp_path / "b").resolve()), "t", [0, 1])]) == {
+            ("t", 0): CLUSTER_AUTHORIZATION_FAILED, ("t", 1): CLUSTER_AUTHORIZATION_FAILED}

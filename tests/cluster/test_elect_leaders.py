@@ -7,9 +7,10 @@ exit codes). One cluster for the module; the tests run in order and share its to
   with timeout_ms 0 that answers REQUEST_TIMED_OUT), a second election answers ELECTION_NOT_NEEDED.
 - unknown partitions, NOT_CONTROLLER from a broker that is not the controller, the election type
   and the answer for null topic_partitions, straight on the wire.
-- ``unc``: replicas [2, 3]. Broker 3 stops (the ISR shrinks to [2]), then broker 2 (the partition goes
-  offline, ISR [2]), then broker 3 comes back out of sync: with unclean.leader.election.enable=false
-  it stays offline until an unclean election makes 3 its leader.
+- ``unc``: replicas [2, 3]. Broker 3 stops (the ISR shrinks to [2]), records go to broker 2 alone, then
+  broker 2 stops (the partition goes offline, ISR [2]) and broker 3 comes back out of sync: with
+  unclean.leader.election.enable=false it stays offline until an unclean election makes 3 its leader
+  (losing those records, as unclean elections do); broker 2 then follows it.
 """
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import ElectionType, KafkaError, TopicPartition
+from confluent_kafka import ElectionType, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 
@@ -31,7 +32,7 @@ from zk_compat import layout
 from zk_compat.znodes import PartitionState
 
 from .conftest import Cluster, wait_until
-from .helpers import partition_state, wait_until_served
+from .helpers import consume_all, partition_state, wait_until_served
 
 REPO = Path(__file__).resolve().parents[2]
 ELECT = API_KEYS["ElectLeaders"]
@@ -95,6 +96,17 @@ def raw_elect(cluster: Cluster, broker_id: int, election_type: int, partitions: 
         conn.close()
 
 
+def produce(cluster: Cluster, topic: str, partition: int, values: list[bytes]) -> None:
+    """acks=all, each one acknowledged (raises otherwise)."""
+    failures: list = []
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True,
+                         "message.timeout.ms": 30000})
+    for value in values:
+        producer.produce(topic, value, partition=partition,
+                         on_delivery=lambda err, msg: failures.append(err) if err else None)
+    assert producer.flush(45) == 0 and not failures, failures
+
+
 def codes(response) -> dict[tuple[str, int], int]:
     return {(r.topic, p.partition_id): p.error_code for r in response.replica_election_results
             for p in r.partition_result}
@@ -111,6 +123,7 @@ def test_preferred_election_moves_leadership_back(cluster: Cluster) -> None:
                "broker 1 back in every ISR")
     wait_until_served(cluster, "pref", 4, 3, timeout=30)
     assert 1 not in leaders_seen(cluster, "pref").values()
+    produce(cluster, "pref", 0, [b"before-%d" % i for i in range(20)])
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("pref", 0)]).result(60)
@@ -118,6 +131,10 @@ def test_preferred_election_moves_leadership_back(cluster: Cluster) -> None:
     assert partition_state(cluster, "pref", 0).leader == 1
     # answered once the controller's metadata showed it; every broker follows within moments
     wait_until(lambda: leaders_seen(cluster, "pref")[0] == 1, 15, "pref-0 led by broker 1 in Metadata")
+    # the new leader serves: what was acknowledged before is there, and it takes more
+    produce(cluster, "pref", 0, [b"after-%d" % i for i in range(20)])
+    got = consume_all(cluster.bootstrap, "pref", 4, 40)
+    assert got[0] == [(i, b"before-%d" % i) for i in range(20)] + [(20 + i, b"after-%d" % i) for i in range(20)]
 
     again = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition("pref", 0)]).result(60)
     (err,) = again.values()
@@ -183,6 +200,7 @@ def test_unclean_election_elects_a_live_out_of_sync_replica(cluster: Cluster) ->
     create(cluster, "lonely", [[2]])
     cluster.brokers[3].stop()
     wait_until(lambda: partition_state(cluster, "unc", 0).isr == [2], 30, "unc-0's ISR down to [2]")
+    produce(cluster, "unc", 0, [b"only-on-2-%d" % i for i in range(5)])  # broker 3 never sees these
     cluster.brokers[2].stop()
     wait_until(lambda: partition_state(cluster, "unc", 0).leader == -1, 30, "unc-0 offline")
     cluster.brokers[3].start()
@@ -203,6 +221,8 @@ def test_unclean_election_elects_a_live_out_of_sync_replica(cluster: Cluster) ->
     state = partition_state(cluster, "unc", 0)
     assert (state.leader, state.isr) == (3, [3])
     wait_until(lambda: leaders_seen(cluster, "unc")[0] == 3, 15, "unc-0 led by broker 3 in Metadata")
+    produce(cluster, "unc", 0, [b"on-3"])  # the partition is writable again
+    assert consume_all(cluster.bootstrap, "unc", 1, 1)[0] == [(0, b"on-3")]  # an unclean election loses what only 2 had
 
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})  # (kept: the future needs its handle)
     result = admin.elect_leaders(ElectionType.UNCLEAN, [TopicPartition("unc", 0)]).result(60)

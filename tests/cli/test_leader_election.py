@@ -75,6 +75,13 @@ def test_bad_election_files_fail_with_one_line(content, message, tmp_path: Path)
     assert err.startswith("Error: ") and message in err and err.count("\n") == 1, err
 
 
+def test_unreadable_admin_config_is_one_line(tmp_path: Path):
+    code, out, err = elect_cli(NOWHERE, "--election-type", "preferred", "--all-topic-partitions",
+                               "--admin.config", str(tmp_path / "missing.properties"))
+    assert (code, out) == (1, "")
+    assert err.startswith("Error: cannot read the command config") and err.count("\n") == 1, err
+
+
 def test_unreachable_broker_is_one_line():
     code, out, err = elect_cli(NOWHERE, "--election-type", "preferred", "--all-topic-partitions")
     assert (code, out) == (1, "")

@@ -11,6 +11,7 @@ import uuid
 
 from kbroker import errors
 
+from .conftest import wait_until
 from .raw_client import metadata, request
 
 ROUNDS = 6
@@ -83,7 +84,5 @@ def test_no_wait_with_timeout_zero(cluster):
                                                                  "configs": []}],
                                                      "timeout_ms": 0, "validate_only": False})
     assert response.topics[0].error_code == 0
-    from .conftest import wait_until
-
     wait_until(lambda: all(metadata(b.bootstrap, [name], version=5).topics[0].error_code == 0
                            for b in brokers), 30, "the topic on every broker")

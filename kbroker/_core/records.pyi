@@ -107,3 +107,15 @@ def first_offset_at_or_after(batch: Buffer, target_timestamp: int, records: Buff
     """Offset of the first record of this batch with timestamp >= target (LogAppendTime batches
     use maxTimestamp for every record), or -1 if none. For compressed batches pass the
     decompressed records section as ``records``."""
+
+KEYLESS_ON_COMPACTED: Final[int]    # 1: INVALID_RECORD
+TIMESTAMP_OUT_OF_RANGE: Final[int]  # 2: INVALID_TIMESTAMP
+CLAIMS_LOG_APPEND_TIME: Final[int]  # 3: INVALID_TIMESTAMP
+
+def record_problems(batch: Buffer, records: Buffer | None = None, compacted: bool = False,
+                    check_timestamps: bool = False, min_timestamp: int = 0,
+                    max_timestamp: int = ...) -> list[tuple[int, int, int, int, int, int]]:
+    """Records of one client batch Kafka's append refuses one by one (LogValidator.validateRecord):
+    ``(index, problem, offset_delta, timestamp, key_length, value_length)``, lengths -1 when null,
+    the key rule first. A compressed batch needs its decompressed section as ``records``, whose
+    structure is checked as validate() checks an uncompressed batch (RecordBatchError)."""

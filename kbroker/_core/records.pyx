@@ -392,6 +392,8 @@ cdef inline const unsigned char* _skip_bytes(const unsigned char* p, const unsig
 cdef struct RecordInfo:
     int64_t timestamp_delta
     int32_t offset_delta
+    int32_t key_length  # negative: null
+    int32_t value_length
     int reason          # Reason on failure
     int64_t c           # Problem.c / .d on failure
     int64_t d
@@ -422,8 +424,9 @@ cdef const unsigned char* _next_record(const unsigned char* p, const unsigned ch
     p += 1  # attributes: unused
     p = _varlong(p, rec_end, &r.timestamp_delta)
     p = _varint(p, rec_end, &r.offset_delta)
-    p = _skip_bytes(p, rec_end, &n)  # key
-    p = _skip_bytes(p, rec_end, &n)  # value
+    r.key_length = r.value_length = -1
+    p = _skip_bytes(p, rec_end, &r.key_length)
+    p = _skip_bytes(p, rec_end, &r.value_length)
     p = _varint(p, rec_end, &count)
     if p == NULL:
         return NULL
@@ -870,6 +873,92 @@ def first_record_at_or_after(batch, int64_t target_timestamp, records=None):
             if ts >= target_timestamp:
                 return (base_offset + ri.offset_delta, ts)
         return None
+    finally:
+        if have_records:
+            PyBuffer_Release(&rview)
+        PyBuffer_Release(&bview)
+
+
+# ------------------------------------------------------------------------------------------------
+# record_problems: Kafka's per-record rules (LogValidator.validateRecord)
+
+KEYLESS_ON_COMPACTED = 1     # INVALID_RECORD
+TIMESTAMP_OUT_OF_RANGE = 2   # INVALID_TIMESTAMP
+CLAIMS_LOG_APPEND_TIME = 3   # INVALID_TIMESTAMP
+
+
+def record_problems(batch, records=None, bint compacted=False, bint check_timestamps=False,
+                    int64_t min_timestamp=0, int64_t max_timestamp=INT64_MAX):
+    """The records of one client batch that Kafka's append refuses one by one, as
+    ``[(index, problem, offset_delta, timestamp, key_length, value_length)]`` (lengths -1 when
+    null), at most one problem a record, the key rule first: a keyless record on a ``compacted``
+    topic; with ``check_timestamps`` a CreateTime timestamp (not NO_TIMESTAMP) outside
+    [min_timestamp, max_timestamp]; otherwise, every record of a batch that claims LogAppendTime.
+
+    ``batch`` starts with the batch (frame and CRC already validated). For a compressed batch
+    pass its decompressed records section as ``records``: its records are walked as validate()
+    walks an uncompressed batch's (exactly recordCount records filling it, offset deltas
+    0..n-1), so a malformed one raises the same RecordBatchError."""
+    cdef Py_buffer bview, rview
+    cdef bint have_records = False
+    cdef Problem pr
+    cdef Py_ssize_t sz = 0
+    cdef const unsigned char* p
+    cdef const unsigned char* q
+    cdef const unsigned char* rec
+    cdef const unsigned char* base
+    cdef const unsigned char* end
+    cdef int32_t count, i
+    cdef int64_t base_ts, max_ts, ts
+    cdef bint log_append_time
+    cdef int problem
+    cdef RecordInfo ri
+    out = []
+    _acquire(batch, &bview, False)
+    try:
+        p = <const unsigned char*>bview.buf
+        pr.position = 0
+        pr.batch_index = 0
+        if _check_frame(p, bview.len, &sz, &pr) < 0:
+            _raise_problem(&pr)
+        log_append_time = (be_i16(p + OFF_ATTRIBUTES) & ATTR_LOG_APPEND_TIME) != 0
+        base_ts = be_i64(p + OFF_BASE_TIMESTAMP)
+        max_ts = be_i64(p + OFF_MAX_TIMESTAMP)
+        count = be_i32(p + OFF_RECORD_COUNT)
+        if records is not None:
+            _acquire(records, &rview, False)
+            have_records = True
+            base = q = <const unsigned char*>rview.buf
+            end = q + rview.len
+        elif be_i16(p + OFF_ATTRIBUTES) & ATTR_CODEC_MASK:
+            raise ValueError("compressed batch: pass the decompressed records section as `records`")
+        else:
+            base = p
+            q = p + BATCH_HEADER_SIZE
+            end = p + sz
+        for i in range(count):
+            rec = q
+            q = _walk_record(q, end, base, i, &ri, &pr)
+            if q == NULL:
+                _raise_problem(&pr)
+            if ri.offset_delta != i:
+                _fail(&pr, R_REC_OFFSET, i, rec - base, ri.offset_delta, i)
+                _raise_problem(&pr)
+            # A LogAppendTime batch's records all read as its maxTimestamp (DefaultRecordBatch).
+            ts = max_ts if log_append_time else <int64_t>(<uint64_t>base_ts + <uint64_t>ri.timestamp_delta)
+            problem = 0
+            if compacted and ri.key_length < 0:
+                problem = KEYLESS_ON_COMPACTED
+            elif check_timestamps and ts != -1 and (ts < min_timestamp or ts > max_timestamp):
+                problem = TIMESTAMP_OUT_OF_RANGE
+            elif log_append_time:
+                problem = CLAIMS_LOG_APPEND_TIME
+            if problem:
+                out.append((i, problem, ri.offset_delta, ts, ri.key_length, ri.value_length))
+        if q != end:
+            _fail(&pr, R_REC_TRAILING, count, q - base, end - q, 0)
+            _raise_problem(&pr)
+        return out
     finally:
         if have_records:
             PyBuffer_Release(&rview)

@@ -117,6 +117,9 @@ def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: 
         out["error_code"] = exc.code
         if version >= 8:
             out["error_message"] = exc.message
+            # Records refused one by one (keyless on a compacted topic, timestamps): each named by its index
+            out["record_errors"] = [{"batch_index": i, "batch_index_error_message": text}
+                                    for i, text in getattr(exc, "record_errors", ())]
         log.debug("produce to %s-%d refused: %s", topic, index, exc)
     except Exception as exc:  # a bug must cost one partition its answer, not the broker
         log.exception("produce to %s-%d failed", topic, index)

@@ -28,6 +28,7 @@ from kbroker._core.index import CorruptIndexError
 from kbroker.clock import wall_ms
 from kbroker.crashpoints import crash_point
 
+from . import record_checks
 from .compression import decompress_records
 from .config import LogConfig
 from .leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -235,32 +236,46 @@ class PartitionLog:
         return self.append_validated(batches, self.validate(batches), leader_epoch)
 
     def validate(self, batches: bytearray | memoryview) -> records.AppendInfo:
-        """Kafka's produce-path checks; raises the KafkaError of the first problem."""
+        """Kafka's produce-path checks; raises the KafkaError of the first problem (for refused
+        records a ``record_checks`` error naming each of them)."""
         self._check_online()
         try:
             info = records.validate(batches, self.config.max_message_bytes, True)
+        except records.InvalidTimestampError as exc:
+            # A batch claiming LogAppendTime: Kafka refuses each of its records (record errors).
+            self._check_records(batches, True)
+            raise errors.InvalidTimestampError(f"{self.tp}: {exc}") from None
         except records.RecordBatchError as exc:
             raise errors.for_code(exc.code)(f"{self.tp}: {exc}") from None
         if info.size > self.config.segment_bytes:
             raise errors.RecordListTooLargeError(
                 f"{self.tp}: {info.size} bytes in one append exceed segment.bytes={self.config.segment_bytes}")
-        if info.compression:
-            self._check_decompresses(batches)
+        config = self.config
+        per_record = record_checks.needs_record_checks(config.compact, config.message_timestamp_difference_max_ms,
+                                                       config.log_append_time)
+        if info.compression or per_record:
+            self._check_records(batches, per_record)
         return info
 
-    def _check_decompresses(self, batches: bytearray | memoryview) -> None:
-        """A compressed batch whose payload does not decompress would poison every consumer, so it
-        is refused (CORRUPT_MESSAGE), as Kafka refuses it. Costs one decompression per compressed
-        batch; uncompressed batches had their records walked by ``validate`` already."""
+    def _check_records(self, batches: bytearray | memoryview, per_record: bool) -> None:
+        """Each compressed batch is decompressed and its records walked (a payload that does not
+        decompress or holds malformed records would poison every consumer: CORRUPT_MESSAGE /
+        INVALID_RECORD, as Kafka); with ``per_record`` (a compacted topic, a timestamp bound, a
+        batch claiming LogAppendTime) every batch's records meet Kafka's per-record rules."""
         headers, _, _ = records.scan_batches(batches, verify_crc=False)
         view = memoryview(batches)
+        config = self.config
         try:
             for header in headers:
-                if header.compression:
-                    start = header.position + records.HEADER_SIZE
-                    decompress_records(header.compression, view[start:header.position + header.size])
+                if header.compression or per_record:
+                    record_checks.check_batch(
+                        view[header.position:header.position + header.size], header, str(self.tp),
+                        compacted=config.compact, log_append_time_topic=config.log_append_time,
+                        timestamp_difference_max_ms=config.message_timestamp_difference_max_ms, now=self._clock())
         except errors.CorruptMessageError as exc:
             raise errors.CorruptMessageError(f"{self.tp}: {exc}") from None
+        except records.RecordBatchError as exc:
+            raise errors.for_code(exc.code)(f"{self.tp}: {exc}") from None
         finally:
             view.release()
 

@@ -20,6 +20,7 @@ OffsetFetch         ``fetch_offsets(group_id, partitions)`` (raises KafkaError) 
 DescribeGroups      ``describe_group(group_id)``                                    GroupDescription
 ListGroups          ``list_groups(states_filter)``                                  (code, [GroupOverview])
 DeleteGroups        ``await delete_groups(group_ids)``                              {group: code}
+OffsetDelete        ``await delete_offsets(group_id, partitions)``                  (code, {tp: code})
 FindCoordinator     ``partition_for(group_id)``                                     partition
 ==================  =============================================================  ==========
 
@@ -72,6 +73,7 @@ INVALID_SESSION_TIMEOUT = errors.InvalidSessionTimeoutError.code  # 26
 INVALID_COMMIT_OFFSET_SIZE = errors.InvalidCommitOffsetSizeError.code  # 28
 NON_EMPTY_GROUP = errors.NonEmptyGroupError.code  # 68
 GROUP_ID_NOT_FOUND = errors.GroupIdNotFoundError.code  # 69
+GROUP_SUBSCRIBED_TO_TOPIC = errors.GroupSubscribedToTopicError.code  # 86
 UNSTABLE_OFFSET_COMMIT = errors.UnstableOffsetCommitError.code  # 88
 
 # What a failed write of the offsets topic becomes for the client (Kafka's GroupMetadataManager).
@@ -453,6 +455,46 @@ class GroupCoordinator:
             log.info("group %s deleted (%d offsets)", group.group_id, len(group.offsets))
             group.offsets.clear()
         return results
+
+    async def delete_offsets(self, group_id: str,
+                             partitions: Iterable[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+        """OffsetDelete (Kafka's handleDeleteOffsets): (group error, {tp: code}). An Empty group
+        loses the offsets asked for; a consumer group with members keeps those of topics its
+        members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC) and loses the rest; any other group with
+        members is NON_EMPTY_GROUP. A group left Empty with no offsets is removed, as Kafka does."""
+        wanted = list(dict.fromkeys(partitions))
+        error = self._group_error(group_id)
+        if error:
+            return error, {}
+        group = self._groups.get(group_id)
+        if group is None or group.state is DEAD:
+            return GROUP_ID_NOT_FOUND, {}
+        results: dict[TopicPartition, int] = {}
+        if group.state is EMPTY:
+            doomed = wanted
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = group.subscribed_topics() or set()
+            doomed = [tp for tp in wanted if tp[0] not in subscribed]
+            results = {tp: GROUP_SUBSCRIBED_TO_TOPIC for tp in wanted if tp[0] in subscribed}
+        else:
+            return NON_EMPTY_GROUP, {}
+        removed = [tp for tp in doomed if tp in group.offsets]
+        for tp in doomed:
+            group.offsets.pop(tp, None)
+            group.pending_offset_commits.pop(tp, None)
+        for (gid, _pid), staged in self._txn_offsets.items():
+            if gid == group_id:
+                for tp in doomed:
+                    staged.pop(tp, None)
+        drop = group.state is EMPTY and not group.offsets and not group.pending_members
+        if drop:
+            group.shutdown(NOT_COORDINATOR)
+            del self._groups[group_id]
+            log.info("group %s has no offsets left after OffsetDelete: removed", group_id)
+        if removed or (drop and group.generation_id > 0):
+            await self._write_tombstones(group, removed, drop and group.generation_id > 0)
+        results.update(dict.fromkeys(doomed, NONE))
+        return NONE, {tp: results[tp] for tp in wanted}
 
     async def cleanup_expired_offsets(self, now_ms: int | None = None) -> int:
         """Expire offsets past ``offsets.retention.minutes`` and drop Empty groups left without

@@ -1,7 +1,7 @@
 """Consumer groups and producer ids: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
-OffsetFetch (9), DeleteGroups (42), InitProducerId (22; transactional ids go to the transaction
-coordinator). The coordinators hold the logic; these translate requests and versions.
+OffsetFetch (9), DeleteGroups (42), OffsetDelete (47), InitProducerId (22; transactional ids go
+to the transaction coordinator). The coordinators hold the logic; these translate requests and versions.
 OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
 from __future__ import annotations
 
@@ -268,6 +268,36 @@ async def delete_groups(ctx: BrokerContext, header, request, conn):
     codes = {g: codes.get(g, _GROUP_DENIED) for g in request.groups_names}
     return {"throttle_time_ms": 0,
             "results": [{"group_id": g, "error_code": code} for g, code in codes.items()]}
+
+
+@handles(47)
+async def offset_delete(ctx: BrokerContext, header, request, conn):
+    """OffsetDelete: DELETE on the group, then READ on each topic (TOPIC_AUTHORIZATION_FAILED) and
+    a partition the broker knows (UNKNOWN_TOPIC_OR_PARTITION), as Kafka's KafkaApis. A group-level
+    error is answered alone, with no topics."""
+    if not allowed(ctx, conn, Op.DELETE, Res.GROUP, request.group_id):
+        return {"error_code": _GROUP_DENIED, "throttle_time_ms": 0, "topics": []}
+    may_read = topic_filter(ctx, conn, Op.READ)
+    codes: dict[TopicPartition, int] = {}
+    wanted: list[TopicPartition] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = TopicPartition(topic.name, p.partition_index)
+            if may_read is not None and not may_read(topic.name):
+                codes[tp] = errors.TopicAuthorizationFailedError.code
+            elif not ctx.topics.exists(topic.name, p.partition_index):
+                codes[tp] = errors.UnknownTopicOrPartitionError.code
+            else:
+                wanted.append(tp)
+    code, deleted = await _coordinator(ctx).delete_offsets(request.group_id, wanted)
+    if code:
+        return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+    codes.update(deleted)
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, index), c in codes.items():
+        by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": c})
+    return {"error_code": 0, "throttle_time_ms": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
 @handles(22)

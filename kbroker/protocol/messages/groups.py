@@ -193,5 +193,22 @@ DELETE_GROUPS = api(42, "DeleteGroups", "0-2", flexible=2, request="""
       error_code               int16                v0+
 """)
 
+# KIP-496. The response puts error_code before throttle_time_ms; a group-level error comes with no topics.
+OFFSET_DELETE = api(47, "OffsetDelete", "0", flexible=None, request="""
+    group_id                   string               v0+
+    topics                     [Topic]              v0+
+      name                     string               v0+
+      partitions               [Partition]          v0+
+        partition_index        int32                v0+
+""", response="""
+    error_code                 int16                v0+
+    throttle_time_ms           int32                v0+
+    topics                     [Topic]              v0+
+      name                     string               v0+
+      partitions               [Partition]          v0+
+        partition_index        int32                v0+
+        error_code             int16                v0+
+""")
+
 APIS = (FIND_COORDINATOR, JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT,
-        OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS)
+        OFFSET_FETCH, DESCRIBE_GROUPS, LIST_GROUPS, DELETE_GROUPS, OFFSET_DELETE)

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-RING = 1024  # samples kept per request type and phase (a power of two: the slot is count & (RING - 1))
-# Kafka's RequestMetrics histograms, in the order ``RequestMetrics.record`` takes them
+RING = 1024  # requests kept per type (a power of two: the place is count & (RING - 1))
+# Kafka's RequestMetrics histograms, in the order ``_phases`` computes them
 PHASES = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems",
           "totaltimems")
 # the percentiles the JMX exporter turns into quantile labels (50thPercentile -> "0.50", 999th -> "0.999")

@@ -4,6 +4,7 @@ offsets; on a 3-broker cluster the controller, under-replicated, offline and ISR
 killed and brought back."""
 from __future__ import annotations
 
+import re
 import urllib.request
 from collections.abc import Iterator
 
@@ -15,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kazoo_bridge.local_server import ZooKeeperServer
 from tests.cluster.conftest import Cluster, wait_until
 
-from .conftest import free_port
+from .conftest import REPO, free_port
 from .helpers import create_topic
 
 NAMES = [
@@ -126,6 +127,16 @@ def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
     assert consumed.only("kafka_consumergroup_lag_sum", **group) == 40
     assert consumed.only("kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert consumed.only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+
+    # the dashboard and the alert rules in monitoring/ ask for series the broker serves
+    # (the README writes families as kafka_log_log_{size,logendoffset}: expanded first)
+    braces = re.compile(r"(kafka_[a-z_]*)\{([a-z_,]+)\}([a-z_]*)")
+    name = re.compile(r"\bkafka_(?:server|controller|network|log|consumergroup|topic)_[a-z_]*[a-z]")
+    used = set()
+    for path in ("monitoring/grafana-kbroker.json", "monitoring/kbroker-alerts.yml", "README.md"):
+        text = braces.sub(lambda m: " ".join(m[1] + part + m[3] for part in m[2].split(",")), (REPO / path).read_text())
+        used |= set(name.findall(text))
+    assert used and used <= {sample.name for sample in consumed.samples}
 
 
 def _consume_all(consumer: Consumer, want: int) -> int:

@@ -1,0 +1,145 @@
+"""What the metrics cost the produce path: one broker with ``metrics.enabled=true`` and one with
+``metrics.enabled=false`` (the hooks then skip every count and timing), run side by side, driven in
+alternation by the same confluent-kafka load, round after round, so drift hits both.
+
+    python -m bench.metrics_overhead [--rounds 9] [--messages 100000] [--size 100]
+
+Two load shapes per round, each to a fresh topic of one partition, acks=1:
+
+  batched         linger.ms=5, batches up to 1 MiB: few, large Produce requests (the usual load)
+  small_requests  batch.num.messages=10: a Produce request per ten records, the per-request hooks'
+                  worst case (request timing costs per request, the byte counters per partition)
+
+A third broker, ``kbroker_off_control``, is configured as "off" is: on this shared 2-core machine single
+rounds swing by +-30%, and control against off shows how far two identical brokers differ in the same
+run, the floor under which on against off says nothing.
+
+Each phase line has messages/s and the broker's CPU seconds per million messages. The last line is the
+summary, per shape, for on against off and for control against off: ``ratio`` = the median over the rounds
+of the rate ratio within a round (runs of a round are adjacent in time, so drift cancels best there;
+1.0: no cost, below 1: slower), each round's ratio, the median rates, the median broker CPU per million
+messages and their ``cpu_ratio`` (the broker's own work, less sensitive to the client's share of the CPU).
+The "on" broker also serves GET /metrics, scraped once at the end to check it counted every message.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from bench.throughput import BrokerProcess, create_topics, emit, free_port, log, start_broker
+
+# CONTROL: a second broker without metrics (how far two identical brokers differ in this run)
+ON, OFF, CONTROL = "kbroker_on", "kbroker_off", "kbroker_off_control"
+SHAPES = {
+    "batched": {"linger.ms": 5, "batch.size": 1 << 20, "batch.num.messages": 100_000},
+    "small_requests": {"linger.ms": 0, "batch.num.messages": 10},
+}
+
+
+def produce(broker: BrokerProcess, topic: str, shape: dict, messages: int, size: int, timeout: float) -> float:
+    """Seconds to get every delivery report in."""
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "1", "enable.idempotence": False,
+                         "queue.buffering.max.messages": 1_000_000, "queue.buffering.max.kbytes": 1 << 20,
+                         "message.timeout.ms": int(timeout * 1000), **shape})
+    value = (b"0123456789abcdef" * (size // 16 + 1))[:size]
+    failed = [0]
+
+    def on_delivery(err, _msg) -> None:
+        if err is not None:
+            failed[0] += 1
+
+    start = time.perf_counter()
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.005)
+        if i & 1023 == 0:
+            producer.poll(0)
+    left = producer.flush(timeout)
+    elapsed = time.perf_counter() - start
+    if left or failed[0]:
+        raise RuntimeError(f"{broker.name}: {left} undelivered, {failed[0]} failed")
+    return elapsed
+
+
+def scrape_messages_in(port: int, topic_prefix: str) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    total = 0
+    for line in text.splitlines():
+        if line.startswith(f'kafka_server_brokertopicmetrics_messagesin_total{{topic="{topic_prefix}'):
+            total += int(float(line.rsplit(" ", 1)[1]))
+    return total
+
+
+def summarize(runs: dict[tuple[str, str], list[tuple[float, float]]], shape: str, a: str, b: str) -> dict:
+    """a against b for one shape: the median of the per-round rate ratios, and of the CPU per message."""
+    paired = [ra[0] / rb[0] for ra, rb in zip(runs[(shape, a)], runs[(shape, b)], strict=True)]
+    cpu_a = statistics.median(c for _, c in runs[(shape, a)])
+    cpu_b = statistics.median(c for _, c in runs[(shape, b)])
+    return {"ratio": round(statistics.median(paired), 3), "round_ratios": [round(r, 3) for r in paired],
+            "messages_per_s": [round(statistics.median(r for r, _ in runs[(shape, x)])) for x in (a, b)],
+            "cpu_s_per_million": [round(cpu_a, 3), round(cpu_b, 3)],
+            "cpu_ratio": round(cpu_a / cpu_b, 3) if cpu_b else None}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--messages", type=int, default=100_000, help="messages per phase")
+    parser.add_argument("--size", type=int, default=100, help="value bytes")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds a phase may take")
+    args = parser.parse_args(argv)
+    status_port = free_port()
+    with tempfile.TemporaryDirectory(prefix="metrics-overhead-", dir=Path(__file__).resolve().parent.parent) as tmp:
+        work = Path(tmp)
+        brokers: list[BrokerProcess] = []
+        runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        try:
+            for name, extra in ((ON, {"metrics.enabled": "true", "status.listener": f"http://127.0.0.1:{status_port}"}),
+                                (OFF, {"metrics.enabled": "false"}), (CONTROL, {"metrics.enabled": "false"})):
+                brokers.append(start_broker(name, None, work, extra))
+            for round_no in range(args.rounds):
+                order = brokers[round_no % 3:] + brokers[:round_no % 3]  # who goes first rotates
+                for shape_name, shape in SHAPES.items():
+                    for broker in order:
+                        topic = f"overhead-{shape_name}-r{round_no}"
+                        create_topics(broker, [topic], 1)
+                        os.sync()  # the page cache's writeback is paid by whoever writes next: not this run
+                        cpu_before = sum(broker.cpu())
+                        elapsed = produce(broker, topic, shape, args.messages, args.size, args.timeout)
+                        cpu = sum(broker.cpu()) - cpu_before
+                        rate = args.messages / elapsed
+                        cpu_per_million = cpu / args.messages * 1e6
+                        runs.setdefault((shape_name, broker.name), []).append((rate, cpu_per_million))
+                        emit({"round": round_no, "shape": shape_name, "broker": broker.name,
+                              "messages_per_s": round(rate), "broker_cpu_s_per_million": round(cpu_per_million, 3)})
+            counted = scrape_messages_in(status_port, "overhead-")
+            expected = args.rounds * len(SHAPES) * args.messages
+            if counted != expected:
+                raise RuntimeError(f"GET /metrics counted {counted} messages in, not {expected}")
+        finally:
+            for broker in brokers:
+                broker.stop()
+    summary: dict = {"summary": True, "rounds": args.rounds, "messages": args.messages, "size": args.size}
+    for shape_name in SHAPES:
+        summary[shape_name] = {"on_vs_off": summarize(runs, shape_name, ON, OFF),
+                               "control_vs_off": summarize(runs, shape_name, CONTROL, OFF)}
+    print(json.dumps(summary), flush=True)
+    log(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

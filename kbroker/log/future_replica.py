@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kbroker._core import records
+from kbroker.crashpoints import crash_point
 
 from .names import TopicPartition, validate_topic_name
 from .partition_log import PartitionLog
@@ -135,6 +136,7 @@ def copy(future: PartitionLog, ranges: list[CopyRange], chunk: int = COPY_CHUNK,
                 if whole:
                     future.append_as_follower(memoryview(buf)[:whole], allow_gaps=True)
                     copied += whole
+                    crash_point("future.copied")
                 carry = buf[whole:]
     finally:
         close_ranges(ranges)

@@ -78,11 +78,13 @@ def wait_moved(bp: BrokerProcess, topic: str, target: str, timeout: float = 60) 
 class SteadyProducer(threading.Thread):
     """acks=all, idempotent, a few hundred small messages a second until stopped; records what was acknowledged."""
 
-    def __init__(self, bootstrap: str, topic: str) -> None:
+    def __init__(self, bootstrap: str, topic: str, value_size: int = 300) -> None:
         super().__init__(daemon=True)
+        # message.timeout.ms: the crash tests' producer lives through several kills and restarts
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 60000})
+                                  "linger.ms": 5, "message.timeout.ms": 300000, "batch.size": 16384})
         self.topic = topic
+        self.value_size = value_size
         self.acked: list[bytes] = []
         self.failed: list[str] = []
         self.stop = threading.Event()
@@ -97,12 +99,13 @@ class SteadyProducer(threading.Thread):
         n = 0
         while not self.stop.is_set():
             for _ in range(20):
-                self.producer.produce(self.topic, value=b"m%08d-" % n + b"x" * 300, on_delivery=self._delivered)
+                self.producer.produce(self.topic, value=b"m%08d-" % n + b"x" * self.value_size,
+                                      on_delivery=self._delivered)
                 n += 1
             self.producer.poll(0.02)
         self.producer.flush(60)
 
-    def wait_acked(self, count: int, timeout: float = 60) -> None:
+    def wait_acked(self, count: int, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout
         while len(self.acked) < count:
             assert time.monotonic() < deadline and not self.failed, (len(self.acked), self.failed[:3])

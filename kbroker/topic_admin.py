@@ -298,10 +298,10 @@ def _answer_shows(answer: Any, partitions: int | None) -> bool:
     """A Metadata answer for a topic shows it gone, or with partitions 0..partitions-1 all led."""
     if answer is None:
         return False
+    if answer.error_code == errors.TopicAuthorizationFailedError.code:
+        return True  # this broker may not see it there: nothing to wait for
     if partitions is None:
         return bool(answer.error_code == errors.UnknownTopicOrPartitionError.code)
-    if answer.error_code == errors.TopicAuthorizationFailedError.code:
-        return True  # not ours to see: nothing to wait for
     led = {p.partition_index for p in answer.partitions if p.leader_id >= 0}
     return answer.error_code == 0 and all(p in led for p in range(partitions))
 

@@ -1,5 +1,8 @@
-"""Metadata (3) and DescribeCluster (60): brokers, controller, topics, leaders."""
+"""Metadata (3) and DescribeCluster (60): brokers, controller, topics, leaders. Topics and partitions are
+answered as Kafka's MetadataCache does at each version (``topic_metadata``)."""
 from __future__ import annotations
+
+import uuid
 
 from kbroker import errors
 from kbroker.internal_topics import INTERNAL_TOPICS
@@ -8,6 +11,8 @@ from kbroker.protocol.messages.acls import CLUSTER_NAME
 from .acls import Op, Res, allowed, authorized_operations, cluster_allowed
 from .context import BrokerContext
 from .registry import handles
+
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def listener_of(conn) -> str:
@@ -53,7 +58,7 @@ def topic_metadata(ctx: BrokerContext, name: str, version: int, alive: set[int],
                            "leader_epoch": view.leader_epoch, "replica_nodes": replicas, "isr_nodes": isr,
                            "offline_replicas": list(view.offline_replicas)})
     info = ctx.topics.topics.get(name)
-    return {"error_code": 0, "name": name, "topic_id": info.topic_id if info is not None else None,
+    return {"error_code": 0, "name": name, "topic_id": info.topic_id if info is not None else ZERO_UUID,
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions}
 
 

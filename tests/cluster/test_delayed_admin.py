@@ -86,3 +86,16 @@ def test_no_wait_with_timeout_zero(cluster):
     assert response.topics[0].error_code == 0
     wait_until(lambda: all(metadata(b.bootstrap, [name], version=5).topics[0].error_code == 0
                            for b in brokers), 30, "the topic on every broker")
+
+
+def test_a_change_not_visible_within_timeout_ms_is_request_timed_out(cluster):
+    """As Kafka's expired delayed operation: REQUEST_TIMED_OUT, and the change is made all the same (no
+    UpdateMetadata reaches a broker within 1 ms of the ZooKeeper write)."""
+    brokers = list(cluster.brokers.values())
+    name = f"late-{uuid.uuid4().hex[:8]}"
+    _created(cluster, brokers[0].bootstrap, name, 1, 2)
+    response = request(brokers[2].bootstrap, 37, 1, {"topics": [{"name": name, "count": 3, "assignments": None}],
+                                                     "timeout_ms": 1, "validate_only": False})
+    assert [(r.name, r.error_code) for r in response.results] == [(name, errors.RequestTimedOutError.code)]
+    wait_until(lambda: all(len(metadata(b.bootstrap, [name], version=5).topics[0].partitions) == 3
+                           for b in brokers), 30, "the three partitions on every broker")

@@ -3,6 +3,13 @@
     kbroker groups --bootstrap-server HOST:PORT --list [--state [STATE,...]]
     kbroker groups --bootstrap-server HOST:PORT --describe (--group G ... | --all-groups)
                    [--offsets | --members [--verbose] | --state]
+    kbroker groups --bootstrap-server HOST:PORT --reset-offsets (--group G ... | --all-groups)
+                   (--all-topics | --topic T[:P,P...] ... | --from-file F) SPEC [--dry-run | --execute] [--export]
+    kbroker groups --bootstrap-server HOST:PORT --delete-offsets --group G --topic T[:P,P...] ...
+
+SPEC is one of --to-earliest, --to-latest, --to-current, --to-offset N, --shift-by N,
+--to-datetime YYYY-MM-DDTHH:mm:SS.sss[zone], --by-duration PnDTnHnMnS, --from-file F; the plan
+(``kbroker.tools.group_reset``) follows kafka-consumer-groups.sh.
 
 --describe prints, per group, Kafka's tables (a blank line, then a header):
 
@@ -23,6 +30,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from . import group_reset
 from .client import (
     AdminClient,
     ClientError,
@@ -43,7 +51,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p = add_tool_parser(sub, "groups", run, help="list and describe consumer groups (kafka-consumer-groups.sh)",
                         description="List consumer groups and describe their members, offsets and lag, "
                                     "like kafka-consumer-groups.sh.",
-                        actions={"--list": "list the consumer groups", "--describe": "describe consumer groups"})
+                        actions={"--list": "list the consumer groups", "--describe": "describe consumer groups",
+                                 "--reset-offsets": "reset the committed offsets of inactive groups (a dry run "
+                                                    "unless --execute)",
+                                 "--delete-offsets": "delete committed offsets of one group (OffsetDelete)"})
     p.add_argument("--group", action="append", default=[], metavar="GROUP", help="the group to describe (repeatable)")
     p.add_argument("--all-groups", action="store_true", help="with --describe: every consumer group")
     what = p.add_mutually_exclusive_group()
@@ -54,12 +65,14 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                       help="with --describe: state, coordinator, strategy and member count; with --list: "
                            "show each group's state, or only groups in these comma-separated states")
     p.add_argument("--verbose", action="store_true", help="with --describe --members: each member's partitions")
+    group_reset.add_options(p)
     add_timeout_option(p, 30000, "how long to wait for each answer and for a coordinator")
     add_command_config(p)
     return p
 
 
 def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    group_reset.check_args(args, parser)
     if args.describe and not args.group and not args.all_groups:
         parser.error("--describe needs --group or --all-groups")
     if args.group and args.all_groups:
@@ -80,6 +93,10 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000, security=command_config(args)) as admin:
             if args.list:
                 return list_groups(admin, args.state, out)
+            if args.reset_offsets:
+                return group_reset.reset_offsets(admin, args, out, err)
+            if args.delete_offsets:
+                return group_reset.delete_offsets(admin, args.group[0], args.topic, out, err)
             groups = args.group
             if args.all_groups:
                 groups = [g.group_id for g in admin.list_groups() if _is_consumer_group(g.protocol_type)]

@@ -139,7 +139,7 @@ def test_no_broker_running(kbroker, args):
 
 
 @pytest.mark.parametrize("args, message", [
-    ([], "one of the arguments --list --describe is required"),
+    ([], "one of the arguments --list --describe --reset-offsets --delete-offsets is required"),
     (["--describe"], "--describe needs --group or --all-groups"),
     (["--describe", "--group", "g", "--all-groups"], "cannot be used together"),
     (["--describe", "--group", "g", "--verbose"], "--verbose only goes with --describe --members"),

@@ -20,12 +20,18 @@ of the rate ratio within a round (runs of a round are adjacent in time, so drift
 1.0: no cost, below 1: slower), each round's ratio, the median rates, the median broker CPU per million
 messages and their ``cpu_ratio`` (the broker's own work, less sensitive to the client's share of the CPU).
 The "on" broker also serves GET /metrics, scraped once at the end to check it counted every message.
+
+``--py-spy``: after the rounds, one more phase of each shape (ten times as many messages) on the "on" broker
+under py-spy, and the share of
+its busy samples spent in the hooks (``kbroker/metrics`` and the lines of the reactor and the produce/fetch
+handlers that feed it): what the metrics cost, read off the broker itself rather than off a noisy rate.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import statistics
 import tempfile
 import time
@@ -34,7 +40,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from bench.throughput import BrokerProcess, create_topics, emit, free_port, log, start_broker
+from bench.throughput import FRAME, REPO, BrokerProcess, PySpy, create_topics, emit, free_port, log, start_broker
 
 # CONTROL: a second broker without metrics (how far two identical brokers differ in this run)
 ON, OFF, CONTROL = "kbroker_on", "kbroker_off", "kbroker_off_control"
@@ -73,6 +79,40 @@ def produce(broker: BrokerProcess, topic: str, shape: dict, messages: int, size:
     return elapsed
 
 
+PROFILED = 10  # the profiled phase sends this many times --messages: thousands of busy samples
+
+# where the hooks are: every line of these files that feeds or tests for the metrics
+HOOK_FILES = ("kbroker/network/connection.py", "kbroker/handlers/produce.py", "kbroker/handlers/fetch.py")
+HOOK_LINE = re.compile(r"metrics|\.received|\.dispatched|\.returned|\.ready_at|\.queued|\.sent\b|_sending|fetch_key")
+
+
+def hook_lines() -> list[tuple[str, int]]:
+    out = []
+    for rel in HOOK_FILES:
+        for number, text in enumerate((REPO / rel).read_text().splitlines(), 1):
+            stripped = text.strip()
+            if HOOK_LINE.search(stripped) and not stripped.startswith(("#", "from ", "import ")):
+                out.append((rel, number))
+    return out
+
+
+def hook_share(path: Path) -> dict:
+    """Busy samples of a py-spy raw profile, and those with a hook on their stack."""
+    lines = hook_lines()
+    busy = hooked = 0
+    for row in path.read_text().splitlines():
+        stack, _, count = row.rpartition(" ")
+        frames = [m for m in (FRAME.match(raw.strip()) for raw in stack.split(";")) if m]
+        if not frames or not count.isdigit() or frames[-1]["func"].startswith("EpollSelector.select"):
+            continue  # idle: the loop waits for sockets
+        busy += int(count)
+        if any(m["file"].endswith("kbroker/metrics/registry.py") or m["func"] == "Connection._timed_answers_sent"
+               or any(m["file"].endswith(rel) and m["line"] == str(n) for rel, n in lines) for m in frames):
+            hooked += int(count)
+    return {"busy_samples": busy, "hook_samples": hooked,
+            "hooks_pct_of_broker_cpu": round(100 * hooked / busy, 2) if busy else None}
+
+
 def scrape_messages_in(port: int, topic_prefix: str) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
         text = r.read().decode()
@@ -100,7 +140,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=100_000, help="messages per phase")
     parser.add_argument("--size", type=int, default=100, help="value bytes")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds a phase may take")
+    parser.add_argument("--py-spy", action="store_true", help="then profile the metrics broker (see above)")
     args = parser.parse_args(argv)
+    profiles: dict[str, dict] = {}
     status_port = free_port()
     with tempfile.TemporaryDirectory(prefix="metrics-overhead-", dir=Path(__file__).resolve().parent.parent) as tmp:
         work = Path(tmp)
@@ -125,8 +167,18 @@ def main(argv: list[str] | None = None) -> int:
                         runs.setdefault((shape_name, broker.name), []).append((rate, cpu_per_million))
                         emit({"round": round_no, "shape": shape_name, "broker": broker.name,
                               "messages_per_s": round(rate), "broker_cpu_s_per_million": round(cpu_per_million, 3)})
+            if args.py_spy:
+                on = brokers[0]
+                for shape_name, shape in SHAPES.items():
+                    topic = f"overhead-{shape_name}-profiled"
+                    create_topics(on, [topic], 1)
+                    spy = PySpy(work, on.pid, f"profile-{shape_name}")
+                    produce(on, topic, shape, PROFILED * args.messages, args.size, PROFILED * args.timeout)
+                    spy.finish()
+                    assert spy.path is not None
+                    profiles[shape_name] = hook_share(spy.path)
             counted = scrape_messages_in(status_port, "overhead-")
-            expected = args.rounds * len(SHAPES) * args.messages
+            expected = (args.rounds + PROFILED * args.py_spy) * len(SHAPES) * args.messages
             if counted != expected:
                 raise RuntimeError(f"GET /metrics counted {counted} messages in, not {expected}")
         finally:
@@ -136,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     for shape_name in SHAPES:
         summary[shape_name] = {"on_vs_off": summarize(runs, shape_name, ON, OFF),
                                "control_vs_off": summarize(runs, shape_name, CONTROL, OFF)}
+        if shape_name in profiles:
+            summary[shape_name]["on_profiled"] = profiles[shape_name]
     print(json.dumps(summary), flush=True)
     log(json.dumps(summary))
     return 0

@@ -30,7 +30,7 @@ from .partition_log import PartitionLog
 
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
-COPY_CHUNK = 8 << 20  # bytes read and appended at a time by the worker
+COPY_CHUNK = 1 << 20  # read and appended at a time: the worker holds the GIL while it validates and writes one
 
 _MOVING_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-f]{32})(?P<suffix>-future|-delete)$")
 

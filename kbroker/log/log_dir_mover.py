@@ -38,6 +38,7 @@ class LogDirMover:
         self.tasks: dict[TopicPartition, asyncio.Task[None]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self.bytes_copied = 0
+        self._flushed_size: dict[TopicPartition, int] = {}
         self._stopping = threading.Event()
 
     def start(self, tp: TopicPartition) -> None:
@@ -96,14 +97,26 @@ class LogDirMover:
         except errors.OffsetOutOfRangeError:  # retention or DeleteRecords passed the copy's end
             future.truncate_fully_and_start_at(current.log_start_offset)
             return True
+        loop = asyncio.get_running_loop()
         if future_replica.pending_bytes(ranges) > SWAP_BYTES:
             lm.copying[tp] = future
             try:
-                self.bytes_copied += await asyncio.get_running_loop().run_in_executor(
+                self.bytes_copied += await loop.run_in_executor(
                     self._worker(), future_replica.copy, future, ranges, future_replica.COPY_CHUNK, self._stopping)
             finally:
                 lm.end_copy(tp, future)
             return True
+        if future.size_bytes - self._flushed_size.get(tp, 0) > 4 * SWAP_BYTES:
+            # The swap makes the copy durable first: most of it on the worker, not on the loop.
+            future_replica.close_ranges(ranges)
+            lm.copying[tp] = future
+            try:
+                await loop.run_in_executor(self._worker(), future.flush)
+                self._flushed_size[tp] = future.size_bytes
+            finally:
+                lm.end_copy(tp, future)
+            return True
+        self._flushed_size.pop(tp, None)
         # The rest, then the swap, without yielding: no append can come in between.
         self.bytes_copied += future_replica.copy(future, ranges)
         if lm.future_logs.get(tp) is not future or future.offline:

@@ -219,3 +219,62 @@ def test_cluster_alter_is_required(tmp_path: Path):
                                 "super.users": "User:admin", "allow.everyone.if.no.acl.found": "false"}):
         assert alter(bp, [(str((tmp_path / "b").resolve()), "t", [0, 1])]) == {
             ("t", 0): CLUSTER_AUTHORIZATION_FAILED, ("t", 1): CLUSTER_AUTHORIZATION_FAILED}
+
+
+def measure_copy_rate(mb: int, base: Path) -> dict:
+    """A ``mb`` MB partition moved between the two log dirs of an idle broker: the copy rate, from the
+    broker's own "moving" and "moved" log lines (DescribeLogDirs polled until it shows the end)."""
+    import re
+    from datetime import datetime
+
+    bp = BrokerProcess(base, {"log.dirs": f"{base / 'a'},{base / 'b'}"})
+    bp.start()
+    try:
+        create_topic(bp.bootstrap, "big")
+        producer = Producer({"bootstrap.servers": bp.bootstrap, "acks": "1", "linger.ms": 20,
+                             "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 20})
+        value = b"v" * 1024
+        for _ in range(mb * 1024):
+            while True:
+                try:
+                    producer.produce("big", value=value)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        assert producer.flush(300) == 0
+        source = placement(bp, "big")[(0, False)]
+        target = next(d for d in dirs_of(bp) if d != source)
+        size = sum(p.stat().st_size for p in (Path(source) / "big-0").glob("*.log"))
+        started = time.monotonic()
+        assert alter(bp, [(target, "big", [0])]) == {("big", 0): NONE}
+        # the event loop keeps serving during the copy: DescribeLogDirs answers, showing the future replica
+        slowest, saw_future = 0.0, False
+        while True:
+            asked = time.monotonic()
+            found = placement(bp, "big")
+            slowest = max(slowest, time.monotonic() - asked)
+            saw_future = saw_future or (0, True) in found
+            if found == {(0, False): target}:
+                break
+            assert time.monotonic() - started < 600, found
+            time.sleep(0.02)
+        polled = time.monotonic() - started
+        stamps = {}
+        for line in bp.log().splitlines():
+            found = re.match(r"\[(\S+ \S+)\] INFO big-0: (moving|moved) from", line)
+            if found:
+                stamps[found[2]] = datetime.strptime(found[1], "%Y-%m-%d %H:%M:%S,%f").timestamp()
+        seconds = stamps["moved"] - stamps["moving"]
+        return {"bytes": size, "copy_seconds": round(seconds, 3), "copy_mb_per_s": round(size / 1e6 / seconds, 1),
+                "seconds_until_describe_showed_it": round(polled, 3), "future_replica_seen": saw_future,
+                "slowest_describe_log_dirs_ms": round(slowest * 1000, 1)}
+    finally:
+        bp.stop()
+        bp.kill()
+
+
+if __name__ == "__main__":  # python -m tests.integration.test_alter_replica_log_dirs [MB]
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        print(json.dumps(measure_copy_rate(int(sys.argv[1]) if len(sys.argv) > 1 else 200, Path(scratch))))

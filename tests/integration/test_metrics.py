@@ -14,6 +14,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from kazoo_bridge.local_server import ZooKeeperServer
+from kbroker.metrics import Family, render
 from tests.cluster.conftest import Cluster, wait_until
 
 from .conftest import REPO, free_port
@@ -58,6 +59,22 @@ class Scrape:
         found = [s.value for s in self.samples if s.name == name and s.labels == labels]
         assert len(found) == 1, (name, labels, found)
         return found[0]
+
+
+def test_label_values_and_help_texts_survive_the_parser():
+    """Group ids are any string: quotes, backslashes and newlines in a label value are escaped."""
+    odd = 'a "quoted"\\ group\nwith a newline'
+    family = Family("kafka_consumergroup_lag", "gauge", "help with a \\ and a\nnewline")
+    family.add(7, (("consumergroup", odd), ("topic", "t"), ("partition", "0")))
+    counter = Family("kafka_server_brokertopicmetrics_bytesin_total", "counter", "bytes")
+    counter.add(12).add(5, (("topic", "t"),))
+    parsed = {f.name: f for f in text_string_to_metric_families(render([family, counter]).decode())}
+    (sample,) = parsed["kafka_consumergroup_lag"].samples
+    assert sample.labels == {"consumergroup": odd, "topic": "t", "partition": "0"} and sample.value == 7
+    assert parsed["kafka_consumergroup_lag"].documentation == "help with a \\ and a\nnewline"
+    assert parsed["kafka_server_brokertopicmetrics_bytesin"].type == "counter"
+    assert [(s.labels, s.value) for s in parsed["kafka_server_brokertopicmetrics_bytesin"].samples] == \
+        [({}, 12), ({"topic": "t"}, 5)]
 
 
 def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
@@ -213,6 +230,8 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
     start = Scrape(leader_port)
     assert start.only("kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert start.only("kafka_server_brokertopicmetrics_messagesin_total", topic="watched-rf3") == 10
+    assert start.value("kafka_network_requestmetrics_requests_total", request="FetchFollower") > 0
+    assert start.only("kafka_network_requestmetrics_remotetimems_count", request="FetchFollower") > 0
     assert Scrape(_port(cluster, controller)).only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     shrinks, expands = (start.only("kafka_server_replicamanager_isrshrinks_total"),
                         start.only("kafka_server_replicamanager_isrexpands_total"))

@@ -38,9 +38,9 @@ def describe_log_dirs(ctx: BrokerContext, header, request, conn):
                 if wanted is not None and tuple(tp) not in wanted:
                     continue
                 lag = 0
-                if future:  # Kafka's offset lag of a future replica: how far its copy is behind
+                if future:  # Kafka's offset lag of a future replica: how far its copy is behind (-1: unknown)
                     current = lm.logs.get(tp)
-                    lag = max(0, current.log_end_offset - plog.log_end_offset) if current is not None else 0
+                    lag = current.log_end_offset - plog.log_end_offset if current is not None else -1
                 topics.setdefault(tp.topic, []).append({
                     "partition_index": tp.partition, "partition_size": plog.size_bytes,
                     "offset_lag": lag, "is_future_key": future})

@@ -221,6 +221,54 @@ def test_cluster_alter_is_required(tmp_path: Path):
             ("t", 0): CLUSTER_AUTHORIZATION_FAILED, ("t", 1): CLUSTER_AUTHORIZATION_FAILED}
 
 
+def test_new_replica_placed_and_follower_moved_in_a_zookeeper_cluster(zookeeper_server, tmp_path: Path):
+    """kafka-reassign-partitions.sh's other use: a new replica on broker 2 lands in the log dir the JSON
+    names (REPLICA_NOT_AVAILABLE until the controller created it); then broker 2's follower replica moves
+    while its fetcher appends, and after the leader stops, broker 2 serves every acknowledged message."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.cluster.conftest import Cluster
+
+    cluster = Cluster(zookeeper_server, tmp_path, size=2)
+    for b in cluster.brokers.values():
+        b.overrides["log.dirs"] = f"{b.dirs}-a,{b.dirs}-b"
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("rep", 1, -1, replica_assignment=[[1]])])["rep"].result(30)
+        second = cluster.brokers[2]
+        first_dir, second_dir = dirs_of(second)
+        producer = SteadyProducer(cluster.bootstrap, "rep")
+        producer.start()
+        try:
+            producer.wait_acked(2000)
+            plan = tmp_path / "plan.json"
+            plan.write_text(json.dumps({"version": 1, "partitions": [
+                {"topic": "rep", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", second_dir]}]}))
+            done = reassign_cli(cluster.brokers[1], "--execute", "--reassignment-json-file", str(plan))
+            assert done.returncode == 0, done.stdout + done.stderr
+            assert "Successfully started log directory move for: rep-0-2" in done.stdout
+            deadline = time.monotonic() + 60
+            while (verify := reassign_cli(cluster.brokers[1], "--verify", "--reassignment-json-file",
+                                          str(plan))).returncode != 0:
+                assert time.monotonic() < deadline, verify.stdout
+                time.sleep(0.5)
+            assert "Reassignment of replica rep-0-2 completed successfully." in verify.stdout
+            assert placement(second, "rep") == {(0, False): second_dir}
+            producer.wait_acked(len(producer.acked) + 1000)
+            assert alter(second, [(first_dir, "rep", [0])]) == {("rep", 0): NONE}
+            wait_moved(second, "rep", first_dir)
+            producer.wait_acked(len(producer.acked) + 1000)
+        finally:
+            producer.stop.set()
+            producer.join(90)
+        assert not producer.failed, producer.failed[:3]
+        cluster.brokers[1].stop_cleanly()  # controlled shutdown: broker 2, in the ISR, leads
+        read_back(second, "rep", producer.acked)
+    finally:
+        cluster.stop()
+
+
 def measure_copy_rate(mb: int, base: Path) -> dict:
     """A ``mb`` MB partition moved between the two log dirs of an idle broker: the copy rate, from the
     broker's own "moving" and "moved" log lines (DescribeLogDirs polled until it shows the end)."""

@@ -100,7 +100,14 @@ class LogManager:
                 self._lock(directory)
             except OSError as exc:
                 self.mark_dir_offline(directory, exc)
-        self._resolve_moves()
+        try:
+            self._resolve_moves()
+        except OSError as exc:  # a rename or removal failed: that disk is failing
+            path = Path(exc.filename) if exc.filename else None
+            failed = next((d for d in self.online_dirs if path is not None and d in path.parents), None)
+            if failed is None:
+                raise
+            self.mark_dir_offline(failed, exc)
         for directory in self.online_dirs:
             try:
                 self._load_dir(directory)

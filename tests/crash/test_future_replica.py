@@ -11,6 +11,8 @@ once, in order, and again after a clean restart.
 """
 from __future__ import annotations
 
+import os
+import random
 import re
 import time
 from pathlib import Path
@@ -26,6 +28,7 @@ TOPIC = "mv"
 STEPS = ["future.created", "future.copied", "future.swap.prepared", "future.swap.current_renamed",
          "future.swap.future_renamed", "future.swap.checkpointed", "future.old_deleted"]
 REACH_TIMEOUT = 60.0
+SEED = int(os.environ.get("KBROKER_CRASH_SEED", "14"))
 _MOVING = re.compile(rf"^{TOPIC}-0\.([0-9a-f]{{32}})-(future|delete)$")
 
 
@@ -66,8 +69,9 @@ def test_kill_at_each_step_of_a_move(crash_broker: CrashBroker, tmp_path: Path):
     try:
         producer.wait_acked(1000)  # about 2 MB in ~30 segments: the copy runs on the worker first
         broker.kill()
+        rng = random.Random(SEED)
         for point in STEPS:
-            broker.crash_at = f"{point}:1"
+            broker.crash_at = f"{point}:{rng.randint(1, 2) if point == 'future.copied' else 1}"
             if start(broker):
                 try:
                     assert current_dir(broker) is not None, placement(broker, TOPIC)  # one current replica

@@ -157,6 +157,23 @@ def test_restart_resumes_a_copy_cut_short(tmp_path, appender):
     again.shutdown()
 
 
+def test_clean_restart_keeps_a_move_in_flight(tmp_path, appender):
+    mgr = _manager(tmp_path, appender, segment_bytes=4096)
+    _fill(mgr, 40)
+    before, target = read_all(mgr.logs[TP]), _other(mgr)
+    future = mgr.create_future_log(TP, target)
+    ranges = future_replica.plan(mgr.logs[TP], 0)
+    future_replica.copy(future, ranges[:3])
+    future_replica.close_ranges(ranges)
+    copied = future.log_end_offset
+    mgr.shutdown()
+    again = _manager(tmp_path, appender, segment_bytes=4096)
+    assert again.future_logs[TP].log_end_offset == copied and TP in read_checkpoint(target / RECOVERY_POINT)
+    _finish(again)
+    assert again.logs[TP].directory == target / str(TP) and read_all(again.logs[TP]) == before
+    again.shutdown()
+
+
 def test_restart_completes_a_swap_cut_between_its_renames(tmp_path, appender):
     mgr = _manager(tmp_path, appender, segment_bytes=4096)
     _fill(mgr, 40)

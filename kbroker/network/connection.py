@@ -109,7 +109,8 @@ class FrameInterceptor(Protocol):
 
 class _Slot:
     __slots__ = ("api_key", "version", "correlation_id", "chunks", "ready",
-                 "received", "dispatched", "returned", "ready_at", "queued", "sent", "fetch_key")
+                 "received", "dispatched", "returned", "ready_at", "queued", "sent", "fetch_key",
+                 "last_chunk")
     # monotonic instants of a timed request (metrics on), set as it goes: handed to the handler, handler
     # returned, answer ready, answer queued for the socket, answer written (kbroker.metrics.TimedRequest)
     dispatched: float
@@ -117,6 +118,7 @@ class _Slot:
     ready_at: float
     queued: float
     sent: float
+    last_chunk: int  # the number of chunks queued on the connection once its own were: written past it, it is sent
 
     def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
         self.api_key = api_key
@@ -148,6 +150,7 @@ class Connection:
         self.max_frame = server.max_request_bytes
         self.metrics: BrokerMetrics | None = getattr(server, "metrics", None)
         self._sending: collections.deque[_Slot] = collections.deque()  # timed answers being written
+        self._chunks_queued = self._chunks_sent = 0  # how many chunks ever entered and left _out
         self.last_active = time.monotonic()
         self.closed = False
         context: ssl.SSLContext | None = getattr(server, "ssl_context", None)
@@ -601,9 +604,6 @@ class Connection:
         ends (100 Fetches of 3 MB each held 300 MB); the rest are taken as the backlog drains."""
         while self._slots and self._slots[0].ready and self._out_bytes <= OUT_BACKLOG_BYTES:
             done = self._slots.popleft()
-            if done.received:
-                done.queued = time.monotonic()
-                self._sending.append(done)
             if done.chunks is not NO_RESPONSE:
                 for chunk in done.chunks:  # type: ignore[attr-defined]  # not NO_RESPONSE: a list of chunks
                     if not isinstance(chunk, _BYTES) and chunk.length <= COPY_RANGE_BYTES:
@@ -616,6 +616,11 @@ class Connection:
                         chunk = data
                     self._out.append(chunk)
                     self._out_bytes += _cost(chunk)
+                    self._chunks_queued += 1
+            if done.received:
+                done.queued = time.monotonic()
+                done.last_chunk = self._chunks_queued
+                self._sending.append(done)
 
     def _refill(self) -> None:
         self._refill_pending = False
@@ -629,7 +634,7 @@ class Connection:
         """What left the backlog may let held responses in, and reading resume."""
         if self.closed:
             return
-        if self._sending and not self._out:
+        if self._sending and self._sending[0].last_chunk <= self._chunks_sent:
             self._timed_answers_sent()
         if (self._slots and self._slots[0].ready and not self._refill_pending
                 and self._out_bytes <= OUT_BACKLOG_BYTES // 2):
@@ -639,13 +644,14 @@ class Connection:
             self._maybe_resume()
 
     def _timed_answers_sent(self) -> None:
-        """Every queued answer is written: each timed request goes to the request metrics (which keep the
-        slot itself among the last ones of its type, its response let go)."""
+        """The answers whose every chunk is written: each timed request goes to the request metrics (which
+        keep the slot itself among the last ones of its type, its response let go)."""
         metrics = self.metrics
         assert metrics is not None  # answers are timed only with metrics on
         now = time.monotonic()
-        while self._sending:
-            slot = self._sending.popleft()
+        sending, sent = self._sending, self._chunks_sent
+        while sending and sending[0].last_chunk <= sent:
+            slot = sending.popleft()
             slot.sent = now
             slot.chunks = None
             metrics.request(slot.api_key, slot.version, slot)
@@ -705,6 +711,7 @@ class Connection:
 
     def _pop_out(self) -> Any:
         chunk = self._out.popleft()
+        self._chunks_sent += 1
         self._out_bytes -= _cost(chunk)
         return chunk
 

@@ -1,0 +1,73 @@
+"""The connection times each request into the broker's metrics when its own answer is written, even while
+later answers still wait in the output queue (a peer reading slowly never lets that queue empty)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from kbroker.metrics import BrokerMetrics
+from kbroker.network.connection import Connection, _Slot
+
+
+@pytest.fixture
+def pair():
+    loop = asyncio.new_event_loop()
+    listener = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(listener.getsockname())
+    server_sock, peer = listener.accept()
+    listener.close()
+    server_sock.setblocking(False)
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    metrics = BrokerMetrics()
+    server = SimpleNamespace(loop=loop, max_request_bytes=1 << 20, dispatch=None, forget=lambda conn: None,
+                             metrics=metrics)
+    conn = Connection(server, server_sock, peer)
+    yield loop, conn, client, metrics
+    conn.close()
+    client.close()
+    loop.close()
+
+
+def _timed_slot(correlation_id: int) -> _Slot:
+    """A request as handle_request leaves it with metrics on: read, dispatched, its handler returned."""
+    slot = _Slot(0, 9, correlation_id)
+    slot.received = time.monotonic()
+    slot.dispatched = slot.returned = time.monotonic()
+    return slot
+
+
+def test_an_answer_is_timed_once_written_while_later_ones_still_wait(pair):
+    loop, conn, client, metrics = pair
+    first, big = b"x" * 1000, b"y" * 2_000_000
+    slots = [_timed_slot(i) for i in range(3)]
+    conn._slots.extend(slots)
+    conn._fill(slots[2], [big])
+    conn._fill(slots[1], [big])
+    conn._fill(slots[0], [first])  # all three are queued at once: the queue never empties from here on
+    got = bytearray()
+
+    async def read_the_first_answer_only() -> None:
+        deadline = time.monotonic() + 10
+        while len(got) < len(first) and time.monotonic() < deadline:
+            try:
+                got.extend(client.recv(len(first) - len(got), socket.MSG_DONTWAIT))
+            except BlockingIOError:
+                pass
+            await asyncio.sleep(0.001)
+        while 0 not in metrics.requests and time.monotonic() < deadline:
+            await asyncio.sleep(0.001)
+    loop.run_until_complete(read_the_first_answer_only())
+    assert bytes(got) == first
+    assert conn._out, "the big answers still wait: the client reads no more"
+    stats = metrics.requests[0]
+    assert stats.count == 1 and stats.versions == {9: 1}
+    assert slots[0].sent >= slots[0].queued >= slots[0].ready_at >= slots[0].returned
+    assert slots[0].chunks is None  # the kept request lets its answer go
+    assert len(conn._sending) == 2
+    totals = stats.recent()[-1]
+    assert len(totals) == 1 and totals[0] >= 0

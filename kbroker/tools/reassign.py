@@ -600,10 +600,18 @@ def cancel(admin: AdminClient, reassignment_json: str, timeout_ms: int, out: Tex
                     if adding or removing)
     if not active:
         print("None of the specified partition reassignments are active.", file=out)
-        return []
-    failed = alter_reassignments(admin, {tp: None for tp in active}, timeout_ms)
-    if failed:
-        raise _failures("cancelling", failed)
-    print(f"Successfully cancelled partition reassignment{_plural(len(active))} for: "
-          + ",".join(map(_name, active)), file=out)
+    else:
+        failed = alter_reassignments(admin, {tp: None for tp in active}, timeout_ms)
+        if failed:
+            raise _failures("cancelling", failed)
+        print(f"Successfully cancelled partition reassignment{_plural(len(active))} for: "
+              + ",".join(map(_name, active)), file=out)
+    moves = parse_log_dir_moves(reassignment_json)
+    if moves:  # as Kafka: a move in flight is cancelled by moving the replica to where it is
+        states = log_dir_states(admin, moves)
+        back = {r: state[0] for r, state in states.items() if state[0] is not None and state[1] is not None}
+        if not back:
+            print("None of the specified partition moves are active.", file=out)
+        else:
+            execute_moves(admin, back, timeout_ms, out)  # type: ignore[arg-type]
     return active

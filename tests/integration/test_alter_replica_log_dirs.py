@@ -5,6 +5,8 @@ order, before and after a restart; the checkpoints follow the partition; and Kaf
 from __future__ import annotations
 
 import json
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -16,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from kbroker.log import checkpoint
+from kbroker.protocol import decode_response, encode_request
 from kbroker.tools.client import Connection
 from tests.cluster.helpers import consume_all
 from tests.integration.conftest import REPO, BrokerProcess
@@ -148,6 +151,9 @@ def test_move_under_steady_acks_all_producer_then_restart(jbod: BrokerProcess, t
         verify = reassign_cli(jbod, "--verify", "--reassignment-json-file", str(plan))
         assert "Reassignment of replica steady-0-0 completed successfully." in verify.stdout, verify.stdout
         assert verify.returncode == 0
+        cancel = reassign_cli(jbod, "--cancel", "--reassignment-json-file", str(plan))
+        assert cancel.stdout.splitlines() == ["None of the specified partition reassignments are active.",
+                                              "None of the specified partition moves are active."]
         acked_after_first = len(producer.acked)
         producer.wait_acked(acked_after_first + 1500)
         # and back, directly
@@ -190,6 +196,33 @@ def test_error_codes_and_preferred_dir(jbod: BrokerProcess):
     assert placement(jbod, "later-b") == {(0, False): b}
     # an unknown partition of a known topic: not hosted either
     assert alter(jbod, [(a, "errs", [5])]) == {("errs", 5): REPLICA_NOT_AVAILABLE}
+
+
+def test_a_move_back_before_the_copy_ends_cancels_it(jbod: BrokerProcess):
+    create_topic(jbod.bootstrap, "cancelled")
+    producer = Producer({"bootstrap.servers": jbod.bootstrap, "linger.ms": 20, "batch.size": 200000})
+    for _ in range(30 * 1024):  # 30 MB: the copy takes longer than two requests
+        producer.produce("cancelled", value=b"c" * 1024)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    source = placement(jbod, "cancelled")[(0, False)]
+    target = next(d for d in dirs_of(jbod) if d != source)
+    # both requests in one write: the broker takes the second before the copy can end, whatever the scheduler does
+    there, back = ({"dirs": [{"path": d, "topics": [{"name": "cancelled", "partitions": [0]}]}]}
+                   for d in (target, source))
+    with socket.create_connection((jbod.host, jbod.port), timeout=30) as sock:
+        sock.sendall(encode_request(ALTER, 1, 1, "t", there) + encode_request(ALTER, 1, 2, "t", back))
+        stream = sock.makefile("rb")
+        for correlation_id in (1, 2):
+            frame = stream.read(struct.unpack(">i", stream.read(4))[0])
+            got, answer = decode_response(ALTER, 1, frame)
+            assert got == correlation_id and answer.results[0].partitions[0].error_code == NONE
+    wait_moved(jbod, "cancelled", source)
+    deadline = time.monotonic() + 30
+    while any(Path(target).glob("cancelled-0*")):  # the copy is removed once the worker lets go of it
+        assert time.monotonic() < deadline, list(Path(target).glob("cancelled-0*"))
+        time.sleep(0.1)
+    assert "cancelled-0: moved" not in jbod.log()
 
 
 def test_offline_dir_is_a_storage_error(tmp_path: Path):

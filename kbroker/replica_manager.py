@@ -65,6 +65,7 @@ class ReplicaManager:
         self.marker_listeners: list[MarkerListener] = []
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr: IsrManager | None = None
+        self.replication_bytes_in = 0  # record bytes this broker's followers appended (its fetchers count them)
         self.mover = LogDirMover(log_manager, self._prepare_move, self._moved)
 
     def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:

@@ -35,9 +35,15 @@ _PHASE_HELP = {
 
 def scrape(broker: BrokerContext, groups: list[dict], under_replicated: int) -> list[Family]:
     """Every family, from the counters and the broker's state now (``groups`` as the status view has them)."""
-    families: list[Family] = []
+    families: list[Family] = [
+        Family("kafka_server_brokertopicmetrics_replicationbytesin_total", "counter",
+               "record bytes this broker's followers appended from their leaders (all topics, as Kafka's)")
+        .add(broker.replicas.replication_bytes_in)]
     if broker.metrics is not None:
         families += _topic_counters(broker.metrics)
+        families.append(Family("kafka_server_brokertopicmetrics_replicationbytesout_total", "counter",
+                               "record bytes sent to followers (all topics, as Kafka's)")
+                        .add(broker.metrics.replication_bytes_out))
         families += _request_metrics(broker.metrics)
     families += _replica_manager(broker, under_replicated)
     families += _controller(broker)

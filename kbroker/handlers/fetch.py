@@ -48,7 +48,7 @@ class _Fetch:
         self.partitions: list[tuple[str, dict]] = []
         self.denied: list[tuple[str, int]] = []  # partitions the ACLs refuse: TOPIC_AUTHORIZATION_FAILED
         self.quota: FetchQuota | None = None  # a consumer under a consumer_byte_rate quota
-        self.metrics: BrokerMetrics | None = None  # a consumer's fetch counts its bytes out (a follower's does not)
+        self.metrics: BrokerMetrics | None = None  # counts the bytes out (a follower's apart, as replication)
 
     def run(self) -> _Fetch:
         remaining = self.request.max_bytes if self.version >= 3 else 0x7FFFFFFF
@@ -129,7 +129,10 @@ class _Fetch:
         if self.metrics is not None:
             for topic, out in self.partitions:
                 if out["records"]:
-                    self.metrics.fetched(topic, out["records"].length)
+                    if self.from_follower:
+                        self.metrics.replication_bytes_out += out["records"].length
+                    else:
+                        self.metrics.fetched(topic, out["records"].length)
         if self.session is not None:
             for topic, out in self.partitions:
                 entry = self.session.partitions.get((topic, out["partition_index"]))
@@ -248,7 +251,7 @@ def fetch(ctx: BrokerContext, header, request, conn):
     evaluation.denied = denied
     if request.replica_id < 0:
         evaluation.quota = ctx.security.quotas.fetch_quota(conn, header)
-        evaluation.metrics = ctx.metrics
+    evaluation.metrics = ctx.metrics
     evaluation.run()
     if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
         return evaluation.response()

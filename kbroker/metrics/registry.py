@@ -62,6 +62,7 @@ class BrokerMetrics:
         self.bytes_in: dict[str, int] = {}     # by topic: record bytes clients produced
         self.messages_in: dict[str, int] = {}  # by topic: records clients produced
         self.bytes_out: dict[str, int] = {}    # by topic: record bytes sent to consumers (not followers)
+        self.replication_bytes_out = 0         # record bytes sent to followers
         self.requests: dict[int, RequestStats] = {}  # by api key (or FETCH_CONSUMER / FETCH_FOLLOWER)
 
     def produced(self, topic: str, size: int, records: int) -> None:

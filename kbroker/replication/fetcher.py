@@ -46,6 +46,7 @@ class FollowerBroker(Protocol):
     """Who fetches: the broker id sent as the replica id, and the replica.fetch.* settings."""
     broker_id: int
     config: BrokerConfig
+    replication_bytes_in: int  # record bytes appended from leaders (kafka_server_..._replicationbytesin_total)
 
 
 @dataclass
@@ -284,6 +285,7 @@ class LeaderFetcher:
         records = data.records if data.records is not None else b""
         try:
             p.append_as_follower(memoryview(records), data.high_watermark)
+            self.broker.replication_bytes_in += len(records)
         except errors.KafkaError as exc:
             log.warning("%s: cannot append what leader %d sent: %s; truncating again", p.tp, self.leader.id, exc)
             target.truncating = True

@@ -231,6 +231,13 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
     assert start.only("kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert start.only("kafka_server_brokertopicmetrics_messagesin_total", topic="watched-rf3") == 10
     assert start.value("kafka_network_requestmetrics_requests_total", request="FetchFollower") > 0
+    # the leader sent the followers the batches, each follower appended them: replication, not consumer bytes
+    assert start.only("kafka_server_brokertopicmetrics_replicationbytesout_total") >= \
+        2 * start.only("kafka_log_log_size", topic="watched-rf3", partition="0") > 0
+    victim_view = Scrape(_port(cluster, victim))
+    assert victim_view.only("kafka_server_brokertopicmetrics_replicationbytesin_total") >= \
+        victim_view.only("kafka_log_log_size", topic="watched-rf3", partition="0") > 0
+    assert start.only("kafka_server_brokertopicmetrics_bytesout_total") == 0
     assert start.only("kafka_network_requestmetrics_remotetimems_count", request="FetchFollower") > 0
     assert Scrape(_port(cluster, controller)).only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     shrinks, expands = (start.only("kafka_server_replicamanager_isrshrinks_total"),

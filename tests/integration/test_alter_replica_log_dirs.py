@@ -85,7 +85,8 @@ class SteadyProducer(threading.Thread):
         super().__init__(daemon=True)
         # message.timeout.ms: the crash tests' producer lives through several kills and restarts
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                                  "linger.ms": 5, "message.timeout.ms": 300000, "batch.size": 16384})
+                                  "linger.ms": 5, "message.timeout.ms": 300000, "batch.size": 16384,
+                                  "reconnect.backoff.max.ms": 500})
         self.topic = topic
         self.value_size = value_size
         self.acked: list[bytes] = []

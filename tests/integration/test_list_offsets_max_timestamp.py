@@ -62,6 +62,18 @@ def produce_batches(bootstrap: str, topic: str, batches: list[list[int]], codec:
     return sorted(stored)
 
 
+def admin_max_timestamp(bootstrap: str, topic: str) -> tuple[int, int]:
+    """confluent-kafka's AdminClient.list_offsets with OffsetSpec.max_timestamp(): librdkafka sends
+    ListOffsets v7 with -3 itself."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient, OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.max_timestamp()}, request_timeout=DEADLINE)
+    info = next(iter(futures.values())).result(DEADLINE)
+    return info.offset, info.timestamp
+
+
 def expected(stored: list[tuple[int, int]]) -> tuple[int, int]:
     top = max(ts for _, ts in stored)
     return min(offset for offset, ts in stored if ts == top), top
@@ -85,6 +97,7 @@ def test_max_timestamp_is_the_first_record_with_the_largest_timestamp(module_bro
     assert offset == 4
     found = list_offsets(module_broker, topic, MAX_TIMESTAMP)
     assert found["error_code"] == 0
+    assert admin_max_timestamp(module_broker.bootstrap, topic) == (offset, timestamp)
     assert (found["offset"], found["timestamp"]) == (offset, timestamp), (found, stored)
     assert found["leader_epoch"] == 0
 

@@ -71,13 +71,22 @@ class LogDirMover:
             raise
         except errors.KafkaError as exc:
             log.warning("%s: move stopped: %s", tp, exc)
-            self.log_manager.remove_future_log(tp)
+            self._abandon(tp)
         except Exception:
             log.exception("%s: move failed", tp)
-            self.log_manager.remove_future_log(tp)
+            self._abandon(tp)
         finally:
+            self._flushed_size.pop(tp, None)
             if self.tasks.get(tp) is asyncio.current_task():
                 del self.tasks[tp]
+
+    def _abandon(self, tp: TopicPartition) -> None:
+        """Stop the move; a write to the future log that failed takes its log dir offline, as any I/O error."""
+        lm = self.log_manager
+        future, failed = lm.future_logs.get(tp), lm.future_errors.get(tp)
+        lm.remove_future_log(tp)
+        if future is not None and failed is not None:
+            lm.mark_dir_offline(future.directory.parent, failed)
 
     async def _round(self, tp: TopicPartition) -> bool:
         """One catch-up round; False once the move is over (swapped, or the future log is gone)."""
@@ -85,11 +94,8 @@ class LogDirMover:
         current, future = lm.logs.get(tp), lm.future_logs.get(tp)
         if current is None or future is None:
             return False
-        failed = lm.future_errors.pop(tp, None)
-        if failed is not None or future.offline:
-            lm.remove_future_log(tp)
-            if failed is not None:
-                lm.mark_dir_offline(future.directory.parent, failed)
+        if tp in lm.future_errors or future.offline:
+            self._abandon(tp)
             return False
         self._follow_truncation(current, future)
         try:
@@ -116,7 +122,6 @@ class LogDirMover:
             finally:
                 lm.end_copy(tp, future)
             return True
-        self._flushed_size.pop(tp, None)
         # The rest, then the swap, without yielding: no append can come in between.
         self.bytes_copied += future_replica.copy(future, ranges)
         if lm.future_logs.get(tp) is not future or future.offline:

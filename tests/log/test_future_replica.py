@@ -4,6 +4,7 @@ move, and DescribeLogDirs' view of a future replica."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -211,6 +212,20 @@ def test_restart_resolves_other_leftovers(tmp_path, appender, leftover):
     else:
         assert again.logs[TP].directory == source / str(TP) and read_all(again.logs[TP]) == before
     again.shutdown()
+
+
+def test_a_failing_target_disk_goes_offline_and_the_partition_stays(tmp_path, appender, monkeypatch):
+    monkeypatch.setattr(log_dir_mover, "SWAP_BYTES", 0)  # the copy runs on the worker
+    mgr = _manager(tmp_path, appender, segment_bytes=4096)
+    _fill(mgr, 20)
+    source, target = mgr.logs[TP].directory.parent, _other(mgr)
+    mgr.future_appender.inject_error(errno.EIO, 3)
+    _move(mgr)
+    assert mgr.offline_dirs == {target} and not mgr.future_logs
+    assert mgr.logs[TP].directory.parent == source
+    mgr.logs[TP].append(make_batch(2))  # the current log keeps serving
+    assert mgr.logs[TP].log_end_offset == 102
+    mgr.shutdown()
 
 
 def test_deleting_the_partition_while_the_worker_copies_removes_the_copy_after_it(tmp_path, appender):

@@ -330,7 +330,12 @@ def up_convert(buf) -> bytearray:
     for entry in entries:
         if entry.codec != NONE:
             codec = entry.codec
-        records.extend(_open_entry(entry, True))
+        opened = _open_entry(entry, True)
+        if entry.magic == 1 and entry.attributes & TIMESTAMP_TYPE_MASK:  # LogValidator.validateTimestamp
+            raise errors.InvalidTimestampError(
+                f"Invalid timestamp type in message at offset {entry.offset}. Producer should not set timestamp "
+                "type to LogAppendTime.")
+        records.extend(opened)
     return build_batch(records, codec)
 
 

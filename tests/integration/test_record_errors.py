@@ -127,7 +127,9 @@ def test_older_produce_versions_get_the_code_alone(module_broker, compacted):
         part = produce_raw(module_broker, compacted, batch, version)
         assert part.error_code == INVALID_RECORD
         assert not hasattr(part, "record_errors") or not part.record_errors
-    # v2 (a legacy message set up-converted): Kafka validates the same rule
+    # v2 (a legacy message set up-converted): Kafka validates the same rules
+    claims = legacy.encode_message(0, b"k", b"v", magic=1, timestamp=now, attributes=batches.LOG_APPEND_TIME)
+    assert produce_raw(module_broker, compacted, claims, 2).error_code == INVALID_TIMESTAMP
     message_set = legacy.encode_message(0, None, b"v", magic=1, timestamp=now)
     assert produce_raw(module_broker, compacted, message_set, 2).error_code == INVALID_RECORD
     message_set = legacy.encode_message(0, b"k", b"v", magic=1, timestamp=now)

@@ -199,6 +199,33 @@ def test_error_codes_and_preferred_dir(jbod: BrokerProcess):
     assert alter(jbod, [(a, "errs", [5])]) == {("errs", 5): REPLICA_NOT_AVAILABLE}
 
 
+def test_kafka_python_admin_moves_and_describes(jbod: BrokerProcess):
+    from kafka import KafkaProducer
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import LogDirNotFoundError, NoError
+
+    create_topic(jbod.bootstrap, "kp")
+    producer = KafkaProducer(bootstrap_servers=jbod.bootstrap, acks="all")
+    for i in range(500):
+        producer.send("kp", b"kp%d" % i)
+    producer.flush(30)
+    producer.close()
+    source = placement(jbod, "kp")[(0, False)]
+    target = next(d for d in dirs_of(jbod) if d != source)
+    admin = KafkaAdminClient(bootstrap_servers=jbod.bootstrap)
+    try:
+        answer = admin.alter_replica_log_dirs({("kp", 0, 0): target, ("kp", 1, 0): "/nowhere"})
+        assert {tuple(r): e for r, e in answer.items()} == {("kp", 0, 0): NoError, ("kp", 1, 0): LogDirNotFoundError}
+        wait_moved(jbod, "kp", target)
+        dirs = admin.describe_log_dirs({"kp": [0]})
+        found = [(d, t, p) for b in dirs for d in b["log_dirs"] for t in d["topics"] for p in t["partitions"]]
+        assert [(d["log_dir"], p["partition_index"], p["is_future_key"]) for d, _, p in found] == [(target, 0, False)]
+        assert found[0][2]["partition_size"] > 500 * 3
+    finally:
+        admin.close()
+    assert [v for _, v in consume_all(jbod.bootstrap, "kp", 1, 500)[0]] == [b"kp%d" % i for i in range(500)]
+
+
 def test_a_move_back_before_the_copy_ends_cancels_it(jbod: BrokerProcess):
     create_topic(jbod.bootstrap, "cancelled")
     producer = Producer({"bootstrap.servers": jbod.bootstrap, "linger.ms": 20, "batch.size": 200000})

@@ -226,6 +226,49 @@ def test_kafka_python_admin_moves_and_describes(jbod: BrokerProcess):
     assert [v for _, v in consume_all(jbod.bootstrap, "kp", 1, 500)[0]] == [b"kp%d" % i for i in range(500)]
 
 
+def test_aborted_transactions_stay_hidden_after_a_move_and_a_restart(jbod: BrokerProcess):
+    """The producer state follows the partition: its snapshot and aborted-transaction index entries."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    create_topic(jbod.bootstrap, "txn-moved")
+    producer = Producer({"bootstrap.servers": jbod.bootstrap, "transactional.id": "mover-txn"})
+    producer.init_transactions(30)
+    for outcome in ("commit", "abort", "commit"):
+        producer.begin_transaction()
+        for i in range(50):
+            producer.produce("txn-moved", value=f"{outcome}-{i}".encode())
+        producer.flush(30)
+        producer.commit_transaction(30) if outcome == "commit" else producer.abort_transaction(30)
+    source = placement(jbod, "txn-moved")[(0, False)]
+    target = next(d for d in dirs_of(jbod) if d != source)
+    assert alter(jbod, [(target, "txn-moved", [0])]) == {("txn-moved", 0): NONE}
+    wait_moved(jbod, "txn-moved", target)
+    jbod.restart()
+
+    consumer = Consumer({"bootstrap.servers": jbod.bootstrap, "group.id": "txn-moved-check",
+                         "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition("txn-moved", 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 100 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+        quiet = time.monotonic() + 1
+        while time.monotonic() < quiet:
+            msg = consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                got.append(msg.value())
+    finally:
+        consumer.close()
+    assert got == [f"commit-{i}".encode() for i in range(50)] * 2
+    # a transaction after the move works on the moved log's producer state
+    producer.begin_transaction()
+    producer.produce("txn-moved", value=b"after")
+    producer.commit_transaction(30)
+
+
 def test_a_move_back_before_the_copy_ends_cancels_it(jbod: BrokerProcess):
     create_topic(jbod.bootstrap, "cancelled")
     producer = Producer({"bootstrap.servers": jbod.bootstrap, "linger.ms": 20, "batch.size": 200000})

@@ -71,6 +71,15 @@ def placement(bp: BrokerProcess, topic: str) -> dict[tuple[int, bool], str]:
             for r in response.results for t in r.topics if t.name == topic for p in t.partitions}
 
 
+def partition_count(bp: BrokerProcess, log_dir: str) -> int:
+    conn = Connection(bp.host, bp.port)
+    try:
+        response = conn.send(DESCRIBE, {"topics": None})
+    finally:
+        conn.close()
+    return sum(len(t.partitions) for r in response.results if r.log_dir == log_dir for t in r.topics)
+
+
 def wait_moved(bp: BrokerProcess, topic: str, target: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while placement(bp, topic) != {(0, False): target}:
@@ -188,13 +197,15 @@ def test_error_codes_and_preferred_dir(jbod: BrokerProcess):
     # already there: success, and nothing moves
     assert alter(jbod, [(here, "errs", [0])]) == {("errs", 0): NONE}
     assert placement(jbod, "errs") == {(0, False): here}
-    # not hosted (yet): REPLICA_NOT_AVAILABLE, and the log is created where asked later (Kafka 2.8)
-    assert alter(jbod, [(a, "later-a", [0]), (b, "later-b", [0])]) == {
+    # not hosted (yet): REPLICA_NOT_AVAILABLE, and the log is created where asked later (Kafka 2.8). Both go to
+    # the dir holding more partitions, where placing by load would never put the first (nor both).
+    fuller = max((a, b), key=lambda d: partition_count(jbod, d))
+    assert alter(jbod, [(fuller, "later-a", [0]), (fuller, "later-b", [0])]) == {
         ("later-a", 0): REPLICA_NOT_AVAILABLE, ("later-b", 0): REPLICA_NOT_AVAILABLE}
     create_topic(jbod.bootstrap, "later-a")
     create_topic(jbod.bootstrap, "later-b")
-    assert placement(jbod, "later-a") == {(0, False): a}
-    assert placement(jbod, "later-b") == {(0, False): b}
+    assert placement(jbod, "later-a") == {(0, False): fuller}
+    assert placement(jbod, "later-b") == {(0, False): fuller}
     # an unknown partition of a known topic: not hosted either
     assert alter(jbod, [(a, "errs", [5])]) == {("errs", 5): REPLICA_NOT_AVAILABLE}
 

@@ -30,6 +30,7 @@ from .partition_log import PartitionLog
 
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
+ROUND_BYTES = 256 << 20  # planned at a time: the rest waits for the next round
 COPY_CHUNK = 1 << 20  # read and appended at a time: the worker holds the GIL while it validates and writes one
 
 _MOVING_RE = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)\.(?P<uid>[0-9a-f]{32})(?P<suffix>-future|-delete)$")
@@ -83,13 +84,15 @@ class CopyRange:
     end: int
 
 
-def plan(current: PartitionLog, offset: int) -> list[CopyRange]:
+def plan(current: PartitionLog, offset: int, limit: int | None = None) -> list[CopyRange]:
     """What the future log lacks from ``offset`` (its log end) to the current log's written end: the rest
-    of the segment holding ``offset``, then every later segment. Owner's thread only. Empty when caught
-    up; raises OffsetOutOfRangeError below the current log start."""
+    of the segment holding ``offset``, then the later segments, up to about ``limit`` bytes (a round holds
+    one descriptor per segment). Owner's thread only. Empty when caught up; raises OffsetOutOfRangeError
+    below the current log start."""
     first = current.read(offset, 1, min_one_batch=True)
     if first is None:
         return []
+    left = ROUND_BYTES if limit is None else limit
     ranges = []
     started = False
     for segment in current.segments:
@@ -101,6 +104,9 @@ def plan(current: PartitionLog, offset: int) -> list[CopyRange]:
             start = 0
         if segment.written_size > start:
             ranges.append(CopyRange(os.dup(segment.fd), start, segment.written_size))
+            left -= segment.written_size - start
+            if left <= 0:
+                break
     return ranges
 
 

@@ -85,6 +85,18 @@ def test_move_copies_every_batch_swaps_and_moves_the_checkpoints(tmp_path, appen
     again.shutdown()
 
 
+def test_a_long_log_is_copied_a_few_segments_per_round(tmp_path, appender, monkeypatch):
+    monkeypatch.setattr(future_replica, "ROUND_BYTES", 10000)
+    monkeypatch.setattr(log_dir_mover, "SWAP_BYTES", 0)
+    mgr = _manager(tmp_path, appender, segment_bytes=4096)
+    _fill(mgr, 60)
+    before = read_all(mgr.logs[TP])
+    assert len(future_replica.plan(mgr.logs[TP], 0)) < len(mgr.logs[TP].segments) // 3
+    _move(mgr)
+    assert read_all(mgr.logs[TP]) == before
+    mgr.shutdown()
+
+
 def test_appends_during_the_copy_are_in_the_new_log(tmp_path, appender, monkeypatch):
     monkeypatch.setattr(log_dir_mover, "SWAP_BYTES", 2000)  # several worker rounds
     mgr = _manager(tmp_path, appender, segment_bytes=8192)

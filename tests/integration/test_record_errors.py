@@ -60,6 +60,15 @@ def end_offset(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+def warm_up(producer: Producer, topic: str) -> None:
+    """One keyed record, so that the producer knows the partition before the records under test:
+    produced while it is unknown, they would be handed to the partition one by one and, with
+    flush() in progress, sent in several batches."""
+    errs: list = []
+    producer.produce(topic, key=b"warm-up", value=b"", partition=0, on_delivery=lambda err, msg: errs.append(err))
+    assert producer.flush(DEADLINE) == 0 and errs == [None], errs
+
+
 @pytest.fixture(scope="module")
 def compacted(module_broker) -> str:
     """A topic made compacted after its creation, as in the issue: IncrementalAlterConfigs APPEND."""
@@ -81,6 +90,7 @@ def test_librdkafka_fails_exactly_the_keyless_records(module_broker, compacted, 
     # a long linger: every record waits for flush(), which sends them as one batch
     producer = Producer({"bootstrap.servers": module_broker.bootstrap, "compression.type": codec,
                          "linger.ms": 5000, "enable.idempotence": False, "retries": 5})
+    warm_up(producer, compacted)
     before = end_offset(module_broker.bootstrap, compacted)
     outcome: dict[int, KafkaError | None] = {}
     keys = [b"a", None, b"b", b"c", None, b"d"]
@@ -157,8 +167,9 @@ def test_timestamps_outside_the_allowed_difference(module_broker):
 
     # through librdkafka, which splits a batch by record_errors for INVALID_RECORD only: the
     # batch holding the stale record fails whole with INVALID_TIMESTAMP, and is not retried
-    before = end_offset(module_broker.bootstrap, topic)
     producer = Producer({"bootstrap.servers": module_broker.bootstrap, "linger.ms": 5000})
+    warm_up(producer, topic)
+    before = end_offset(module_broker.bootstrap, topic)
     outcome: dict[int, KafkaError | None] = {}
     for i, ts in enumerate((now, old, now)):
         producer.produce(topic, key=b"k", value=b"v", partition=0, timestamp=ts,

@@ -9,8 +9,14 @@ embedded store (single broker) is called directly.
 ``ZkOffsetMirror`` optionally copies offsets committed to __consumer_offsets (groups this broker
 coordinates) into the same paths, so ZooKeeper-era monitors (KafkaOffsetMonitor, Burrow's
 kafka_zk) see modern groups. It polls the coordinator every ``interval_ms``, writes only offsets
-that changed since its last write, and each group at most once per interval. Off by default
-(broker keys ``offsets.zookeeper.mirror.enable`` and ``offsets.zookeeper.mirror.interval.ms``).
+that changed since its last write, and each group at most once per interval. An offset it wrote
+that the coordinator no longer has (OffsetDelete, DeleteGroups, expiry) has its node removed, but
+only while this broker still coordinates the group (a group that moved is the new coordinator's).
+Off by default (broker keys ``offsets.zookeeper.mirror.enable`` and
+``offsets.zookeeper.mirror.interval.ms``).
+
+Kafka keeps no such copy, and its coordinator does not know groups whose offsets live only in
+ZooKeeper (OffsetCommit v0): OffsetDelete answers GROUP_ID_NOT_FOUND for them, here as there.
 """
 from __future__ import annotations
 
@@ -26,7 +32,8 @@ from kbroker.coordinator.coordinator import GroupCoordinator
 from kbroker.log import TopicPartition
 from kbroker.partition import error_code_of
 from zk_compat import layout
-from zk_compat.store import MetadataStore
+from zk_compat.store import MetadataStore, NoNodeError
+from zk_compat.znodes import ConsumerOffsetZNode
 
 log = logging.getLogger(__name__)
 
@@ -122,39 +129,46 @@ class ZkOffsetMirror:
             except Exception:
                 log.warning("mirroring committed offsets to ZooKeeper failed", exc_info=True)
 
-    def _changes(self) -> dict[str, dict[TopicPartition, int]]:
+    def _changes(self) -> tuple[dict[str, dict[TopicPartition, int]], list[tuple[str, str, int]]]:
+        """(offsets to write per group, mirrored offsets to remove)."""
         coordinator = self.groups()
         if coordinator is None:
-            return {}
+            return {}, []
         code, groups = coordinator.list_groups()
         if code:
-            return {}
+            return {}, []
         now = self.clock()
         out: dict[str, dict[TopicPartition, int]] = {}
+        current: dict[str, set[TopicPartition]] = {}
         for overview in groups:
             group = overview.group_id
-            last = self._last_write.get(group)
-            if last is not None and now - last < self.interval:
-                continue  # rate limit: one write per group per interval
             try:
                 found = coordinator.fetch_offsets(group, None)
             except errors.KafkaError:
                 continue  # moved or loading: the next pass, or the new coordinator, writes it
+            current[group] = {tp for tp, entry in found.items() if entry[3] == 0 and entry[0] >= 0}
+            last = self._last_write.get(group)
+            if last is not None and now - last < self.interval:
+                continue  # rate limit: one write per group per interval
             changed = {tp: entry[0] for tp, entry in found.items()
                        if entry[3] == 0 and entry[0] >= 0 and self._written.get((group, *tp)) != entry[0]}
             if changed:
                 out[group] = changed
-        return out
+        gone = [key for key in self._written
+                if TopicPartition(key[1], key[2]) not in current.get(key[0], ())
+                and (key[0] in current or coordinator.is_active(coordinator.partition_for(key[0])))]
+        return out, gone
 
     async def poll_once(self) -> int:
-        """Write every offset that changed since the last write of its group; returns how many."""
-        changes = self._changes()
-        if not changes:
+        """Write every offset that changed since the last write of its group and remove the
+        nodes of mirrored offsets the coordinator dropped; returns how many nodes changed."""
+        changes, gone = self._changes()
+        if not changes and not gone:
             return 0
         store = self.ctx.store
 
-        def write() -> list[tuple[str, str, int, int]]:
-            done = []
+        def write() -> tuple[list[tuple[str, str, int, int]], list[tuple[str, str, int]]]:
+            done, removed = [], []
             for group, offsets in changes.items():
                 for (topic, partition), offset in offsets.items():
                     try:
@@ -162,11 +176,22 @@ class ZkOffsetMirror:
                         done.append((group, topic, partition, offset))
                     except Exception as exc:
                         log.warning("mirroring %s %s-%d to ZooKeeper failed: %s", group, topic, partition, exc)
-            return done
+            for group, topic, partition in gone:
+                try:
+                    store.delete(ConsumerOffsetZNode.path(group, topic, partition))
+                except NoNodeError:
+                    pass
+                except Exception as exc:
+                    log.warning("removing the mirrored offset of %s %s-%d failed: %s", group, topic, partition, exc)
+                    continue
+                removed.append((group, topic, partition))
+            return done, removed
 
-        done = await self.ctx.run_blocking(write)
+        done, removed = await self.ctx.run_blocking(write)
         now = self.clock()
         for group, topic, partition, offset in done:
             self._written[(group, topic, partition)] = offset
             self._last_write[group] = now
-        return len(done)
+        for key in removed:
+            self._written.pop(key, None)
+        return len(done) + len(removed)

@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition as CTP
 
 from .clients import wait_for
+from .conftest import _make_broker
 from .helpers import create_topic
 
 SUBSCRIBED, OTHER = "od-subscribed", "od-other"
@@ -171,3 +172,46 @@ def test_librdkafka_delete_consumer_group_offsets(topics, active_group):
     top, codes = librdkafka_delete_offsets(topics, group, [(SUBSCRIBED, 0), (SUBSCRIBED, 1), (OTHER, 1)])
     assert (top, codes) == (0, {(SUBSCRIBED, 0): 0, (SUBSCRIBED, 1): 0, (OTHER, 1): 0})
     assert committed(topics, group) == {}
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory):
+    """Everyone may do anything no ACL names (librdkafka's trivup setup); the tests add DENYs."""
+    yield from _make_broker(tmp_path_factory.mktemp("acl"), {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "allow.everyone.if.no.acl.found": "true", "super.users": "User:admin"})
+
+
+def _deny(bootstrap: str, rtype, name: str, op) -> None:
+    from confluent_kafka.admin import AclBinding, AclPermissionType, AdminClient, ResourcePatternType
+
+    acl = AclBinding(rtype, name, ResourcePatternType.LITERAL, "User:ANONYMOUS", "*", op, AclPermissionType.DENY)
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the answer is in
+    for future in admin.create_acls([acl]).values():
+        assert future.result(15) is None
+
+
+def test_acls_delete_on_the_group_and_read_on_each_topic(acl_broker):
+    from confluent_kafka.admin import AclOperation, ResourceType
+    from kafka import KafkaAdminClient, TopicPartition
+    from kafka.errors import GroupAuthorizationFailedError, NoError, TopicAuthorizationFailedError
+
+    bootstrap, group, secret = acl_broker.bootstrap, "od-acl-group", "od-acl-secret"
+    for name in (secret, OTHER):
+        create_topic(bootstrap, name, 1)
+    c = _consumer(bootstrap, group)
+    c.commit(offsets=[CTP(secret, 0, 1), CTP(OTHER, 0, 2)], asynchronous=False)
+    c.close()
+    _deny(bootstrap, ResourceType.TOPIC, secret, AclOperation.READ)
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        result = wait_for(lambda: admin.delete_group_offsets(group, [TopicPartition(secret, 0),
+                                                                     TopicPartition(OTHER, 0)]),
+                          what="an OffsetDelete answer")
+        assert result == {TopicPartition(secret, 0): TopicAuthorizationFailedError,
+                          TopicPartition(OTHER, 0): NoError}
+        _deny(bootstrap, ResourceType.GROUP, group, AclOperation.DELETE)
+        with pytest.raises(GroupAuthorizationFailedError):
+            admin.delete_group_offsets(group, [TopicPartition(secret, 0)])
+    finally:
+        admin.close()

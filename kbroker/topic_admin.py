@@ -73,6 +73,9 @@ class PartitionView:
     offline_replicas: list[int]
 
 
+# How long after its start a broker's Metadata answers wait for the controller's first UpdateMetadata.
+FIRST_UPDATE_WAIT_MS = 15_000
+
 # A change an admin answer waits for: topic -> partitions 0..n-1 all led, or None for "no longer there".
 Visible = dict[str, int | None]
 
@@ -139,6 +142,13 @@ class TopicAdmin:
         """Wait until every change shows in Metadata (see the module's doc); the topics still not shown when
         ``timeout_ms`` runs out are returned (their answer is REQUEST_TIMED_OUT)."""
         return set()
+
+    def announced(self) -> bool:
+        """May Metadata answer yet?"""
+        return True
+
+    async def until_announced(self) -> None:
+        """Wait until ``announced()``."""
 
     def live_broker(self, broker_id: int) -> LiveBroker | None:
         return next((b for b in self.live_brokers() if b.id == broker_id), None)
@@ -451,6 +461,20 @@ class ZooKeeperTopics(TopicAdmin):
         self._awaited: dict[str, int] = {}  # topics some admin answer waits for (how many answers)
         metadata.listeners.append(self._on_metadata)
         self.peer_poll_s = 0.02
+        self._first_update = asyncio.Event()
+        self._announce_deadline = monotonic_ms() + FIRST_UPDATE_WAIT_MS
+
+    def announced(self) -> bool:
+        """Before the controller's first UpdateMetadata this broker knows no topic (Metadata would answer an
+        existing one LEADER_NOT_AVAILABLE or UNKNOWN_TOPIC_OR_PARTITION): Metadata waits for it, for a
+        while after the start only (a controller that cannot reach this broker must not stall every client)."""
+        return self._first_update.is_set() or monotonic_ms() >= self._announce_deadline
+
+    async def until_announced(self) -> None:
+        try:
+            await asyncio.wait_for(self._first_update.wait(), max(self._announce_deadline - monotonic_ms(), 0) / 1000)
+        except TimeoutError:
+            pass  # no word from the controller yet: answer from what is known, as Kafka does
 
     def metadata_topics(self) -> list[str]:
         return sorted(self.metadata.topics)
@@ -463,7 +487,8 @@ class ZooKeeperTopics(TopicAdmin):
                               list(p.offline_replicas)) for index, p in sorted(cached.items())]
 
     def _on_metadata(self) -> None:
-        """An UpdateMetadata landed: the admin answers waiting on it may complete."""
+        """An UpdateMetadata landed: Metadata may answer, and the admin answers waiting on it may complete."""
+        self._first_update.set()
         for topic in list(self._awaited):
             self.replicas.purgatory.check(("metadata", topic))
 

@@ -64,6 +64,17 @@ def topic_metadata(ctx: BrokerContext, name: str, version: int, alive: set[int],
 
 @handles(3)
 def metadata(ctx: BrokerContext, header, request, conn):
+    if not ctx.topics.announced():
+        return _once_announced(ctx, header, request, conn)
+    return _metadata(ctx, header, request, conn)
+
+
+async def _once_announced(ctx: BrokerContext, header, request, conn) -> dict:
+    await ctx.topics.until_announced()
+    return _metadata(ctx, header, request, conn)
+
+
+def _metadata(ctx: BrokerContext, header, request, conn) -> dict:
     version = header.api_version
     # before v4 a request always allows auto-creation
     auto = (request.allow_auto_topic_creation or version < 4) and ctx.config.auto_create_topics_enable

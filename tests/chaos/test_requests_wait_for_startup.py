@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
 from bench.chaos.cluster import CHROOT, Broker
@@ -33,14 +34,25 @@ def test_metadata_during_startup_waits_for_the_cluster_view(zookeeper_server: Zo
     broker.settings["zookeeper.connect"] = zookeeper_server.hosts + chroot
     broker.settings["default.replication.factor"] = "1"
     broker.settings["min.insync.replicas"] = "1"
+    # no chaos proxy here: advertise the replication listener itself, or the controller (this broker) never
+    # reaches it, and Metadata, which answers what the controller announced (as Kafka's), knows no topic
+    broker.settings["advertised.listeners"] = (f"PLAINTEXT://127.0.0.1:{broker.port},"
+                                               f"REPLICATION://127.0.0.1:{broker.replication_port}")
     try:
         assert predecessor.stdout is not None and predecessor.stdout.readline().strip() == "registered"
         predecessor.kill()
         predecessor.wait()
         broker.start()  # returns once it listens: still waiting for the stale registration to expire
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-        topic = admin.list_topics(topic="existing", timeout=60).topics["existing"]
-        assert topic.error is None, topic.error  # the old code: INVALID_REPLICATION_FACTOR
+        deadline = time.monotonic() + 60
+        while True:
+            topic = admin.list_topics(topic="existing", timeout=60).topics["existing"]
+            if topic.error is None or time.monotonic() > deadline:
+                break
+            # until the controller announces its leaders, as Kafka: retriable LEADER_NOT_AVAILABLE (being created)
+            assert topic.error.code() == KafkaError.LEADER_NOT_AVAILABLE, topic.error  # old: INVALID_REPLICATION_FACTOR
+            time.sleep(0.1)
+        assert topic.error is None, topic.error
         assert list(topic.partitions) == [0]
     finally:
         if predecessor.poll() is None:

@@ -11,6 +11,7 @@ ZooKeeper), and for a topic being created on the embedded single broker (no ZooK
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -74,12 +75,13 @@ def test_a_topic_being_created_is_not_shown_with_leaderless_partitions(single_br
     creating = threading.Thread(target=_create, args=(single_broker.bootstrap, name), kwargs={"partitions": 500})
     creating.start()
     answers = []
+    deadline = time.monotonic() + 120
     try:
         while creating.is_alive() or not answers or answers[-1][0] != 0:
             topic = metadata(single_broker.bootstrap, [name], version=max(version, 4)).topics[0]
             led = sum(1 for p in topic.partitions if p.error_code == 0 and p.leader_id >= 0)
             answers.append((topic.error_code, len(topic.partitions), led))
-            assert len(answers) < 20_000, "the topic never appeared"
+            assert time.monotonic() < deadline, "the topic never appeared"
     finally:
         creating.join()
     assert set(answers) <= {(3, 0, 0), (0, 500, 500)}, sorted(set(answers))[:5]

@@ -154,7 +154,7 @@ def test_move_under_steady_acks_all_producer_then_restart(jbod: BrokerProcess, t
         plan = tmp_path / "plan.json"
         plan.write_text(json.dumps({"version": 1, "partitions": [
             {"topic": "steady", "partition": 0, "replicas": [0], "log_dirs": [target]}]}))
-        done = reassign_cli(jbod, "--execute", "--reassignment-json-file", str(plan))
+        done = reassign_cli(jbod, "--execute", "--reassignment-json-file", str(plan), "--timeout", "60000")
         assert done.returncode == 0, done.stderr
         assert "Successfully started log directory move for: steady-0-0" in done.stdout
         wait_moved(jbod, "steady", target)
@@ -360,7 +360,8 @@ def test_new_replica_placed_and_follower_moved_in_a_zookeeper_cluster(zookeeper_
             plan = tmp_path / "plan.json"
             plan.write_text(json.dumps({"version": 1, "partitions": [
                 {"topic": "rep", "partition": 0, "replicas": [1, 2], "log_dirs": ["any", second_dir]}]}))
-            done = reassign_cli(cluster.brokers[1], "--execute", "--reassignment-json-file", str(plan))
+            done = reassign_cli(cluster.brokers[1], "--execute", "--reassignment-json-file", str(plan),
+                                "--timeout", "60000")
             assert done.returncode == 0, done.stdout + done.stderr
             assert "Successfully started log directory move for: rep-0-2" in done.stdout
             deadline = time.monotonic() + 60

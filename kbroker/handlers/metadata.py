@@ -82,7 +82,7 @@ def _metadata(ctx: BrokerContext, header, request, conn) -> dict:
     if every:
         names = ctx.topics.metadata_topics()
     else:
-        names = [t.name for t in request.topics if t.name is not None]
+        names = list(dict.fromkeys(t.name for t in request.topics if t.name is not None))  # once each, as Kafka
     topics = []
     ids = {t.topic_id for t in request.topics or () if version >= 12 and t.topic_id.int}
     if ids and not every:  # v12 (KIP-516): topics named by id, never created; an unknown id is UNKNOWN_TOPIC_ID

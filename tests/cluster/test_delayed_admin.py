@@ -14,7 +14,7 @@ from kbroker import errors
 from .conftest import wait_until
 from .raw_client import metadata, request
 
-ROUNDS = 6
+ROUNDS = 4
 TIMEOUT_MS = 30_000
 
 

@@ -5,6 +5,7 @@ ZooKeeper), and for a topic being created on the embedded single broker (no ZooK
 - no live leader: LEADER_NOT_AVAILABLE, leader -1, the last leader epoch; v0 lists only live replicas and
   ISR members, v1+ all of them, v5+ the dead ones in offline_replicas;
 - a live leader with a dead follower: v0 REPLICA_NOT_AVAILABLE without the dead replica, v1+ no error;
+- a topic being deleted is shown whole until the broker hears of it, then not at all;
 - a topic whose partitions are not all served yet is not shown (UNKNOWN_TOPIC_OR_PARTITION, no partitions),
   never as error 0 with leaderless partitions.
 """
@@ -33,6 +34,30 @@ def _create(bootstrap: str, name: str, assignment: dict[int, list[int]] | None =
                                                       "assignments": assignments, "configs": []}],
                                           "timeout_ms": timeout_ms, "validate_only": False}, timeout=120)
     assert response.topics[0].error_code == 0, response
+
+
+@pytest.mark.parametrize("version", [4, 5, 7, 9, 12])
+def test_a_topic_being_deleted_is_whole_or_unknown(cluster, version):
+    """DeleteTopics without waiting (timeout_ms 0): until each broker hears of the deletion it shows the topic
+    whole, then UNKNOWN_TOPIC_OR_PARTITION; never a topic with leaderless or missing partitions."""
+    name = f"doomed-{version}-{uuid.uuid4().hex[:8]}"
+    _create(cluster.brokers[1].bootstrap, name, partitions=4)
+    response = request(cluster.brokers[2].bootstrap, 20, 1, {"topic_names": [name], "timeout_ms": 0})
+    assert response.responses[0].error_code == 0
+    seen = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < len(cluster.brokers):
+        assert time.monotonic() < deadline, f"brokers {sorted(seen)} only forgot {name}"
+        for broker_id, broker in cluster.brokers.items():
+            topic = metadata(broker.bootstrap, [name], version=version).topics[0]
+            if topic.error_code == 3:
+                assert topic.partitions == []
+                seen.add(broker_id)
+                continue
+            assert broker_id not in seen, f"broker {broker_id} showed {name} again"
+            assert topic.error_code == 0, topic
+            assert [(p.partition_index, p.error_code) for p in topic.partitions] == [(i, 0) for i in range(4)]
+            assert all(p.leader_id >= 0 for p in topic.partitions), topic
 
 
 def test_offline_leader_and_dead_follower_at_every_version(cluster):

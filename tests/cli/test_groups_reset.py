@@ -87,6 +87,12 @@ def test_to_datetime_with_kafkas_formats_and_zones(broker, kbroker, topic, uniqu
     assert "Warn: Partition 1 from topic reset-topic is empty. Falling back to latest known offset." in r.stdout
     assert plan(r.stdout) == {(group, topic, 0): 7, (group, topic, 1): 5}
     assert committed(broker, group, topic) == {0: 7, 1: 5}
+    # --by-duration counts back from now: a long duration reaches the 2020 records, a short one none
+    days = (int(time.time() * 1000) - BASE_MS) // 86_400_000 + 1
+    r = reset(kbroker, broker, group, "--topic", topic, "--by-duration", f"P{days}D", "--dry-run")
+    assert r.returncode == 0 and plan(r.stdout) == {(group, topic, 0): 0, (group, topic, 1): 0}, r.stderr
+    r = reset(kbroker, broker, group, "--topic", topic, "--by-duration", "PT1H", "--dry-run")
+    assert plan(r.stdout) == {(group, topic, 0): 10, (group, topic, 1): 5}
 
 
 def test_to_earliest_to_offset_and_shift_by_are_clamped_and_executed(broker, kbroker, topic, unique):

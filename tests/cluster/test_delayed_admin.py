@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 
 from kbroker import errors
+from tests.raw_client import metadata, request
 
 from .conftest import wait_until
-from .raw_client import metadata, request
 
 ROUNDS = 4
 TIMEOUT_MS = 30_000

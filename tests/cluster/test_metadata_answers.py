@@ -19,9 +19,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.integration.conftest import _make_broker
+from tests.raw_client import metadata, request
 
 from .conftest import wait_until
-from .raw_client import metadata, request
 
 VERSIONS = range(0, 13)
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from tests.cluster.conftest import Cluster
-from tests.cluster.raw_client import metadata
 from tests.integration.test_legacy_clients import import_pykafka
+from tests.raw_client import metadata
 
 NAMES = 5
 

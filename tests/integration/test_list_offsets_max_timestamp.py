@@ -6,12 +6,10 @@ cannot ask -3, so the request goes raw through kbroker's own encoder.
 from __future__ import annotations
 
 import os
-import socket
-import struct
 
 import pytest
 
-from kbroker.protocol import decode_response, encode_request
+from tests.raw_client import request
 
 from .clients import DEADLINE
 from .helpers import create_topic
@@ -19,25 +17,11 @@ from .helpers import create_topic
 MAX_TIMESTAMP = -3
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
-        out += chunk
-    return bytes(out)
-
-
 def list_offsets(broker, topic: str, timestamp: int, version: int = 7, isolation_level: int = 0) -> dict:
     body = {"replica_id": -1, "isolation_level": isolation_level, "topics": [
         {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp,
                                         "max_num_offsets": 1}]}]}
-    with socket.create_connection((broker.host, broker.port), timeout=DEADLINE) as s:
-        s.sendall(encode_request(2, version, 7, "max-ts-test", body))
-        (size,) = struct.unpack(">i", _recv_exactly(s, 4))
-        corr, response = decode_response(2, version, _recv_exactly(s, size))
-    assert corr == 7
+    response = request(broker.bootstrap, 2, version, body, timeout=DEADLINE)
     part = response.topics[0].partitions[0]
     return {"error_code": part.error_code, "offset": part.offset, "timestamp": part.timestamp,
             "leader_epoch": part.leader_epoch}

@@ -5,8 +5,6 @@ none. Older Produce versions get the code alone.
 """
 from __future__ import annotations
 
-import socket
-import struct
 import time
 
 import pytest
@@ -14,7 +12,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
 from kbroker.log import batches, legacy
-from kbroker.protocol import decode_response, encode_request
+from tests.raw_client import request
 
 from .clients import DEADLINE
 from .helpers import create_topic
@@ -24,25 +22,11 @@ INVALID_TIMESTAMP = 32
 KEYLESS = "Compacted topic cannot accept message without key in topic partition {tp}."
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
-        out += chunk
-    return bytes(out)
-
-
 def produce_raw(broker, topic: str, records: bytes, version: int = 8):
     """One Produce (acks=1) of ``records`` to partition 0; the partition's answer."""
     body = {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
-    with socket.create_connection((broker.host, broker.port), timeout=DEADLINE) as s:
-        s.sendall(encode_request(0, version, 3, "record-errors-test", body))
-        (size,) = struct.unpack(">i", _recv_exactly(s, 4))
-        corr, response = decode_response(0, version, _recv_exactly(s, size))
-    assert corr == 3
+    response = request(broker.bootstrap, 0, version, body, timeout=DEADLINE)
     return response.responses[0].partition_responses[0]
 
 

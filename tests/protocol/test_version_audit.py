@@ -4,14 +4,13 @@ real broker); advertising a new version above 2.8 without adding it here fails t
 """
 from __future__ import annotations
 
-import socket
-import struct
 import uuid
 from pathlib import Path
 
 import pytest
 
-from kbroker.protocol import SUPPORTED_VERSIONS, decode_response, encode_request
+from kbroker.protocol import SUPPORTED_VERSIONS
+from tests.raw_client import request
 
 # Kafka 2.8.0's ApiVersions (ZooKeeper broker): the max version of each key it advertises.
 KAFKA_2_8_MAX = {
@@ -46,23 +45,8 @@ def broker(tmp_path_factory):
     yield from _make_broker(Path(tmp_path_factory.mktemp("audit")))
 
 
-def _recv_exactly(s: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = s.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
-        out += chunk
-    return bytes(out)
-
-
 def call(broker, api_key: int, version: int, body: dict):
-    with socket.create_connection((broker.host, broker.port), timeout=60) as s:
-        s.sendall(encode_request(api_key, version, 11, "audit", body))
-        (size,) = struct.unpack(">i", _recv_exactly(s, 4))
-        corr, response = decode_response(api_key, version, _recv_exactly(s, size))
-    assert corr == 11
-    return response
+    return request(broker.bootstrap, api_key, version, body)
 
 
 def _topic(broker, name: str, partitions: int = 2) -> None:

@@ -72,6 +72,16 @@ class ClientError(Exception):
     """A failure the tools report as a single line (exit status 1)."""
 
 
+def read_text_file(path: str) -> str:
+    """A file the operator named (a JSON plan, a partition list); ClientError when it cannot be read."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ClientError(f"cannot read {path}: {why}") from None
+
+
 def add_command_config(p: argparse.ArgumentParser) -> None:
     """``--command-config FILE``: Kafka's client properties, for a TLS or SASL listener."""
     p.add_argument("--command-config", metavar="FILE",

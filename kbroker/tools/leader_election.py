@@ -28,7 +28,15 @@ from typing import Any, TextIO
 from kbroker import errors
 from kbroker.protocol import API_KEYS
 
-from .client import AdminClient, ClientError, KafkaApiError, bootstrap_servers, command_config, error_name
+from .client import (
+    AdminClient,
+    ClientError,
+    KafkaApiError,
+    bootstrap_servers,
+    command_config,
+    error_name,
+    read_text_file,
+)
 
 ELECT_LEADERS = API_KEYS["ElectLeaders"]
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
@@ -99,7 +107,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     _check_args(args, args.parser)
     try:
         if args.path_to_json_file is not None:
-            partitions: list[TP] | None = parse_partitions(_read(args.path_to_json_file))
+            partitions: list[TP] | None = parse_partitions(read_text_file(args.path_to_json_file))
         elif args.topic is not None:
             partitions = [(args.topic, args.partition)]
         else:
@@ -122,13 +130,6 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         return 1
 
 
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ElectionError(f"cannot read {path}: {why}") from None
 
 
 def parse_partitions(text: str) -> list[TP]:

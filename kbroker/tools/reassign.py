@@ -44,6 +44,7 @@ from .client import (
     add_tool_parser,
     command_config,
     error_name,
+    read_text_file,
 )
 
 ERROR_PREFIX = "Error: "
@@ -141,19 +142,19 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         with AdminClient(args.bootstrap_server, client_id="reassign-partitions-tool",
                          security=command_config(args)) as admin:
             if action == "generate":
-                generate(admin, _read(args.topics_to_move_json_file), args.broker_list,
+                generate(admin, read_text_file(args.topics_to_move_json_file), args.broker_list,
                          not args.disable_rack_aware, out)
                 return 0
             if action == "execute":
-                execute(admin, _read(args.reassignment_json_file), args.additional, args.throttle,
+                execute(admin, read_text_file(args.reassignment_json_file), args.additional, args.throttle,
                         args.replica_alter_log_dirs_throttle, args.timeout, out)
                 return 0
             if action == "verify":
-                return 0 if verify(admin, _read(args.reassignment_json_file), out) else 1
+                return 0 if verify(admin, read_text_file(args.reassignment_json_file), out) else 1
             if action == "list":
                 print(list_text(list_reassignments(admin)), file=out)
                 return 0
-            cancel(admin, _read(args.reassignment_json_file), args.timeout, out)
+            cancel(admin, read_text_file(args.reassignment_json_file), args.timeout, out)
             return 0
     except (ReassignError, ClientError) as exc:
         out.flush()
@@ -161,15 +162,6 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
         return 1
 
 
-# --- files ---------------------------------------------------------------------------------
-
-def _read(path: str) -> str:
-    try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ReassignError(f"cannot read {path}: {why}") from None
 
 
 def _load(text: str, what: str) -> dict:

@@ -29,7 +29,6 @@ from kbroker.clock import wall_ms
 from kbroker.crashpoints import crash_point
 
 from . import record_checks
-from .compression import decompress_records
 from .config import LogConfig
 from .leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from .names import (
@@ -577,11 +576,7 @@ class PartitionLog:
                 while start < segment.written_size:
                     header = segment.header_at(start)
                     if header.max_timestamp == target:
-                        batch = os.pread(segment.fd, header.size, start)
-                        section = None
-                        if header.compression:
-                            section = decompress_records(header.compression, memoryview(batch)[records.HEADER_SIZE:])
-                        found = records.first_record_at_or_after(batch, target, section)
+                        found = segment.first_record_at_or_after(header, start, target)
                         if found is not None:
                             return found[0], found[1], header.partition_leader_epoch
                     start += header.size

@@ -192,15 +192,21 @@ class Segment:
         while position < self.written_size:
             header = self.header_at(position)
             if header.max_timestamp >= timestamp and header.base_offset + header.last_offset_delta >= start_offset:
-                batch = os.pread(self.fd, header.size, position)
-                section = None
-                if header.compression:
-                    section = decompress_records(header.compression, memoryview(batch)[records.HEADER_SIZE:])
-                found = records.first_record_at_or_after(batch, timestamp, section)
+                found = self.first_record_at_or_after(header, position, timestamp)
                 if found is not None:
                     return max(found[0], start_offset), found[1]
             position += header.size
         return None
+
+    def first_record_at_or_after(self, header: records.BatchHeader, position: int,
+                                 timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record of the batch at ``position`` whose timestamp is
+        >= ``timestamp`` (the batch is read and, if compressed, decompressed); None if none is."""
+        batch = os.pread(self.fd, header.size, position)
+        section = None
+        if header.compression:
+            section = decompress_records(header.compression, memoryview(batch)[records.HEADER_SIZE:])
+        return records.first_record_at_or_after(batch, timestamp, section)
 
     def largest_timestamp(self) -> int:
         """Newest record timestamp, or the file's mtime when the segment has none (Kafka's rule)."""

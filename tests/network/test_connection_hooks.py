@@ -14,16 +14,13 @@ import pytest
 from kbroker.network import connection
 from kbroker.network.connection import Connection
 from kbroker.protocol import decode_response, encode_request
+from tests.network.loopback import accepted_pair
 
 
 @pytest.fixture
 def pair():
     loop = asyncio.new_event_loop()
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname())
-    server_sock, peer = listener.accept()
-    listener.close()
-    server_sock.setblocking(False)
+    server_sock, client, peer = accepted_pair()
     dispatched: list[tuple[float, int]] = []
 
     def dispatch(header, body, conn):

@@ -14,6 +14,7 @@ import pytest
 from kbroker.log.segment import FileSlice
 from kbroker.network import connection as connection_mod
 from kbroker.network.connection import Connection, _Slot
+from tests.network.loopback import accepted_pair
 
 
 @pytest.fixture
@@ -21,11 +22,7 @@ def pair():
     """A Connection on the accepted end of a loopback TCP socket with a tiny send buffer (so sends
     are cut short and the writer must wait for writability), and the client end."""
     loop = asyncio.new_event_loop()
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname())
-    server_sock, peer = listener.accept()
-    listener.close()
-    server_sock.setblocking(False)
+    server_sock, client, peer = accepted_pair()
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     forgotten = []
     server = SimpleNamespace(loop=loop, max_request_bytes=1 << 20, dispatch=None, forget=forgotten.append)

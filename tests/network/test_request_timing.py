@@ -11,16 +11,13 @@ import pytest
 
 from kbroker.metrics import BrokerMetrics
 from kbroker.network.connection import Connection, _Slot
+from tests.network.loopback import accepted_pair
 
 
 @pytest.fixture
 def pair():
     loop = asyncio.new_event_loop()
-    listener = socket.create_server(("127.0.0.1", 0))
-    client = socket.create_connection(listener.getsockname())
-    server_sock, peer = listener.accept()
-    listener.close()
-    server_sock.setblocking(False)
+    server_sock, client, peer = accepted_pair()
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
     client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     metrics = BrokerMetrics()

@@ -10,6 +10,7 @@ for their replication factor (Kafka's rule).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Container, Iterator
 
 from kbroker import errors
@@ -22,6 +23,10 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 TRANSACTION_TOPIC = "__transaction_state"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+
+# Kafka logs the refusal below on every FindCoordinator; once a minute per topic says as much.
+SHORT_OF_BROKERS_LOG_INTERVAL_S = 60.0
+_short_of_brokers_logged: dict[str, float] = {}
 
 
 def offsets_topic_configs(config: BrokerConfig) -> dict[str, str]:
@@ -42,12 +47,26 @@ def ensure_internal_topic(existing: Container[str], live_brokers: int, name: str
     if name in existing:
         return
     if live_brokers < factor:
+        _log_short_of_brokers(name, live_brokers, factor, factor_key)
         raise errors.CoordinatorNotAvailableError(
             f"{live_brokers} live broker(s) do not meet {factor_key}={factor} for {name}")
     try:
         create(factor)
     except errors.TopicAlreadyExistsError:
         pass  # another broker created it meanwhile
+
+
+def _log_short_of_brokers(name: str, live_brokers: int, factor: int, factor_key: str) -> None:
+    """The client only sees COORDINATOR_NOT_AVAILABLE and retries for ever (librdkafka logs it at debug):
+    the broker's log is where an operator learns why no consumer group forms."""
+    now = time.monotonic()
+    if now - _short_of_brokers_logged.get(name, -SHORT_OF_BROKERS_LOG_INTERVAL_S) < SHORT_OF_BROKERS_LOG_INTERVAL_S:
+        return
+    _short_of_brokers_logged[name] = now
+    log.warning("%d live broker(s) do not meet the required replication factor %d for %s (configured via '%s'): "
+                "it is not created and its coordinator is not available. This can be ignored while the cluster is "
+                "starting; a cluster with fewer brokers needs %s set no higher than its broker count.",
+                live_brokers, factor, name, factor_key, factor_key)
 
 
 def stored_batches(partition: Partition | None) -> Iterator[memoryview]:

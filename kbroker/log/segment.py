@@ -124,7 +124,8 @@ class Segment:
             log.error("could not cut %s back to %d bytes after a failed write: %s", self.log_path, size, exc)
 
     def indexes_full(self) -> bool:
-        return self.offset_index.is_full or self.time_index.is_full
+        # The time index keeps its last slot for the final entry of become_inactive (Kafka's TimeIndex.isFull).
+        return self.offset_index.is_full or self.time_index.entries >= self.time_index.max_entries - 1
 
     def can_hold_offset(self, offset: int) -> bool:
         return offset - self.base_offset <= INT32_MAX
@@ -290,17 +291,36 @@ class Segment:
             self.size = self.written_size = position
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
-            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+            self._load_largest_timestamp()
             _, last_position = self.offset_index.lookup(self.offset_index.last_offset)
             self.bytes_since_last_index_entry = position - last_position
         return removed
 
+    def _load_largest_timestamp(self) -> None:
+        """Kafka's loadLargestTimestamp: the last time-index entry, then the batches after its offset,
+        which an index written every ``index.interval.bytes`` does not cover."""
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        _, position = self.offset_index.lookup(self.offset_of_max_timestamp)
+        while position < self.written_size:
+            header = self.header_at(position)
+            if header.max_timestamp > self.max_timestamp:
+                self.max_timestamp = header.max_timestamp
+                self.offset_of_max_timestamp = header.base_offset + header.last_offset_delta
+            position += header.size
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close files (idempotent); a writable index is trimmed to its entries on close."""
+        """Close files (idempotent); a writable index is trimmed to its entries on close. The active
+        segment first records its max timestamp in the time index, as Kafka's LogSegment.close does:
+        a clean restart opens segments without recovery and takes their max timestamp from there."""
         if self.fd < 0:
             return
+        if self.active and self.max_timestamp >= 0:
+            try:
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            except (IndexError, ValueError, OSError) as exc:  # closing must not fail; recovery rebuilds it
+                log.warning("%s: could not record the max timestamp on close: %s", self.log_path, exc)
         self.offset_index.close()
         self.time_index.close()
         if self.fd >= 0:

@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 
 import pytest
 
 from kbroker import errors
 from kbroker._core import records
-from kbroker.log import PartitionLog
+from kbroker.log import LogConfig, PartitionLog
 
 from .helpers import TP, make_batch, offsets_of, open_log, read_all, values_of
 
@@ -364,4 +365,48 @@ def test_compressed_batch_that_does_not_decompress_is_refused(tmp_path, appender
     with pytest.raises(errors.CorruptMessageError, match="decompress|truncated|undecodable"):
         plog.append(poisoned)
     assert read_all(plog) == before and plog.log_end_offset == 3
+    plog.close()
+
+
+# Timestamps a day ahead of the wall clock: a segment whose max timestamp is lost falls back to its
+# file's mtime (Kafka's rule), which is then below them, so a lookup would skip the segment.
+FUTURE = int(time.time() * 1000) + 86_400_000
+
+
+def _one_record(ts: int) -> bytearray:
+    from tests.oracles.batch_oracle import build_batch
+
+    return bytearray(build_batch(records=[(None, b"v", [], ts)]))
+
+
+def test_a_clean_close_keeps_the_active_segments_max_timestamp(tmp_path, appender):
+    """Kafka's LogSegment.close appends the final time-index entry: a log reopened without recovery
+    takes each segment's max timestamp from there. Record 0 (the newest timestamp) is below the index
+    interval, so only that entry carries it; after the reopen, older timestamps and a roll follow."""
+    plog = open_log(tmp_path, appender)
+    plog.append(_one_record(FUTURE + 1000))
+    plog.close()
+    plog = PartitionLog(tmp_path / str(TP), TP, LogConfig(), appender, recover=False, recovery_point=1)
+    assert plog.active.max_timestamp == FUTURE + 1000
+    plog.append(_one_record(FUTURE + 500))
+    plog.roll()
+    plog.append(_one_record(FUTURE + 2000))
+    assert plog.offset_for_timestamp(FUTURE + 1000) == (0, FUTURE + 1000)
+    assert plog.offset_for_timestamp(FUTURE + 501) == (0, FUTURE + 1000)
+    assert plog.offset_for_timestamp(FUTURE + 1001) == (2, FUTURE + 2000)
+    plog.close()
+
+
+def test_truncation_keeps_the_max_timestamp_of_the_batches_it_keeps(tmp_path, appender):
+    """Kafka's truncateTo reloads the max timestamp from the last time-index entry and then scans the
+    batches after it: those below the index interval are still in the segment."""
+    plog = open_log(tmp_path, appender)
+    for ts in (FUTURE + 1000, FUTURE + 10, FUTURE + 3000):
+        plog.append(_one_record(ts))
+    plog.truncate_to(2)
+    assert plog.active.max_timestamp == FUTURE + 1000
+    assert plog.offset_for_timestamp(FUTURE + 1000) == (0, FUTURE + 1000)
+    plog.append(_one_record(FUTURE + 20))
+    plog.roll()
+    assert plog.offset_for_timestamp(FUTURE + 1000) == (0, FUTURE + 1000)
     plog.close()

@@ -412,18 +412,26 @@ class Partition:
             aborted = self.producer_state.aborted_between(offset, lso) if records is not None else []
         return ReadResult(records, hw, lso, plog.log_start_offset, aborted)
 
-    def offset_for_timestamp(self, timestamp: int, isolation_level: int) -> tuple[int, int] | None:
-        """ListOffsets: latest answers the high watermark (read_uncommitted) or the last stable
-        offset (read_committed), what those consumers can read, as Kafka."""
+    def offset_for_timestamp(self, timestamp: int, isolation_level: int,
+                             lagging_is_error: bool = True) -> tuple[int, int] | None:
+        """ListOffsets from a consumer: latest answers the high watermark (read_uncommitted) or the
+        last stable offset (read_committed), what those consumers can read, as Kafka. A new leader
+        whose high watermark is still below the start of its epoch does not know the true one yet:
+        latest, and a lookup that finds nothing below it, answer OFFSET_NOT_AVAILABLE (retriable),
+        as Kafka 2.8 does (KIP-207) from v1 on, rather than an offset a consumer would wrongly reset
+        to (``lagging_is_error=False``: v0, which Kafka answers the old way)."""
         bound = self.last_stable_offset if isolation_level == READ_COMMITTED else self.log.high_watermark
-        if timestamp == -1:
-            return bound, -1
         if timestamp == -2:  # earliest: the log start offset, also while the log is empty
             return self.log.log_start_offset, -1
-        found = self.log.offset_for_timestamp(timestamp)
-        if found is not None and found[0] >= bound:
-            return None
-        return found
+        if timestamp != -1:
+            found = self.log.offset_for_timestamp(timestamp)
+            if found is not None and found[0] < bound:
+                return found
+        if lagging_is_error and self.leader_epoch_start_offset > self.log.high_watermark:
+            raise errors.OffsetNotAvailableError(
+                f"{self.tp}: the high watermark {self.log.high_watermark} is not known yet; leader epoch "
+                f"{self.leader_epoch} starts at {self.leader_epoch_start_offset}")
+        return (bound, -1) if timestamp == -1 else None
 
     def max_timestamp_record(self, isolation_level: int, from_replica: bool = False) -> tuple[int, int, int] | None:
         """ListOffsets MAX_TIMESTAMP (KIP-734): (offset, timestamp, leader epoch) of the record with

@@ -17,9 +17,9 @@ import logging
 from kbroker import errors
 from kbroker.fetch_sessions import FetchSession
 from kbroker.log import TopicPartition, legacy
-from kbroker.log.partition_log import MAX_TIMESTAMP
+from kbroker.log.partition_log import LATEST_TIMESTAMP, MAX_TIMESTAMP
 from kbroker.metrics import BrokerMetrics
-from kbroker.partition import error_code_of
+from kbroker.partition import Partition, error_code_of
 from kbroker.purgatory import DelayedOperation
 from kbroker.replica_manager import ReplicaManager
 from kbroker.security.quotas import FetchQuota, fetch_response_size
@@ -302,6 +302,15 @@ def offset_for_leader_epoch(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "topics": topics}
 
 
+def _epoch_of_answer(partition: Partition, timestamp: int, offset: int, from_replica: bool) -> int:
+    """The leader epoch Kafka gives a ListOffsets answer: latest, the partition's current epoch to a
+    consumer (the log's latest to a replica); earliest and by timestamp, the epoch that wrote the
+    offset (-1 when the epoch cache has none), which a KIP-320 client validates its position with."""
+    if timestamp == LATEST_TIMESTAMP:
+        return partition.log.leader_epochs.latest_epoch if from_replica else partition.leader_epoch
+    return partition.log.leader_epochs.epoch_for_offset(offset)
+
+
 @handles(2)
 def list_offsets(ctx: BrokerContext, header, request, conn):
     version = header.api_version
@@ -326,13 +335,14 @@ def list_offsets(ctx: BrokerContext, header, request, conn):
                         out["offset"], out["timestamp"], out["leader_epoch"] = record
                     partitions.append(out)
                     continue
-                if request.replica_id >= 0:
+                from_replica = request.replica_id >= 0
+                if from_replica:
                     found = partition.log.offset_for_timestamp(p.timestamp)
                 else:
-                    found = partition.offset_for_timestamp(p.timestamp, request.isolation_level)
+                    found = partition.offset_for_timestamp(p.timestamp, request.isolation_level, version >= 1)
                 if found is not None:
                     out["offset"], out["timestamp"] = found
-                    out["leader_epoch"] = partition.leader_epoch
+                    out["leader_epoch"] = _epoch_of_answer(partition, p.timestamp, found[0], from_replica)
                 if version == 0:
                     out["old_style_offsets"] = [found[0]] if found is not None else []
             except errors.KafkaError as exc:

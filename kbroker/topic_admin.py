@@ -183,7 +183,10 @@ class TopicAdmin:
     async def delete(self, name: str) -> None:
         raise NotImplementedError
 
-    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False) -> None:
+        """Grow the topic to ``count`` partitions; ``assignments`` (the new partitions' replica lists, in
+        partition order) replaces the broker's own placement, as CreatePartitions' assignments do."""
         raise NotImplementedError
 
     async def alter_configs(self, name: str, configs: dict[str, str], validate_only: bool = False) -> None:
@@ -209,6 +212,8 @@ class TopicAdmin:
         self._effective(configs)
         live = [b.id for b in self.live_brokers()]
         if assignment:
+            if len({len(replicas) for replicas in assignment.values()}) != 1:  # Kafka's validateTopicCreate
+                raise errors.InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
             if sorted(assignment) != list(range(len(assignment))):
                 raise errors.InvalidReplicaAssignmentError("partitions must be numbered 0..n-1")
             for replicas in assignment.values():
@@ -254,14 +259,54 @@ class TopicAdmin:
             raise errors.InvalidTopicError(f"{name} is internal and cannot be deleted")
         return info
 
-    def _new_partitions(self, name: str, count: int) -> tuple[TopicInfo, dict[int, list[int]]]:
+    def _new_partitions(self, name: str, count: int,
+                        assignments: list[list[int]] | None = None) -> tuple[TopicInfo, dict[int, list[int]]]:
+        """The topic and its new partitions' replicas: ``assignments`` once checked, else the broker's own
+        placement. Kafka's order (ZkAdminManager.createPartitions): the count first, then the assignments."""
         info = self._existing(name)
         current = len(info.assignment)
-        if count <= current:
-            raise errors.InvalidPartitionsError(f"topic {name} has {current} partitions; {count} would not add any")
+        if count < current:
+            raise errors.InvalidPartitionsError(
+                f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            raise errors.InvalidPartitionsError(f"Topic already has {current} partitions.")
+        if assignments is not None:
+            return info, self._checked_assignments(info, count, assignments)
         with errors.translate_zk():
             extra = layout.assign_replicas_for_new_partitions(info.assignment, self._broker_metadatas(), count)
         return info, {p: list(r) for p, r in extra.items()}
+
+    def _checked_assignments(self, info: TopicInfo, count: int,
+                             assignments: list[list[int]]) -> dict[int, list[int]]:
+        """Kafka's checks of CreatePartitions assignments (ZkAdminManager.createPartitions, then
+        AdminZkClient.validateReplicaAssignment), each INVALID_REPLICA_ASSIGNMENT with Kafka's message."""
+        registered = {b.id for b in self.live_brokers()}
+        unknown = list(dict.fromkeys(b for replicas in assignments for b in replicas if b not in registered))
+        if unknown:
+            raise errors.InvalidReplicaAssignmentError(
+                f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
+        current = len(info.assignment)
+        if len(assignments) != count - current:
+            raise errors.InvalidReplicaAssignmentError(
+                f"Increasing the number of partitions by {count - current} but {len(assignments)} "
+                f"assignments provided.")
+        proposed = {current + i: list(replicas) for i, replicas in enumerate(assignments)}
+        for index, replicas in proposed.items():
+            if not replicas:
+                raise errors.InvalidReplicaAssignmentError(
+                    f"Cannot have replication factor of 0 for partition id {index}.")
+            if len(set(replicas)) != len(replicas):
+                raise errors.InvalidReplicaAssignmentError(
+                    f"Duplicate brokers not allowed in replica assignment: {', '.join(map(str, replicas))} "
+                    f"for partition id {index}.")
+        expected = len(info.assignment[0])  # the topic's replication factor, as Kafka takes it
+        odd = [(index, len(replicas)) for index, replicas in proposed.items() if len(replicas) != expected]
+        if odd:
+            raise errors.InvalidReplicaAssignmentError(
+                f"Inconsistent replication factor between partitions, partition 0 has {expected} while partitions "
+                f"[{', '.join(str(i) for i, _ in odd)}] have replication factors "
+                f"[{', '.join(str(n) for _, n in odd)}], respectively.")
+        return proposed
 
     def _configs_changed(self, info: TopicInfo, configs: dict[str, str], effective: LogConfig) -> None:
         """New overrides: the table, the log manager (for logs created later) and every hosted log."""
@@ -429,8 +474,9 @@ class SingleNodeTopics(TopicAdmin):
         with errors.translate_zk():
             layout.delete_topic_znodes(self.store, name)
 
-    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
-        info, extra = self._new_partitions(name, count)
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False) -> None:
+        info, extra = self._new_partitions(name, count, assignments)
         if validate_only:
             return
         write_new_partitions(self.store, name, len(info.assignment), extra)
@@ -577,10 +623,11 @@ class ZooKeeperTopics(TopicAdmin):
         with errors.translate_zk():
             await self.run_blocking(lambda: layout.mark_topic_for_deletion(self.store, name))
 
-    async def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
+                                validate_only: bool = False) -> None:
         """The topic znode is read and rewritten off the event loop; the controller creates the new
-        partitions' states, and the view hosts them."""
-        info, extra = self._new_partitions(name, count)
+        partitions' states (each led by the first live broker of its replicas), and the view hosts them."""
+        info, extra = self._new_partitions(name, count, assignments)
         if validate_only:
             return
         await self.run_blocking(lambda: write_new_partitions(self.store, name, len(info.assignment), extra))

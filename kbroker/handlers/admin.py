@@ -145,7 +145,9 @@ def create_partitions(ctx: BrokerContext, header, request, conn):
 async def _create_partitions(ctx: BrokerContext, request, conn) -> dict:
     async def create(topic, out: dict) -> None:
         _require(ctx, conn, AclOperation.ALTER, ResourceType.TOPIC, topic.name)
-        await ctx.topics.create_partitions(topic.name, topic.count, validate_only=request.validate_only)
+        # null: the broker places the new partitions; a list (even empty) is the client's, checked as given
+        assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
+        await ctx.topics.create_partitions(topic.name, topic.count, assignments, validate_only=request.validate_only)
         if not request.validate_only:
             wanted[topic.name] = topic.count
 

@@ -477,10 +477,18 @@ class AdminClient:
             body["topic_names"] = list(names)
         return list(conn.send(API_KEYS["DeleteTopics"], body, version=v).responses)
 
-    def create_partitions(self, counts: dict[str, int], *, validate_only: bool = False) -> list[Any]:
+    def create_partitions(self, counts: dict[str, int], *, validate_only: bool = False,
+                          assignments: dict[str, list[list[int]]] | None = None) -> list[Any]:
+        """CreatePartitions: topic -> new partition count; ``assignments`` gives a topic's new partitions'
+        replicas (in partition order), the others are placed by the broker."""
         conn = self.controller()
+
+        def given(name: str) -> list[dict] | None:
+            found = (assignments or {}).get(name)
+            return None if found is None else [{"broker_ids": replicas} for replicas in found]
+
         response = conn.send(API_KEYS["CreatePartitions"], {
-            "topics": [{"name": n, "count": c, "assignments": None} for n, c in counts.items()],
+            "topics": [{"name": n, "count": c, "assignments": given(n)} for n, c in counts.items()],
             "timeout_ms": int(self.timeout * 1000), "validate_only": validate_only})
         return list(response.results)
 

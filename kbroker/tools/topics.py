@@ -2,15 +2,20 @@
 
     kbroker topics --bootstrap-server HOST:PORT --create --topic T [--partitions N]
                    [--replication-factor R] [--config k=v ...] [--if-not-exists]
+    kbroker topics --bootstrap-server HOST:PORT --create --topic T --replica-assignment 1:2,2:3,3:1 [...]
     kbroker topics --bootstrap-server HOST:PORT --list [--topic REGEX] [--exclude-internal]
     kbroker topics --bootstrap-server HOST:PORT --describe [--topic REGEX] [--exclude-internal]
                    [--topics-with-overrides | --unavailable-partitions | --under-replicated-partitions]
-    kbroker topics --bootstrap-server HOST:PORT --alter --topic REGEX --partitions N [--if-exists]
+    kbroker topics --bootstrap-server HOST:PORT --alter --topic REGEX --partitions N
+                   [--replica-assignment 1:2,2:3,3:1,...] [--if-exists]
     kbroker topics --bootstrap-server HOST:PORT --delete --topic REGEX [--if-exists]
 
 As in Kafka, --topic of the other actions is a regular expression matched against whole names
 ("a.*", or "a,b" for either), and the output is Kafka's: "Created topic T.", names one per line,
 and for --describe a tab-separated header line per topic followed by one line per partition.
+--replica-assignment is kafka-topics.sh's: partitions separated by commas, each one's broker ids by
+colons. With --create it gives the partitions (and so their count and replication factor); with
+--alter it lists every partition, and the ones the topic already has are left out of the request.
 Exit status: 0 done, 1 an error from the broker or the network (one line on stderr, Kafka's
 "Error while executing topic command : ..."), 2 bad arguments.
 """
@@ -58,6 +63,10 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         "or the new partition count (--alter)")
     p.add_argument("--replication-factor", type=int, metavar="R",
                    help="replicas per partition of the new topic (default: default.replication.factor)")
+    p.add_argument("--replica-assignment", metavar="B:B,B:B,...",
+                   help="the replicas of each partition, partitions separated by commas and broker ids by colons "
+                        "(--create, instead of --partitions and --replication-factor; --alter, listing every "
+                        "partition: those the topic has are left out)")
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                    help="a topic config override for the new topic (repeatable)")
     p.add_argument("--if-not-exists", action="store_true", help="with --create: succeed if the topic exists")
@@ -75,8 +84,34 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     return p
 
 
+def parse_replica_assignment(text: str) -> list[list[int]]:
+    """kafka-topics.sh's --replica-assignment ("1:2,2:3,3:1"): each partition's broker ids, with its
+    checks (no duplicate broker in a partition, the same replication factor everywhere) and a clear
+    ValueError for what it would not parse (an empty part, a word)."""
+    partitions: list[list[int]] = []
+    for index, part in enumerate(text.split(",")):
+        replicas = []
+        for item in part.split(":"):
+            item = item.strip()
+            if not item:
+                raise ValueError(f"partition {index} ({part.strip()!r}) has an empty broker id")
+            if not re.fullmatch(r"[+-]?[0-9]+", item):
+                raise ValueError(f"{item!r} in partition {index} is not a broker id")
+            replicas.append(int(item))
+        duplicates = sorted({b for b in replicas if replicas.count(b) > 1})
+        if duplicates:
+            raise ValueError("Partition replica lists may not contain duplicate entries: "
+                             + ",".join(map(str, duplicates)))
+        if partitions and len(replicas) != len(partitions[0]):
+            raise ValueError(f"Partition {index} has different replication factor: {':'.join(map(str, replicas))} "
+                             f"({len(replicas)} replicas, partition 0 has {len(partitions[0])})")
+        partitions.append(replicas)
+    return partitions
+
+
 def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Kafka's option rules; parser.error (exit 2) on a violation. Returns the parsed --config."""
+    """Kafka's option rules; parser.error (exit 2) on a violation. Returns the parsed --config, and
+    leaves the parsed --replica-assignment in ``args.assignment`` (None without it)."""
     action = next(a for a in ("create", "list", "describe", "alter", "delete") if getattr(args, a))
 
     def only(option: str, value: Any, allowed: tuple[str, ...]) -> None:
@@ -89,6 +124,17 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> di
         parser.error("--alter needs --partitions (topic configs are changed with AlterConfigs, not here)")
     only("--partitions", args.partitions is not None, ("create", "alter"))
     only("--replication-factor", args.replication_factor is not None, ("create",))
+    only("--replica-assignment", args.replica_assignment is not None, ("create", "alter"))
+    if action == "create" and args.replica_assignment is not None and (
+            args.partitions is not None or args.replication_factor is not None):
+        parser.error("--replica-assignment cannot be used with --partitions or --replication-factor in --create "
+                     "(the assignment gives both)")
+    args.assignment = None
+    if args.replica_assignment is not None:
+        try:
+            args.assignment = parse_replica_assignment(args.replica_assignment)
+        except ValueError as exc:
+            parser.error(f"--replica-assignment {args.replica_assignment!r}: {exc}")
     only("--config", args.config, ("create",))
     only("--if-not-exists", args.if_not_exists, ("create",))
     only("--if-exists", args.if_exists, ("alter", "delete", "describe"))
@@ -170,7 +216,8 @@ def create(admin: AdminClient, args: argparse.Namespace, configs: dict[str, str]
         "name": args.topic,
         "num_partitions": -1 if args.partitions is None else args.partitions,
         "replication_factor": -1 if args.replication_factor is None else args.replication_factor,
-        "assignments": [],
+        "assignments": [{"partition_index": i, "broker_ids": replicas}
+                        for i, replicas in enumerate(args.assignment or [])],
         "configs": [{"name": k, "value": v} for k, v in configs.items()],
     }
     results = admin.create_topics([topic])
@@ -181,10 +228,17 @@ def create(admin: AdminClient, args: argparse.Namespace, configs: dict[str, str]
 
 
 def alter(admin: AdminClient, args: argparse.Namespace) -> None:
-    names = _matching(admin, args.topic)
+    topics = admin.list_topics()
+    names = _matching(admin, args.topic, topics=topics)
     _ensure_found(names, args.topic, args.if_exists)
-    if names:
-        _fail_on(admin.create_partitions({n: args.partitions for n in names}), "cannot add partitions to topic")
+    if not names:
+        return
+    assignments = None
+    if args.assignment is not None:  # as kafka-topics.sh: the partitions each topic has are dropped
+        current = {t.name: len(t.partitions) for t in topics}
+        assignments = {n: args.assignment[current[n]:] for n in names}
+    _fail_on(admin.create_partitions({n: args.partitions for n in names}, assignments=assignments),
+             "cannot add partitions to topic")
 
 
 def delete(admin: AdminClient, args: argparse.Namespace) -> None:

@@ -33,9 +33,9 @@ def find_coordinator(ctx: BrokerContext, header, request, conn):
         transactional = request.key_type == TRANSACTION_KEY
         if request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
             code, message = errors.InvalidRequestError.code, f"unknown coordinator key type {request.key_type}"
-        elif not key:
-            code, message = (errors.InvalidRequestError.code, "the transactional id is empty") if transactional \
-                else (errors.InvalidGroupIdError.code, "the group id is empty")
+        elif not key and transactional:
+            # An empty group id is answered, as Kafka 2.8 does: OffsetCommit/OffsetFetch accept it (old clients).
+            code, message = errors.InvalidRequestError.code, "the transactional id is empty"
         if code == 0 and not allowed(ctx, conn, Op.DESCRIBE, Res.TRANSACTIONAL_ID if transactional else Res.GROUP,
                                      key):
             code, message = ((errors.TransactionalIdAuthorizationFailedError.code, None) if transactional

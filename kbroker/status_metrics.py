@@ -56,7 +56,19 @@ def _topic_counters(metrics: BrokerMetrics) -> list[Family]:
     out = []
     for name, counts, what in (("bytesin", metrics.bytes_in, "record bytes produced by clients"),
                                ("messagesin", metrics.messages_in, "records produced by clients"),
-                               ("bytesout", metrics.bytes_out, "record bytes fetched by consumers")):
+                               ("bytesout", metrics.bytes_out, "record bytes fetched by consumers"),
+                               ("bytesrejected", metrics.bytes_rejected,
+                                "record bytes refused as larger than max.message.bytes"),
+                               ("totalproducerequests", metrics.produce_requests,
+                                "partition appends of Produce requests that reached the log"),
+                               ("failedproducerequests", metrics.failed_produce_requests,
+                                "of those, the ones that failed unexpectedly (as Kafka, not for leadership, "
+                                "unknown partitions, too large, corrupt records or a failed log dir)"),
+                               ("totalfetchrequests", metrics.fetch_requests,
+                                "partition reads of Fetch requests, consumers' and followers'"),
+                               ("failedfetchrequests", metrics.failed_fetch_requests,
+                                "of those, the ones that failed unexpectedly (as Kafka, not for leadership, "
+                                "unknown partitions, leader epochs, a failed log dir or out of range offsets)")):
         family = Family(f"kafka_server_brokertopicmetrics_{name}_total", "counter", f"{what} (no topic: all)")
         family.add(sum(counts.values()))
         for topic, value in sorted(counts.items()):

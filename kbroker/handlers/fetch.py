@@ -104,14 +104,18 @@ class _Fetch:
                     code = errors.NotLeaderOrFollowerError.code  # older clients do not know 56
                 out["error_code"] = code
                 self.errors = True
+                if self.metrics is not None:
+                    self.metrics.fetch_failed(topic, exc.code)
                 plog = self.replicas.partition(TopicPartition(topic, index))
                 if plog is not None and not plog.log.offline:
                     out["high_watermark"] = plog.log.high_watermark
                     out["log_start_offset"] = plog.log.log_start_offset
             except Exception as exc:
                 log.exception("fetch of %s-%d failed", topic, index)
-                out["error_code"] = error_code_of(exc)
+                out["error_code"] = code = error_code_of(exc)
                 self.errors = True
+                if self.metrics is not None:
+                    self.metrics.fetch_failed(topic, code)
             self.partitions.append((topic, out))
         return self
 
@@ -251,7 +255,12 @@ def fetch(ctx: BrokerContext, header, request, conn):
     evaluation.denied = denied
     if request.replica_id < 0:
         evaluation.quota = ctx.security.quotas.fetch_quota(conn, header)
-    evaluation.metrics = ctx.metrics
+    metrics = evaluation.metrics = ctx.metrics
+    if metrics is not None:  # once per partition read, as Kafka (only partitions its metadata knows are read)
+        exists = ctx.topics.exists
+        for t, p, *_ in wanted:
+            if exists(t, p):
+                metrics.fetch_read(t)
     evaluation.run()
     if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= max(request.min_bytes, 1):
         return evaluation.response()

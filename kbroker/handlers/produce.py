@@ -89,6 +89,7 @@ def _refused_whole(request, acks: int, version: int, error: type[errors.KafkaErr
 def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: int, batches, waiting: list) -> dict:
     out: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
                            "log_start_offset": -1}
+    counted = False  # reached the log, as Kafka counts TotalProduceRequests (past its request checks)
     try:
         if acks not in (-1, 0, 1):
             raise errors.InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}")
@@ -105,6 +106,7 @@ def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: 
             _check_single_v2_batch(batches, version)
         elif legacy.is_legacy(batches):
             batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
+        counted = True
         result = ctx.replicas.append_as_leader(partition, batches, acks)
         if ctx.metrics is not None:
             ctx.metrics.produced(topic, result.size, result.record_count)
@@ -115,6 +117,9 @@ def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: 
             waiting.append(PendingAck(partition, result.last_offset + 1, out))
     except errors.KafkaError as exc:
         out["error_code"] = exc.code
+        if ctx.metrics is not None and (counted or (isinstance(exc, _REFUSED_AT_THE_LOG)
+                                                    and ctx.topics.exists(topic, index))):
+            ctx.metrics.produce_refused(topic, exc.code, len(batches) if batches is not None else 0)
         if version >= 8:
             out["error_message"] = exc.message
             # Records refused one by one (keyless on a compacted topic, timestamps): each named by its index
@@ -124,7 +129,14 @@ def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: 
     except Exception as exc:  # a bug must cost one partition its answer, not the broker
         log.exception("produce to %s-%d failed", topic, index)
         out["error_code"] = error_code_of(exc)
+        if ctx.metrics is not None and counted:
+            ctx.metrics.produce_refused(topic, out["error_code"], len(batches))
     return out
+
+
+# Refusals Kafka's ReplicaManager makes for a partition its metadata knows, after the request's checks (so
+# counted in TotalProduceRequests) though kbroker makes them before looking at the records
+_REFUSED_AT_THE_LOG = (errors.InvalidTopicError, errors.NotLeaderOrFollowerError, errors.KafkaStorageError)
 
 
 def _check_single_v2_batch(batches, version: int) -> None:

@@ -19,6 +19,27 @@ QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0
 # Kafka times fetches twice: as "Fetch" and as "FetchConsumer" or "FetchFollower"
 FETCH_CONSUMER = -1
 FETCH_FOLLOWER = -2
+# Kafka error codes ReplicaManager leaves out of FailedProduceRequests / FailedFetchRequests: the "known"
+# failures (leadership moves, unknown partitions, records refused as too large or corrupt, a failed log dir,
+# out of range offsets); the meters are meant for a broker's unexpected failures.
+MESSAGE_TOO_LARGE = 10
+_EXPECTED_PRODUCE_ERRORS = frozenset((
+    3,   # UNKNOWN_TOPIC_OR_PARTITION
+    6,   # NOT_LEADER_OR_FOLLOWER
+    MESSAGE_TOO_LARGE,
+    18,  # RECORD_LIST_TOO_LARGE
+    2,   # CORRUPT_MESSAGE
+    56,  # KAFKA_STORAGE_ERROR
+))
+_EXPECTED_FETCH_ERRORS = frozenset((
+    3,   # UNKNOWN_TOPIC_OR_PARTITION
+    6,   # NOT_LEADER_OR_FOLLOWER
+    75,  # UNKNOWN_LEADER_EPOCH
+    74,  # FENCED_LEADER_EPOCH
+    9,   # REPLICA_NOT_AVAILABLE
+    56,  # KAFKA_STORAGE_ERROR
+    1,   # OFFSET_OUT_OF_RANGE
+))
 
 
 class TimedRequest(Protocol):
@@ -62,15 +83,40 @@ class BrokerMetrics:
         self.bytes_in: dict[str, int] = {}     # by topic: record bytes clients produced
         self.messages_in: dict[str, int] = {}  # by topic: records clients produced
         self.bytes_out: dict[str, int] = {}    # by topic: record bytes sent to consumers (not followers)
+        # by topic, as Kafka's BrokerTopicMetrics count them (ReplicaManager): one per partition of a request
+        # that reached the log (past the ACL, metadata and request checks); "failed" only for errors Kafka
+        # calls unexpected (not leadership, unknown partition, too large, corrupt, storage, out of range)
+        self.produce_requests: dict[str, int] = {}
+        self.failed_produce_requests: dict[str, int] = {}
+        self.bytes_rejected: dict[str, int] = {}  # record bytes of appends refused as larger than max.message.bytes
+        self.fetch_requests: dict[str, int] = {}  # consumers' and followers' partition reads
+        self.failed_fetch_requests: dict[str, int] = {}
         self.replication_bytes_out = 0         # record bytes sent to followers
         self.requests: dict[int, RequestStats] = {}  # by api key (or FETCH_CONSUMER / FETCH_FOLLOWER)
 
     def produced(self, topic: str, size: int, records: int) -> None:
+        self.produce_requests[topic] = self.produce_requests.get(topic, 0) + 1
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + size
         self.messages_in[topic] = self.messages_in.get(topic, 0) + records
 
+    def produce_refused(self, topic: str, code: int, size: int) -> None:
+        """A partition's append that reached the log and was refused with Kafka error ``code``."""
+        self.produce_requests[topic] = self.produce_requests.get(topic, 0) + 1
+        if code == MESSAGE_TOO_LARGE:
+            self.bytes_rejected[topic] = self.bytes_rejected.get(topic, 0) + size
+        elif code not in _EXPECTED_PRODUCE_ERRORS:
+            self.failed_produce_requests[topic] = self.failed_produce_requests.get(topic, 0) + 1
+
     def fetched(self, topic: str, size: int) -> None:
         self.bytes_out[topic] = self.bytes_out.get(topic, 0) + size
+
+    def fetch_read(self, topic: str) -> None:
+        self.fetch_requests[topic] = self.fetch_requests.get(topic, 0) + 1
+
+    def fetch_failed(self, topic: str, code: int) -> None:
+        """A partition read that failed with Kafka error ``code``."""
+        if code not in _EXPECTED_FETCH_ERRORS:
+            self.failed_fetch_requests[topic] = self.failed_fetch_requests.get(topic, 0) + 1
 
     def request(self, key: int, version: int, timed: TimedRequest) -> None:
         """One answered request (written to its socket): counted, and kept among its type's last RING."""

@@ -5,6 +5,7 @@ killed and brought back."""
 from __future__ import annotations
 
 import re
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -14,8 +15,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client.parser import text_string_to_metric_families
 
 from kazoo_bridge.local_server import ZooKeeperServer
-from kbroker.metrics import Family, render
+from kbroker.log.batches import build_batch
+from kbroker.metrics import BrokerMetrics, Family, render
 from tests.cluster.conftest import Cluster, wait_until
+from tests.raw_client import request
 
 from .conftest import REPO, free_port
 from .helpers import create_topic
@@ -23,6 +26,10 @@ from .helpers import create_topic
 NAMES = [
     "kafka_server_brokertopicmetrics_bytesin_total", "kafka_server_brokertopicmetrics_messagesin_total",
     "kafka_server_brokertopicmetrics_bytesout_total", "kafka_server_replicamanager_underreplicatedpartitions",
+    "kafka_server_brokertopicmetrics_totalproducerequests_total",
+    "kafka_server_brokertopicmetrics_failedproducerequests_total",
+    "kafka_server_brokertopicmetrics_totalfetchrequests_total",
+    "kafka_server_brokertopicmetrics_failedfetchrequests_total", "kafka_server_brokertopicmetrics_bytesrejected_total",
     "kafka_server_replicamanager_isrshrinks_total", "kafka_server_replicamanager_isrexpands_total",
     "kafka_controller_kafkacontroller_offlinepartitionscount", "kafka_controller_kafkacontroller_activecontrollercount",
     "kafka_network_requestmetrics_requests_total", "kafka_network_requestmetrics_totaltimems",
@@ -99,6 +106,8 @@ def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
     produced = (after_singles.value("kafka_network_requestmetrics_requests_total", request="Produce")
                 - before.value("kafka_network_requestmetrics_requests_total", request="Produce"))
     assert produced == 20
+    # one partition each: one TotalProduceRequests mark each, as Kafka marks one per partition of a request
+    assert after_singles.only("kafka_server_brokertopicmetrics_totalproducerequests_total", topic="metered") == 20
     for i in range(180):
         producer.produce("metered", value=b"v" * 100 + b"%d" % i, partition=1 if i < 100 else 0)
     assert producer.flush(30) == 0
@@ -154,6 +163,72 @@ def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
         text = braces.sub(lambda m: " ".join(m[1] + part + m[3] for part in m[2].split(",")), (REPO / path).read_text())
         used |= set(name.findall(text))
     assert used and used <= {sample.name for sample in consumed.samples}
+
+
+TOPIC_REQUESTS = ("totalproducerequests", "failedproducerequests", "bytesrejected", "totalfetchrequests",
+                  "failedfetchrequests")
+MESSAGE_TOO_LARGE, INVALID_RECORD, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE = 10, 87, 3, 1
+
+
+def _produce(bootstrap: str, topic: str, index: int, records: bytes) -> int:
+    """One Produce v8 (acks=1) of one partition; its error code."""
+    body = {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": index, "records": records}]}]}
+    return request(bootstrap, 0, 8, body).responses[0].partition_responses[0].error_code
+
+
+def _fetch(bootstrap: str, topic: str, index: int, offset: int) -> int:
+    """One consumer's Fetch v4 (no session, no wait) of one partition; its error code."""
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "topics": [{"topic": topic, "partitions": [{"partition": index, "fetch_offset": offset,
+                                                        "partition_max_bytes": 1 << 20}]}]}
+    return request(bootstrap, 1, 4, body).responses[0].partitions[0].error_code
+
+
+def test_per_topic_request_counters_count_as_kafka(broker_factory):
+    """Kafka's BrokerTopicMetrics request meters: one mark per partition of a Produce or Fetch that reaches
+    the log; "failed" only for unexpected errors (an invalid record, not a record too large, whose bytes
+    go to BytesRejected, nor an out of range fetch); partitions the metadata does not know are not counted."""
+    port = free_port()
+    broker = broker_factory({"status.listener": f"http://127.0.0.1:{port}"})
+    topic = "requested"
+    create_topic(broker.bootstrap, topic, 1, {"cleanup.policy": "compact", "max.message.bytes": "2000"})
+    before = Scrape(port)
+    now = int(time.time() * 1000)
+    for i in range(5):
+        assert _produce(broker.bootstrap, topic, 0, bytes(build_batch([(b"k%d" % i, b"v", now)]))) == 0
+    big = bytes(build_batch([(b"big", b"x" * 5000, now)]))
+    assert _produce(broker.bootstrap, topic, 0, big) == MESSAGE_TOO_LARGE
+    keyless = bytes(build_batch([(None, b"v", now)]))  # a compacted topic refuses it: Kafka counts it failed
+    assert _produce(broker.bootstrap, topic, 0, keyless) == INVALID_RECORD
+    assert _produce(broker.bootstrap, topic, 7, keyless) == UNKNOWN_TOPIC_OR_PARTITION  # not in the metadata
+    for _ in range(4):
+        assert _fetch(broker.bootstrap, topic, 0, 0) == 0
+    assert _fetch(broker.bootstrap, topic, 0, 1000) == OFFSET_OUT_OF_RANGE
+    assert _fetch(broker.bootstrap, topic, 7, 0) == UNKNOWN_TOPIC_OR_PARTITION
+
+    after = Scrape(port)
+    names = {name: f"kafka_server_brokertopicmetrics_{name}_total" for name in TOPIC_REQUESTS}
+    for name, full in names.items():
+        assert after.types[full] == "counter"
+        assert not before.has(full, topic=topic), name
+    got = {name: after.value(full, topic=topic) for name, full in names.items()}  # none yet: 0
+    assert got == {"totalproducerequests": 7, "failedproducerequests": 1, "bytesrejected": len(big),
+                   "totalfetchrequests": 5, "failedfetchrequests": 0}
+    for name, full in names.items():  # the sample without a topic: all topics
+        assert after.only(full) - before.only(full) == got[name], name
+
+
+def test_failed_request_counters_leave_out_the_errors_kafka_expects():
+    metrics = BrokerMetrics()
+    for code in (3, 6, 2, 18, 56, 87, 19, -1):  # ... NOT_ENOUGH_REPLICAS, UNKNOWN_SERVER_ERROR count as failed
+        metrics.produce_refused("t", code, 100)
+    metrics.produce_refused("t", MESSAGE_TOO_LARGE, 3000)
+    assert (metrics.produce_requests, metrics.failed_produce_requests, metrics.bytes_rejected) == \
+        ({"t": 9}, {"t": 3}, {"t": 3000})
+    for code in (1, 3, 6, 9, 56, 74, 75, 2, -1):  # CORRUPT_MESSAGE and UNKNOWN_SERVER_ERROR count as failed
+        metrics.fetch_failed("t", code)
+    assert metrics.failed_fetch_requests == {"t": 2}
 
 
 def _consume_all(consumer: Consumer, want: int) -> int:

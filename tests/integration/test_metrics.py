@@ -313,6 +313,10 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
     assert victim_view.only("kafka_server_brokertopicmetrics_replicationbytesin_total") >= \
         victim_view.only("kafka_log_log_size", topic="watched-rf3", partition="0") > 0
     assert start.only("kafka_server_brokertopicmetrics_bytesout_total") == 0
+    # Kafka counts followers' partition reads as fetch requests too; their appends are no produce requests
+    assert start.only("kafka_server_brokertopicmetrics_totalfetchrequests_total", topic="watched-rf3") > 0
+    assert 0 < start.only("kafka_server_brokertopicmetrics_totalproducerequests_total", topic="watched-rf3") <= 10
+    assert victim_view.value("kafka_server_brokertopicmetrics_totalproducerequests_total", topic="watched-rf3") == 0
     assert start.only("kafka_network_requestmetrics_remotetimems_count", request="FetchFollower") > 0
     assert Scrape(_port(cluster, controller)).only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     shrinks, expands = (start.only("kafka_server_replicamanager_isrshrinks_total"),

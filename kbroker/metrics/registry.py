@@ -30,6 +30,7 @@ _EXPECTED_PRODUCE_ERRORS = frozenset((
     18,  # RECORD_LIST_TOO_LARGE
     2,   # CORRUPT_MESSAGE
     56,  # KAFKA_STORAGE_ERROR
+    17,  # INVALID_TOPIC_EXCEPTION: an internal topic, which Kafka refuses without marking a failure
 ))
 _EXPECTED_FETCH_ERRORS = frozenset((
     3,   # UNKNOWN_TOPIC_OR_PARTITION

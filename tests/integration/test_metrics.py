@@ -167,7 +167,7 @@ def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
 
 TOPIC_REQUESTS = ("totalproducerequests", "failedproducerequests", "bytesrejected", "totalfetchrequests",
                   "failedfetchrequests")
-MESSAGE_TOO_LARGE, INVALID_RECORD, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE = 10, 87, 3, 1
+MESSAGE_TOO_LARGE, INVALID_RECORD, UNKNOWN_TOPIC_OR_PARTITION, OFFSET_OUT_OF_RANGE, INVALID_TOPIC = 10, 87, 3, 1, 17
 
 
 def _produce(bootstrap: str, topic: str, index: int, records: bytes) -> int:
@@ -218,14 +218,20 @@ def test_per_topic_request_counters_count_as_kafka(broker_factory):
     for name, full in names.items():  # the sample without a topic: all topics
         assert after.only(full) - before.only(full) == got[name], name
 
+    # an internal topic: refused (INVALID_TOPIC_EXCEPTION) after Kafka's mark, and no failure
+    assert _produce(broker.bootstrap, "__transaction_state", 0, keyless) == INVALID_TOPIC
+    internal = Scrape(port)
+    assert internal.only(names["totalproducerequests"], topic="__transaction_state") == 1
+    assert internal.value(names["failedproducerequests"], topic="__transaction_state") == 0
+
 
 def test_failed_request_counters_leave_out_the_errors_kafka_expects():
     metrics = BrokerMetrics()
-    for code in (3, 6, 2, 18, 56, 87, 19, -1):  # ... NOT_ENOUGH_REPLICAS, UNKNOWN_SERVER_ERROR count as failed
+    for code in (3, 6, 2, 18, 56, 17, 87, 19, -1):  # ... NOT_ENOUGH_REPLICAS, UNKNOWN_SERVER_ERROR count as failed
         metrics.produce_refused("t", code, 100)
     metrics.produce_refused("t", MESSAGE_TOO_LARGE, 3000)
     assert (metrics.produce_requests, metrics.failed_produce_requests, metrics.bytes_rejected) == \
-        ({"t": 9}, {"t": 3}, {"t": 3000})
+        ({"t": 10}, {"t": 3}, {"t": 3000})
     for code in (1, 3, 6, 9, 56, 74, 75, 2, -1):  # CORRUPT_MESSAGE and UNKNOWN_SERVER_ERROR count as failed
         metrics.fetch_failed("t", code)
     assert metrics.failed_fetch_requests == {"t": 2}

@@ -586,8 +586,14 @@ class ZooKeeperTopics(TopicAdmin):
         return list(self.cluster.snapshot.brokers.values())
 
     def controller_id(self) -> int:
+        """The controller as this broker's ZooKeeper view has it, else as the controller last announced it
+        (UpdateMetadata, which Kafka's Metadata answers from): at start the first UpdateMetadata can land
+        before the view has read /controller, and an answer of -1 then left librdkafka's admin client
+        waiting for a controller until its timeout (it asks again only on its metadata refresh)."""
         found = self.cluster.snapshot.controller_id
-        return -1 if found is None else found
+        if found is None:
+            return self.metadata.controller_id if self.metadata.controller_id >= 0 else -1
+        return found
 
     def partition_state(self, topic: str, index: int) -> PartitionState:
         state = self.metadata.state(topic, index)

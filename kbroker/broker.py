@@ -26,6 +26,7 @@ from kbroker.controlled_shutdown import controlled_shutdown
 from kbroker.controller import Controller
 from kbroker.controller.channel import ControllerChannel
 from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.dynamic_config import DynamicBrokerConfig
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.handlers import load_all
 from kbroker.housekeeping import housekeeping
@@ -88,7 +89,10 @@ class Broker:
                                       last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp))
         self.log_manager.on_all_dirs_offline = self._halt_without_log_dirs
         self.purgatory = Purgatory()
-        self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory)
+        # KIP-226: server.properties under /config/brokers/<default> and /config/brokers/<id>
+        self.dynamic_config = DynamicBrokerConfig(config, self.broker_id)
+        self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
+                                       dynamic_config=self.dynamic_config)
         # set by start()
         self.store: Any = None
         self.topics: TopicAdmin

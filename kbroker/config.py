@@ -175,6 +175,13 @@ DEFS: tuple[_Def, ...] = (
     _bool_key("allow.everyone.if.no.acl.found", False),
     _int_key("quota.window.num", 11, 1, "samples kept for client quotas"),
     _int_key("quota.window.size.seconds", 1, 1, "length of one quota sample"),
+    # -- replication throttles (KIP-73): dynamic broker configs in Kafka, set by kafka-reassign-partitions.sh --------
+    _int_key("leader.replication.throttled.rate", 2**63 - 1, 0,
+             "bytes/s a leader sends to followers of the replicas listed in leader.replication.throttled.replicas"),
+    _int_key("follower.replication.throttled.rate", 2**63 - 1, 0,
+             "bytes/s a follower fetches for the replicas listed in follower.replication.throttled.replicas"),
+    _int_key("replica.alter.log.dirs.io.max.bytes.per.second", 2**63 - 1, 0,
+             "bytes/s a move between log dirs (AlterReplicaLogDirs) copies"),
 )
 
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.

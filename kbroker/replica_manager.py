@@ -29,6 +29,7 @@ from kbroker import errors
 from kbroker.clock import monotonic_ms
 from kbroker.cluster import LiveBroker
 from kbroker.config import BrokerConfig
+from kbroker.dynamic_config import DynamicBrokerConfig
 from kbroker.log import LogManager, TopicPartition, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
@@ -53,9 +54,12 @@ class LiveLeader(Protocol):
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager, purgatory: Purgatory) -> None:
+    def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager, purgatory: Purgatory,
+                 dynamic_config: DynamicBrokerConfig | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
+        # the broker's configs changed at run time (KIP-226): replication throttles subscribe to it
+        self.dynamic_config = dynamic_config or DynamicBrokerConfig(config, broker_id)
         self.log_manager = log_manager
         self.purgatory = purgatory
         self.partitions: dict[TopicPartition, Partition] = {}

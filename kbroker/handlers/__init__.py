@@ -19,8 +19,10 @@ def load_all() -> dict[int, Handler]:
     from . import (  # noqa: F401
         acls,
         admin,
+        alter_configs,
         api_versions,
         controller,
+        describe_configs,
         elections,
         fetch,
         groups,

@@ -1,7 +1,6 @@
-"""Topic, record and config administration: CreateTopics (19), DeleteTopics (20), DeleteRecords
-(21), DescribeConfigs (32), AlterConfigs (33), CreatePartitions (37),
-IncrementalAlterConfigs (44). Every topic or resource gets its own error code; one bad entry never
-fails the others."""
+"""Topic and record administration: CreateTopics (19), DeleteTopics (20), DeleteRecords (21),
+CreatePartitions (37). Every topic gets its own error code; one bad entry never fails the others.
+Configs are in ``describe_configs`` (32) and ``alter_configs`` (33, 44), which share the helpers here."""
 from __future__ import annotations
 
 import logging
@@ -9,9 +8,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kbroker import errors
-from kbroker.config import is_sensitive
 from kbroker.log import TopicPartition
-from kbroker.log.config import ConfigError, list_operation
+from kbroker.log.config import ConfigError
 from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.topic_admin import Visible
 
@@ -177,96 +175,3 @@ def delete_records(ctx: BrokerContext, header, request, conn):
             parts.append(out)
         topics.append({"name": topic.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}
-
-
-@handles(32)
-def describe_configs(ctx: BrokerContext, header, request, conn):
-    results = []
-    for resource in request.resources:
-        out = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
-               "resource_name": resource.resource_name, "configs": []}
-        try:
-            _require_config_resource(ctx, conn, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
-                                     resource.resource_name)
-            entries = _config_entries(ctx, resource.resource_type, resource.resource_name)
-            wanted = resource.configuration_keys
-            for name, value, source, read_only in entries:
-                if wanted is not None and name not in wanted:
-                    continue
-                sensitive = resource.resource_type == BROKER_RESOURCE and is_sensitive(name)
-                if sensitive:
-                    value = None  # passwords, keys and JAAS options are never shown
-                entry: dict[str, Any] = {
-                    "name": name, "value": value, "read_only": read_only, "is_default": source == SOURCE_DEFAULT,
-                    "config_source": source, "is_sensitive": sensitive, "synonyms": []}
-                if request.include_synonyms:
-                    entry["synonyms"] = [{"name": name, "value": value, "source": source}]
-                out["configs"].append(entry)
-        except Exception as exc:
-            out["error_code"], out["error_message"] = _error(exc)
-        results.append(out)
-    return {"throttle_time_ms": 0, "results": results}
-
-
-def _config_entries(ctx: BrokerContext, resource_type: int, name: str) -> list[tuple[str, str | None, int, bool]]:
-    if resource_type == TOPIC_RESOURCE:
-        info = ctx.topics.topics.get(name)
-        if info is None:
-            raise errors.UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
-        effective = ctx.config.log.with_overrides(info.configs).topic_values()
-        defaults = ctx.config.log.topic_values()
-        return [(k, v, SOURCE_DYNAMIC_TOPIC if k in info.configs else
-                 (SOURCE_DEFAULT if v == defaults[k] else SOURCE_STATIC_BROKER), False)
-                for k, v in sorted(effective.items())]
-    if resource_type == BROKER_RESOURCE:
-        if name not in ("", str(ctx.broker_id)):
-            raise errors.InvalidRequestError(f"this is broker {ctx.broker_id}, not {name}")
-        return [(k, v, SOURCE_STATIC_BROKER, True) for k, v in sorted(ctx.broker_config_strings().items())]
-    raise errors.InvalidRequestError(f"unsupported config resource type {resource_type}")
-
-
-@handles(33)
-def alter_configs(ctx: BrokerContext, header, request, conn):
-    # AlterConfigs replaces the whole set of a topic's overrides.
-    return _alter_each(ctx, request, conn, lambda info, resource: {c.name: c.value for c in resource.configs
-                                                                if c.value is not None})
-
-
-@handles(44)
-def incremental_alter_configs(ctx: BrokerContext, header, request, conn):
-    return _alter_each(ctx, request, conn, _apply_operations)
-
-
-def _apply_operations(info, resource) -> dict[str, str]:
-    new = dict(info.configs)
-    for c in resource.configs:
-        if c.config_operation == SET:
-            new[c.name] = c.value
-        elif c.config_operation == DELETE:
-            new.pop(c.name, None)
-        elif c.config_operation in (APPEND, SUBTRACT):
-            new[c.name] = list_operation(c.name, new.get(c.name), c.value or "", c.config_operation == APPEND)
-        else:
-            raise errors.InvalidRequestError(f"unknown config operation {c.config_operation}")
-    return new
-
-
-async def _alter_each(ctx: BrokerContext, request, conn, new_overrides) -> dict:
-    """One response per resource: topic resources only; ``new_overrides(topic info, resource)``
-    computes the topic's new override set."""
-    async def alter(resource, out: dict) -> None:
-        _require_config_resource(ctx, conn, AclOperation.ALTER_CONFIGS, resource.resource_type,
-                                 resource.resource_name)
-        if resource.resource_type != TOPIC_RESOURCE:
-            raise errors.InvalidRequestError("only topic configs can be altered (broker configs are static here)")
-        info = ctx.topics.topics.get(resource.resource_name)
-        if info is None:
-            raise errors.UnknownTopicOrPartitionError(f"topic {resource.resource_name!r} does not exist")
-        await ctx.topics.alter_configs(resource.resource_name, new_overrides(info, resource),
-                                       validate_only=request.validate_only)
-
-    def first(resource) -> dict:
-        return {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
-                "resource_name": resource.resource_name}
-
-    return {"throttle_time_ms": 0, "responses": await _each(request.resources, first, alter)}

@@ -9,6 +9,7 @@ from kbroker.cluster import ClusterView
 from kbroker.config import BrokerConfig
 from kbroker.controller import Controller
 from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.dynamic_config import DynamicBrokerConfig
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.log import LogManager
 from kbroker.metadata_cache import MetadataCache
@@ -33,6 +34,7 @@ class BrokerContext(Protocol):
     broker_id: int
     cluster_id: str
     config: BrokerConfig
+    dynamic_config: DynamicBrokerConfig  # the configuration's layers (KIP-226): static, cluster default, per broker
     store: MetadataStore            # the embedded store, or ZooKeeper through kazoo
     log_manager: LogManager
     replicas: ReplicaManager

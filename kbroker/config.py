@@ -175,6 +175,10 @@ DEFS: tuple[_Def, ...] = (
     _bool_key("allow.everyone.if.no.acl.found", False),
     _int_key("quota.window.num", 11, 1, "samples kept for client quotas"),
     _int_key("quota.window.size.seconds", 1, 1, "length of one quota sample"),
+    # -- the log cleaner (kbroker.log.cleaner), dynamic broker configs in Kafka -------------------
+    _int_key("log.cleaner.threads", 1, 0, "cleanings of compacted logs that run at the same time"),
+    _d("log.cleaner.io.max.bytes.per.second", float, 1.7976931348623157e308, lambda v: v >= 0,
+       "a number >= 0", "bytes/s the cleaner reads and writes, all its threads together"),
     # -- replication throttles (KIP-73): dynamic broker configs in Kafka, set by kafka-reassign-partitions.sh --------
     _int_key("leader.replication.throttled.rate", 2**63 - 1, 0,
              "bytes/s a leader sends to followers of the replicas listed in leader.replication.throttled.replicas"),
@@ -188,7 +192,7 @@ DEFS: tuple[_Def, ...] = (
 
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.
 ACCEPTED_UNUSED = frozenset({
-    "num.recovery.threads.per.data.dir", "num.replica.fetchers", "log.cleaner.threads",
+    "num.recovery.threads.per.data.dir", "num.replica.fetchers",
     "queued.max.requests", "background.threads", "inter.broker.protocol.version",
     "log.message.format.version", "log.preallocate",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "log.cleaner.dedupe.buffer.size",

@@ -534,6 +534,9 @@ class Connection:
                 self._slots.append(slot)
                 self._fill(slot, encode_api_versions_unsupported(exc.correlation_id))
                 return
+            # Kafka's SocketServer closes such a connection too; saying why here is what lets an
+            # operator tell a client's too-new version from a broken frame (the client sees EOF only).
+            log.info("closing the connection from %s: %s (%s)", self.describe_peer(), exc, exc.reason)
             return self.close(f"undecodable request: {exc}")
         slot = _Slot(header.api_key, header.api_version, header.correlation_id)
         self._slots.append(slot)

@@ -38,6 +38,7 @@ from kbroker.purgatory import Purgatory
 from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
 from kbroker.replication.fetcher import ReplicaFetcherManager
 from kbroker.replication.isr import IsrManager
+from kbroker.replication.throttle import ReplicationQuotas, throttled
 from zk_compat.znodes import PartitionState
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,10 @@ class ReplicaManager:
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr: IsrManager | None = None
         self.replication_bytes_in = 0  # record bytes this broker's followers appended (its fetchers count them)
-        self.mover = LogDirMover(log_manager, self._prepare_move, self._moved)
+        # replication throttles (KIP-73): bounds from the broker's current config, kept current as it changes
+        self.quotas = ReplicationQuotas(self.dynamic_config.current)
+        self.dynamic_config.subscribe(self.quotas.apply)
+        self.mover = LogDirMover(log_manager, self._prepare_move, self._moved, self.quotas.alter_log_dirs)
 
     def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
         """ZooKeeper mode: follower fetchers, and the ISR manager writing through ``store``."""
@@ -193,6 +197,32 @@ class ReplicaManager:
         if max_bytes < 0:  # Kafka's log read refuses it: UNKNOWN_SERVER_ERROR for the partition
             raise errors.UnknownServerError(f"invalid partition max bytes {max_bytes} for {tp}")
         return partition
+
+    def leader_throttled(self, partition: Partition) -> bool:
+        """Is ``partition`` (led here) listed for this broker in leader.replication.throttled.replicas?"""
+        return throttled(partition.log.config.leader_replication_throttled_replicas, partition.tp.partition,
+                         self.broker_id)
+
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's ReplicaManager.shouldLeaderThrottle: a follower outside the ISR fetching a throttled
+        replica while the leader quota is exceeded gets no records (an in-sync follower never waits)."""
+        quota = self.quotas.leader
+        return (quota.bounded and replica_id not in partition.isr and self.leader_throttled(partition)
+                and quota.exceeded())
+
+    def record_leader_replication(self, answered: list[tuple[str, dict]]) -> None:
+        """A follower's fetch answer leaves: the records of throttled replicas count towards the leader quota
+        (Kafka records the size of the throttled partitions of each answer)."""
+        quota = self.quotas.leader
+        size = 0
+        for topic, out in answered:
+            records = out["records"]
+            if records and out["error_code"] == 0:
+                partition = self.partitions.get(TopicPartition(topic, out["partition_index"]))
+                if partition is not None and self.leader_throttled(partition):
+                    size += records.length if hasattr(records, "length") else len(records)
+        if size:
+            quota.record(size)
 
     def record_follower_fetch(self, replica_id: int, positions: list[tuple[TopicPartition, int, int]]) -> None:
         """A follower fetched (tp, fetch offset, leader epoch): its log end offsets, before any read."""

@@ -87,6 +87,8 @@ class _Fetch:
                                         min_one_batch=first and (self.version >= 3 or legacy_format))
                 if legacy_format:
                     result = _down_converted(result, self.version, offset, budget, first)
+                if self.from_follower and self.replicas.should_leader_throttle(partition, self.request.replica_id):
+                    result = result._replace(records=None)  # over the leader's replication throttle (KIP-73)
                 out["high_watermark"] = result.high_watermark
                 out["last_stable_offset"] = result.last_stable_offset
                 out["log_start_offset"] = result.log_start_offset
@@ -120,6 +122,8 @@ class _Fetch:
         return self
 
     def response(self) -> dict:
+        if self.from_follower:  # what it sends of throttled replicas counts towards the leader's throttle
+            self.replicas.record_leader_replication(self.partitions)
         if self.quota is not None:  # over the quota: an empty answer, muted (KIP-219)
             throttled = self.quota.throttled_response(fetch_response_size(self.partitions),
                                                       self.session.session_id if self.session is not None else 0)

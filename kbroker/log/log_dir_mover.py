@@ -6,6 +6,10 @@ mover's worker thread, so the loop keeps serving while most of the log is copied
 small (``SWAP_BYTES``), or a round found nothing new, the rest is copied and the logs swapped in one go
 on the loop: nothing appends to the partition meanwhile (the loop is its append lock), so the writes
 that landed during the copy are all in the new log.
+
+``replica.alter.log.dirs.io.max.bytes.per.second`` bounds the copy (Kafka's ReplicaAlterLogDirsThread
+fetches nothing while its quota is exceeded and records what it appended): while the quota is exceeded a
+move waits, and a throttled round copies at most about one second's worth of the bound.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
 
 from kbroker import errors
 
@@ -26,19 +31,39 @@ log = logging.getLogger(__name__)
 
 # Copied on the loop before the swap, at most: a few milliseconds of disk work that holds every request.
 SWAP_BYTES = 1 << 20
+# A throttled move: how long it waits while the quota is exceeded, and the least it copies in a round.
+THROTTLE_WAIT_S = 0.1
+MIN_THROTTLED_ROUND = 64 << 10
+
+
+class ByteQuota(Protocol):
+    """A bytes/s ceiling (kbroker.replication.throttle.ReplicationQuota): asked first, told after."""
+
+    @property
+    def bounded(self) -> bool: ...
+
+    @property
+    def bound(self) -> int: ...
+
+    def exceeded(self) -> bool: ...
+
+    def record(self, size: int) -> None: ...
 
 
 class LogDirMover:
     def __init__(self, log_manager: LogManager,
                  prepare: Callable[[TopicPartition, PartitionLog], None] | None = None,
-                 swapped: Callable[[TopicPartition, PartitionLog], None] | None = None) -> None:
+                 swapped: Callable[[TopicPartition, PartitionLog], None] | None = None,
+                 quota: ByteQuota | None = None) -> None:
         self.log_manager = log_manager
         self.prepare = prepare    # write what else follows the partition into the future's dir
         self.swapped = swapped    # the new current log is in place
+        self.quota = quota        # replica.alter.log.dirs.io.max.bytes.per.second
         self.tasks: dict[TopicPartition, asyncio.Task[None]] = {}
         self._executor: ThreadPoolExecutor | None = None
         self.bytes_copied = 0
         self._flushed_size: dict[TopicPartition, int] = {}
+        self._too_short: dict[TopicPartition, int] = {}  # throttled rounds in a row that copied nothing
         self._stopping = threading.Event()
 
     def start(self, tp: TopicPartition) -> None:
@@ -77,6 +102,7 @@ class LogDirMover:
             self._abandon(tp)
         finally:
             self._flushed_size.pop(tp, None)
+            self._too_short.pop(tp, None)
             if self.tasks.get(tp) is asyncio.current_task():
                 del self.tasks[tp]
 
@@ -104,13 +130,27 @@ class LogDirMover:
             future.truncate_fully_and_start_at(current.log_start_offset)
             return True
         loop = asyncio.get_running_loop()
-        if future_replica.pending_bytes(ranges) > SWAP_BYTES:
+        pending = future_replica.pending_bytes(ranges)
+        quota = self.quota if self.quota is not None and self.quota.bounded else None
+        if quota is not None and pending and quota.exceeded():
+            future_replica.close_ranges(ranges)
+            await asyncio.sleep(THROTTLE_WAIT_S)
+            return True
+        if pending > SWAP_BYTES:
+            trimmed = quota is not None
+            if quota is not None:
+                # about a second of the bound; twice as much after a round too short for one whole batch
+                limit = max(MIN_THROTTLED_ROUND, min(quota.bound, 4 * SWAP_BYTES)) << self._too_short.get(tp, 0)
+                ranges = _first_bytes(ranges, limit)
             lm.copying[tp] = future
             try:
-                self.bytes_copied += await loop.run_in_executor(
+                copied = await loop.run_in_executor(
                     self._worker(), future_replica.copy, future, ranges, future_replica.COPY_CHUNK, self._stopping)
             finally:
                 lm.end_copy(tp, future)
+            self._copied(copied)
+            if trimmed:
+                self._too_short[tp] = self._too_short.get(tp, 0) + 1 if copied == 0 else 0
             return True
         if future.size_bytes - self._flushed_size.get(tp, 0) > 4 * SWAP_BYTES:
             # The swap makes the copy durable first: most of it on the worker, not on the loop.
@@ -123,7 +163,7 @@ class LogDirMover:
                 lm.end_copy(tp, future)
             return True
         # The rest, then the swap, without yielding: no append can come in between.
-        self.bytes_copied += future_replica.copy(future, ranges)
+        self._copied(future_replica.copy(future, ranges))
         if lm.future_logs.get(tp) is not future or future.offline:
             return True  # the next round sees why
         self._follow_truncation(current, future)
@@ -136,6 +176,11 @@ class LogDirMover:
             self.swapped(tp, replacement)
         return False
 
+    def _copied(self, size: int) -> None:
+        self.bytes_copied += size
+        if self.quota is not None:
+            self.quota.record(size)
+
     def _follow_truncation(self, current: PartitionLog, future: PartitionLog) -> None:
         """The current log was truncated (a follower diverging from its leader) or is shorter (recovered
         shorter after a crash): the copy drops what the current log no longer has."""
@@ -144,3 +189,17 @@ class LogDirMover:
             future.truncate_to(cut)
         if future.log_end_offset > current.log_end_offset:
             future.truncate_to(current.log_end_offset)
+
+
+def _first_bytes(ranges: list[future_replica.CopyRange], limit: int) -> list[future_replica.CopyRange]:
+    """The first ``limit`` bytes of ``ranges`` (the last one cut; ``copy`` appends only whole batches and the
+    next round plans from where the copy ended); the ranges left out are closed."""
+    kept = []
+    for r in ranges:
+        if limit <= 0:
+            future_replica.close_ranges([r])
+            continue
+        r.end = min(r.end, r.start + limit)
+        limit -= r.end - r.start
+        kept.append(r)
+    return kept

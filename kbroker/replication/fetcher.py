@@ -6,6 +6,11 @@ and truncates there (KIP-101/279): a former leader drops the tail the new leader
 it fetches from its log end offset with Fetch requests carrying its broker id, appends the
 leader's batches unchanged and takes the leader's high watermark.
 
+A partition listed for this broker in ``follower.replication.throttled.replicas`` is left out of a
+fetch while the follower quota (``follower.replication.throttled.rate``) is exceeded, unless it is in sync
+(caught up with the leader's high watermark at the last answer), as Kafka's ReplicaFetcherThread
+(shouldFollowerThrottle); what it appends counts towards the quota.
+
 The loop re-checks after every await that the partition still follows the same leader at the same
 epoch: the cluster view may have moved it meanwhile, and a stale answer must not touch the log.
 """
@@ -24,6 +29,7 @@ from kbroker.config import BrokerConfig
 from kbroker.log import TopicPartition
 from kbroker.partition import Partition
 from kbroker.replication.client import BrokerConnection
+from kbroker.replication.throttle import ReplicationQuotas, throttled
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +53,7 @@ class FollowerBroker(Protocol):
     broker_id: int
     config: BrokerConfig
     replication_bytes_in: int  # record bytes appended from leaders (kafka_server_..._replicationbytesin_total)
+    quotas: ReplicationQuotas  # the follower throttle
 
 
 @dataclass
@@ -55,6 +62,7 @@ class _Target:
     leader_epoch: int
     truncating: bool = True
     not_before: float = 0.0   # monotonic seconds: backing off until then
+    lag: int | None = None    # the leader's high watermark minus the log end, at the last answer with records
 
     def current(self, fetcher: LeaderFetcher) -> bool:
         """Still following this fetcher's leader at the epoch it was added with?"""
@@ -206,6 +214,11 @@ class LeaderFetcher:
         ready = self._ready(truncating=False)
         if not ready:
             return False
+        unthrottled = [t for t in ready if not self._follower_throttled(t)]
+        if not unthrottled:  # Kafka's fetcher builds no request then and backs off
+            await self._sleep(self.backoff_s)
+            return True
+        ready = unthrottled
         cfg = self.broker.config
         full = self._session_epoch == INITIAL_SESSION_EPOCH
         by_topic: dict[str, list[dict]] = {}
@@ -286,6 +299,9 @@ class LeaderFetcher:
         try:
             p.append_as_follower(memoryview(records), data.high_watermark)
             self.broker.replication_bytes_in += len(records)
+            target.lag = max(0, data.high_watermark - p.log.log_end_offset)
+            if records and self._throttle_listed(p):
+                self.broker.quotas.follower.record(len(records))
         except errors.KafkaError as exc:
             log.warning("%s: cannot append what leader %d sent: %s; truncating again", p.tp, self.leader.id, exc)
             target.truncating = True
@@ -293,6 +309,16 @@ class LeaderFetcher:
             return
         if data.log_start_offset > p.log.log_start_offset:
             p.log.delete_records_before(min(data.log_start_offset, p.log.high_watermark))
+
+    def _throttle_listed(self, p: Partition) -> bool:
+        return throttled(p.log.config.follower_replication_throttled_replicas, p.tp.partition,
+                         self.broker.broker_id)
+
+    def _follower_throttled(self, target: _Target) -> bool:
+        """Kafka's shouldFollowerThrottle: not in sync, listed, and the follower quota exceeded."""
+        quota = self.broker.quotas.follower
+        in_sync = target.lag is not None and target.lag <= 0
+        return quota.bounded and not in_sync and self._throttle_listed(target.partition) and quota.exceeded()
 
     async def _out_of_range(self, target: _Target, offset: int) -> None:
         """Kafka's handleOutOfRange: above the leader's end, truncate to it; below its start,

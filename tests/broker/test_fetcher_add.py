@@ -12,6 +12,7 @@ from kbroker.log import LogConfig, PartitionLog, TopicPartition
 from kbroker.partition import Partition
 from kbroker.protocol.codec import decode_request
 from kbroker.replication.fetcher import LeaderFetcher
+from kbroker.replication.throttle import ReplicationQuota
 
 LEADER = 9
 
@@ -65,7 +66,8 @@ def start_fetcher(tmp_path, appender, port: int, wait_ms: int, backoff_ms: int):
                              broker_rack="")
     a = _follower_partition(tmp_path, appender, TopicPartition("a", 0))
     b = _follower_partition(tmp_path, appender, TopicPartition("b", 0))
-    follower = SimpleNamespace(broker_id=1, config=config, replication_bytes_in=0)
+    follower = SimpleNamespace(broker_id=1, config=config, replication_bytes_in=0,
+                               quotas=SimpleNamespace(follower=ReplicationQuota()))
     fetcher = LeaderFetcher(follower, LiveBroker(LEADER, "127.0.0.1", port, None))
     return fetcher, a, b
 

@@ -129,14 +129,14 @@ KEYS: tuple[_Key, ...] = (
          lambda v: v >= 0, "an int >= 0", "records newer than this are not compacted"),
     _Key("max.compaction.lag.ms", ("log.cleaner.max.compaction.lag.ms",), "max_compaction_lag_ms", parse_int,
          INT64_MAX, lambda v: v >= 1, "an int >= 1", "records older than this are compacted whatever the ratio"),
-    # Kept and shown for the reassignment tools that set them (kafka-reassign-partitions.sh --throttle);
-    # kbroker does not throttle replication traffic by them.
+    # Set by kafka-reassign-partitions.sh --throttle for the moving partitions; kbroker.replication.throttle
+    # reads them from each hosted replica's LogConfig (the entries naming that broker, or "*").
     _Key("leader.replication.throttled.replicas", (), "leader_replication_throttled_replicas",
          _throttled_replicas, "", lambda v: True, "a list of partition:broker, or *",
-         "replicas whose leader-side replication is throttled (not enforced here)", is_list=True),
+         "replicas a leader sends to out-of-sync followers at most at leader.replication.throttled.rate", is_list=True),
     _Key("follower.replication.throttled.replicas", (), "follower_replication_throttled_replicas",
          _throttled_replicas, "", lambda v: True, "a list of partition:broker, or *",
-         "replicas whose follower-side replication is throttled (not enforced here)", is_list=True),
+         "replicas a follower fetches at most at follower.replication.throttled.rate", is_list=True),
 )
 
 # Broker-wide settings of the log layer with no topic-level key (topic_key ""): parsed from the

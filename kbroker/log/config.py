@@ -64,8 +64,9 @@ def _items(text: str) -> list[str]:
 
 
 def _policy(text: str) -> str:
-    """Kafka's ValidList of compact and delete: the empty list is valid too (neither deleted nor compacted)."""
-    parts = sorted(set(_items(text)))
+    """Kafka's ValidList of compact and delete: the empty list is valid too (neither deleted nor compacted). The
+    list keeps its order as written (Kafka shows "delete,compact" as such; APPEND adds at the end)."""
+    parts = _items(text)
     if any(p not in ("compact", "delete") for p in parts):
         raise ValueError(text)
     return ",".join(parts)

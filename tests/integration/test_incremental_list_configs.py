@@ -81,6 +81,20 @@ def test_append_and_subtract_on_cleanup_policy_follow_kafka(list_broker):
     assert _describe(admin, fresh, "cleanup.policy") == ""
 
 
+def test_append_adds_at_the_end_and_lists_keep_their_order(list_broker):
+    """Kafka's ValidList keeps a list as written and APPEND adds after the old values (ConfigAdminManager):
+    APPEND compact to the default policy is delete,compact; a policy written compact,delete stays so."""
+    admin = _admin(list_broker)
+    topic = _topic(admin)
+    _alter(admin, topic, "cleanup.policy", "compact", AlterConfigOpType.APPEND)
+    assert _describe(admin, topic, "cleanup.policy") == "delete,compact"
+    written = _topic(admin, {"cleanup.policy": "compact"})
+    _alter(admin, written, "cleanup.policy", "delete", AlterConfigOpType.APPEND)
+    assert _describe(admin, written, "cleanup.policy") == "compact,delete"
+    reversed_order = _topic(admin, {"cleanup.policy": "delete, compact"})
+    assert _describe(admin, reversed_order, "cleanup.policy") == "delete,compact"
+
+
 @pytest.mark.parametrize("key", THROTTLE_KEYS)
 def test_append_and_subtract_on_the_throttled_replica_lists(list_broker, key):
     admin = _admin(list_broker)

@@ -194,7 +194,7 @@ DEFS: tuple[_Def, ...] = (
 ACCEPTED_UNUSED = frozenset({
     "num.recovery.threads.per.data.dir", "num.replica.fetchers",
     "queued.max.requests", "background.threads", "inter.broker.protocol.version",
-    "log.message.format.version", "log.preallocate",
+    "log.preallocate",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "log.cleaner.dedupe.buffer.size",
     "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests",
@@ -203,6 +203,19 @@ ACCEPTED_UNUSED = frozenset({
 
 _BY_KEY = {d.key: d for d in DEFS}
 _LOG_BROKER_KEYS = {bk for k in LOG_KEYS for bk in k.broker_keys}
+
+
+def declared_keys() -> frozenset[str]:
+    """Every broker key declared here or in kbroker.log.config, and those accepted unused."""
+    return frozenset(_BY_KEY) | frozenset(_LOG_BROKER_KEYS) | ACCEPTED_UNUSED
+
+
+def key_definition(key: str) -> tuple[Any, str] | None:
+    """A declared broker key's (default, rule), None if not declared (dynamic configs word their errors by it)."""
+    if key in _BY_KEY:
+        return _BY_KEY[key].default, _BY_KEY[key].rule
+    found = next((k for k in LOG_KEYS if key in k.broker_keys), None)
+    return (found.default, found.rule) if found is not None else None
 
 
 @dataclass(frozen=True)
@@ -296,7 +309,8 @@ def build_config(raw: dict[str, tuple[str, str]]) -> BrokerConfig:
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             unknown.append(f"{where}: unknown config {key!r}{hint}")
     try:
-        log_config = LogConfig.from_broker_properties({k: v for k, (v, _) in raw.items() if k in _LOG_BROKER_KEYS})
+        log_config = LogConfig.from_broker_properties(  # the protocol version bounds log.message.format.version
+            {k: v for k, (v, _) in raw.items() if k in _LOG_BROKER_KEYS or k == "inter.broker.protocol.version"})
     except ConfigError as exc:
         bad = str(exc).split(":", 1)[0]
         where = raw[bad][1] if bad in raw else "config"

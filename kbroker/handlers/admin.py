@@ -14,6 +14,7 @@ from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceT
 from kbroker.topic_admin import Visible
 
 from .acls import allowed, cluster_allowed
+from .config_entries import topic_entries
 from .context import BrokerContext
 from .registry import handles
 
@@ -22,9 +23,6 @@ log = logging.getLogger(__name__)
 TOPIC_RESOURCE = 2
 BROKER_RESOURCE = 4
 BROKER_LOGGER_RESOURCE = 8
-SOURCE_DYNAMIC_TOPIC = 1
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
@@ -95,9 +93,9 @@ async def _create_topics(ctx: BrokerContext, header, request, conn) -> dict:
                                                    topic.name):
             out["topic_config_error_code"] = errors.TopicAuthorizationFailedError.code
         elif header.api_version >= 5:  # the new topic's effective configs, as Kafka returns them
-            out["configs"] = [{"name": n, "value": v, "read_only": False, "is_sensitive": False,
-                               "config_source": SOURCE_DYNAMIC_TOPIC if n in configs else SOURCE_DEFAULT}
-                              for n, v in sorted(ctx.config.log.with_overrides(configs).topic_values().items())]
+            out["configs"] = [{"name": e.name, "value": e.value, "read_only": e.read_only,
+                               "is_sensitive": e.sensitive, "config_source": e.source}
+                              for e in topic_entries(ctx.dynamic_config, configs)]
 
     wanted: Visible = {}
     results = await _each(request.topics, lambda t: _named(t.name), create)

@@ -1,0 +1,153 @@
+"""DescribeConfigs answers as Kafka 2.8 gives them (ZkAdminManager.describeConfigs), through kafka-python's and
+confluent-kafka's admin clients and a raw v4 request, against one real broker started with a few static keys:
+
+- each key's type (v3+, KIP-569) and, when asked, its documentation;
+- a topic key's synonyms: its override, then its broker synonym in each layer that sets it, with Kafka's drop of
+  what precedes the synonym's own name (retention.ms has none while only log.retention.hours is set anywhere);
+- a broker key's source, synonyms (listener overrides), read_only (false for dynamically updatable keys) and
+  sensitivity; a key server.properties does not set is DEFAULT_CONFIG, a null-default one with a null value;
+- the empty broker name describes only the cluster-wide dynamic defaults.
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
+
+from kbroker.config import DEFS
+from kbroker.log.config import KEYS
+from tests.integration.conftest import _make_broker
+from tests.raw_client import request
+
+STATIC = {"log.segment.bytes": "2000000", "log.retention.hours": "24",
+          "listener.name.plaintext.ssl.keystore.type": "PEM", "ssl.truststore.password": "secret"}
+
+
+@pytest.fixture(scope="module")
+def static_broker(tmp_path_factory) -> Iterator:
+    yield from _make_broker(tmp_path_factory.mktemp("describe-configs"), STATIC)
+
+
+def _topic(broker, configs: dict[str, str] | None = None) -> str:
+    name = f"described-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    admin.create_topics([NewTopic(name, 1, 1, config=configs or {})])[name].result(30)
+    return name
+
+
+def _kafka_python(broker, resource_type, name: str) -> dict:
+    from kafka.admin import ConfigResource as KpResource, KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=30000)
+    try:
+        found = admin.describe_configs([KpResource(resource_type, name)], include_synonyms=True, config_filter="all")
+    finally:
+        admin.close()
+    return next(iter(next(iter(found.values())).values()))
+
+
+def _synonyms(entry: dict) -> list[tuple[str, str | None, str]]:
+    return [(s["name"], s["value"], s["source"]) for s in entry["synonyms"]]
+
+
+def test_topic_config_types_and_synonyms_through_kafka_python(static_broker):
+    from kafka.admin import ConfigResourceType
+
+    topic = _topic(static_broker, {"max.message.bytes": "5000"})
+    configs = _kafka_python(static_broker, ConfigResourceType.TOPIC, topic)
+    types = {name: entry["config_type"] for name, entry in configs.items()}
+    assert types["retention.ms"] == types["retention.bytes"] == types["segment.ms"] == "LONG"
+    assert types["segment.bytes"] == types["max.message.bytes"] == types["min.insync.replicas"] == "INT"
+    assert types["cleanup.policy"] == types["leader.replication.throttled.replicas"] == "LIST"
+    assert types["min.cleanable.dirty.ratio"] == "DOUBLE"
+    assert types["unclean.leader.election.enable"] == "BOOLEAN"
+    assert types["compression.type"] == "STRING"
+
+    assert _synonyms(configs["max.message.bytes"]) == [
+        ("max.message.bytes", "5000", "DYNAMIC_TOPIC_CONFIG"), ("message.max.bytes", "1048588", "DEFAULT_CONFIG")]
+    assert configs["max.message.bytes"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+    assert _synonyms(configs["segment.bytes"]) == [
+        ("log.segment.bytes", "2000000", "STATIC_BROKER_CONFIG"), ("log.segment.bytes", "1073741824", "DEFAULT_CONFIG")]
+    assert configs["segment.bytes"]["config_source"] == "STATIC_BROKER_CONFIG"
+    assert configs["segment.bytes"]["value"] == "2000000"
+    # log.retention.ms is set nowhere: Kafka drops log.retention.hours' synonyms, and the entry is DEFAULT_CONFIG
+    # though its value comes from the static log.retention.hours
+    assert configs["retention.ms"]["value"] == str(24 * 3600_000)
+    assert _synonyms(configs["retention.ms"]) == []
+    assert configs["retention.ms"]["config_source"] == "DEFAULT_CONFIG"
+    assert _synonyms(configs["cleanup.policy"]) == [("log.cleanup.policy", "delete", "DEFAULT_CONFIG")]
+    assert _synonyms(configs["leader.replication.throttled.replicas"]) == []  # no broker synonym
+
+
+def test_broker_entries_through_kafka_python(static_broker):
+    from kafka.admin import ConfigResourceType
+
+    configs = _kafka_python(static_broker, ConfigResourceType.BROKER, "0")
+    advertised = configs["advertised.listeners"]  # not set: Kafka's default is null
+    assert (advertised["value"], advertised["config_source"], advertised["synonyms"]) == (None, "DEFAULT_CONFIG", [])
+    assert configs["listeners"]["config_source"] == "STATIC_BROKER_CONFIG"
+    assert configs["listeners"]["value"] == f"PLAINTEXT://{static_broker.bootstrap}"
+    assert configs["num.io.threads"]["config_source"] == "DEFAULT_CONFIG"
+    assert _synonyms(configs["num.io.threads"]) == [("num.io.threads", "8", "DEFAULT_CONFIG")]
+    # read_only as Kafka: false for the keys DynamicBrokerConfig can change at run time
+    assert configs["num.io.threads"]["read_only"] is False
+    assert configs["log.segment.bytes"]["read_only"] is False
+    assert configs["broker.id"]["read_only"] is True
+    assert configs["log.retention.hours"]["read_only"] is True
+    assert _synonyms(configs["log.retention.hours"]) == [
+        ("log.retention.hours", "24", "STATIC_BROKER_CONFIG"), ("log.retention.hours", "168", "DEFAULT_CONFIG")]
+    assert (configs["log.retention.ms"]["value"], configs["log.retention.ms"]["config_source"]) == (
+        None, "DEFAULT_CONFIG")
+    # a listener override is listed with its base key as a synonym
+    override = configs["listener.name.plaintext.ssl.keystore.type"]
+    assert _synonyms(override) == [("listener.name.plaintext.ssl.keystore.type", "PEM", "STATIC_BROKER_CONFIG"),
+                                   ("ssl.keystore.type", "JKS", "DEFAULT_CONFIG")]
+    assert override["config_type"] == "STRING"
+    # passwords: null, sensitive, PASSWORD, also in the synonyms
+    password = configs["ssl.truststore.password"]
+    assert (password["value"], password["is_sensitive"], password["config_type"]) == (None, True, "PASSWORD")
+    assert _synonyms(password) == [("ssl.truststore.password", None, "STATIC_BROKER_CONFIG")]
+    assert configs["offsets.topic.replication.factor"]["config_type"] == "SHORT"
+    assert configs["advertised.listeners"]["config_type"] == "STRING"
+    assert configs["sasl.enabled.mechanisms"]["config_type"] == "LIST"
+
+
+def test_documentation_only_when_asked(static_broker):
+    topic = _topic(static_broker)
+    resources = [{"resource_type": 2, "resource_name": topic, "configuration_keys": ["retention.ms"]},
+                 {"resource_type": 4, "resource_name": "0", "configuration_keys": ["num.io.threads"]}]
+    docs = {k.topic_key: k.doc for k in KEYS} | {d.key: d.doc for d in DEFS}
+    for asked in (True, False):
+        answer = request(static_broker.bootstrap, 32, 4, {"resources": resources, "include_synonyms": False,
+                                                          "include_documentation": asked})
+        for result, key in zip(answer.results, ("retention.ms", "num.io.threads")):
+            assert result.error_code == 0
+            [entry] = result.configs
+            assert entry.name == key and entry.config_type in (3, 5)
+            assert entry.documentation == (docs[key] if asked else None)
+
+
+def test_the_empty_broker_name_describes_the_cluster_defaults(static_broker):
+    answer = request(static_broker.bootstrap, 32, 4, {"resources": [
+        {"resource_type": 4, "resource_name": "", "configuration_keys": None},
+        {"resource_type": 4, "resource_name": "7", "configuration_keys": None}], "include_synonyms": True})
+    empty, other = answer.results
+    assert (empty.error_code, empty.configs) == (0, [])  # no /config/brokers/<default> set
+    assert other.error_code == 42  # INVALID_REQUEST: another broker's id
+    assert other.error_message == "Unexpected broker id, expected 0 or empty string, but received 7"
+
+
+def test_confluent_kafka_sees_sources_and_synonyms(static_broker):
+    topic = _topic(static_broker, {"retention.ms": "3600000"})
+    admin = AdminClient({"bootstrap.servers": static_broker.bootstrap})
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    configs = admin.describe_configs([resource])[resource].result(30)
+    retention = configs["retention.ms"]
+    assert retention.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert [(s.name, s.value, s.source) for s in retention.synonyms.values()] == [
+        ("retention.ms", "3600000", ConfigSource.DYNAMIC_TOPIC_CONFIG.value)]
+    segment = configs["segment.bytes"]
+    assert segment.source == ConfigSource.STATIC_BROKER_CONFIG.value and not segment.is_default
+    assert configs["flush.ms"].source == ConfigSource.DEFAULT_CONFIG.value and configs["flush.ms"].is_default

@@ -72,6 +72,43 @@ def _policy(text: str) -> str:
     return ",".join(parts)
 
 
+# Kafka 2.8's ApiVersion table (core/src/main/scala/kafka/api/ApiVersion.scala): each version with the message
+# format (magic) it writes. A release's short name ("0.10.0", "2.8") means its last internal version.
+_API_VERSIONS: tuple[tuple[str, int], ...] = (
+    ("0.8.0", 0), ("0.8.1", 0), ("0.8.2", 0), ("0.9.0", 0),
+    ("0.10.0-IV0", 1), ("0.10.0-IV1", 1), ("0.10.1-IV0", 1), ("0.10.1-IV1", 1), ("0.10.1-IV2", 1),
+    ("0.10.2-IV0", 1),
+    ("0.11.0-IV0", 2), ("0.11.0-IV1", 2), ("0.11.0-IV2", 2), ("1.0-IV0", 2), ("1.1-IV0", 2),
+    ("2.0-IV0", 2), ("2.0-IV1", 2), ("2.1-IV0", 2), ("2.1-IV1", 2), ("2.1-IV2", 2), ("2.2-IV0", 2),
+    ("2.2-IV1", 2), ("2.3-IV0", 2), ("2.3-IV1", 2), ("2.4-IV0", 2), ("2.4-IV1", 2), ("2.5-IV0", 2),
+    ("2.6-IV0", 2), ("2.7-IV0", 2), ("2.7-IV1", 2), ("2.7-IV2", 2), ("2.8-IV0", 2), ("2.8-IV1", 2),
+)
+_API_VERSION_MAGIC: dict[str, int] = dict(_API_VERSIONS)
+for _name, _magic in _API_VERSIONS:  # later internal versions overwrite: the short name is the release's last
+    _API_VERSION_MAGIC[_name.split("-")[0]] = _magic
+
+
+def _api_version_key(text: str) -> str:
+    """ApiVersion.apply's lookup key: the first three dot-separated parts for 0.x versions, two after
+    (so "0.10.0.1" and "2.8.0" name 0.10.0 and 2.8); an internal version suffix (-IV1) is kept."""
+    value = text.strip()
+    parts = value.split(".")
+    return ".".join(parts[:3] if value.startswith("0.") else parts[:2])
+
+
+def record_magic(version: str) -> int:
+    """The message format (0, 1 or 2) a message.format.version stores; ValueError when unknown."""
+    key = _api_version_key(version)
+    if key not in _API_VERSION_MAGIC:
+        raise ValueError(version)
+    return _API_VERSION_MAGIC[key]
+
+
+def _message_format_version(text: str) -> str:
+    record_magic(text)
+    return text.strip()
+
+
 def _throttled_replicas(text: str) -> str:
     """Kafka's ThrottledReplicaListValidator: "partition:broker" entries, or "*" alone."""
     parts = _items(text)
@@ -120,6 +157,10 @@ KEYS: tuple[_Key, ...] = (
     _Key("message.timestamp.difference.max.ms", ("log.message.timestamp.difference.max.ms",),
          "message_timestamp_difference_max_ms", parse_int, INT64_MAX, lambda v: v >= 0, "an int >= 0",
          "how far a CreateTime may be from the broker's clock"),
+    _Key("message.format.version", ("log.message.format.version",), "message_format_version",
+         _message_format_version, "2.8-IV1", lambda v: True,
+         "a Kafka version (" + ", ".join(n for n, _ in _API_VERSIONS) + ")",
+         "the message format appended records are stored in (below 0.11.0: magic 0 or 1 messages)"),
     # Log compaction (kbroker.log.cleaner), Kafka's topic keys and their broker defaults.
     _Key("min.cleanable.dirty.ratio", ("log.cleaner.min.cleanable.ratio",), "min_cleanable_dirty_ratio", _float,
          0.5, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]",
@@ -181,6 +222,7 @@ class LogConfig:
     max_compaction_lag_ms: int = INT64_MAX
     leader_replication_throttled_replicas: str = ""
     follower_replication_throttled_replicas: str = ""
+    message_format_version: str = "2.8-IV1"
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
 
@@ -201,6 +243,11 @@ class LogConfig:
         return self.segment_ms
 
     @property
+    def record_magic(self) -> int:
+        """The magic appended records are stored with: 2 from 0.11.0 on, 1 for 0.10.x, 0 before."""
+        return record_magic(self.message_format_version)
+
+    @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
@@ -216,6 +263,7 @@ class LogConfig:
                     scaled = isinstance(value, int) and not isinstance(value, bool) and value > 0
                     values[key.attr] = value * scale if scaled else value
                     break
+        _check_format_against_protocol(props)
         return cls(**values)
 
     def topic_values(self) -> dict[str, str]:
@@ -237,6 +285,23 @@ class LogConfig:
                 raise ConfigError(f"unknown topic config {name!r}")
             values[key.attr] = _parse(key, name, text)
         return dataclasses.replace(self, **values)
+
+
+def _check_format_against_protocol(props: Mapping[str, str]) -> None:
+    """KafkaConfig's rule: log.message.format.version may not need a newer record format than
+    inter.broker.protocol.version writes (core/src/main/scala/kafka/server/KafkaConfig.scala)."""
+    fmt, ibp = props.get("log.message.format.version"), props.get("inter.broker.protocol.version")
+    if fmt is None or ibp is None:
+        return
+    try:
+        ibp_magic = record_magic(ibp)
+    except ValueError:
+        raise ConfigError(f"inter.broker.protocol.version: expected a Kafka version, got {ibp!r}") from None
+    needed = record_magic(fmt)
+    if ibp_magic < needed:
+        first = next(name for name, magic in _API_VERSIONS if magic == needed).split("-")[0]
+        raise ConfigError(f"log.message.format.version {fmt} can only be used when inter.broker.protocol.version "
+                          f"is set to version {first} or higher")
 
 
 def list_operation(name: str, current: str | None, values: str, append: bool) -> str:

@@ -17,13 +17,25 @@ from .registry import handles
 
 log = logging.getLogger(__name__)
 
+# KIP-588: PRODUCER_FENCED exists for AddPartitionsToTxn, AddOffsetsToTxn and EndTxn from v2
+# (InitProducerId from v4); Kafka 2.8's KafkaApis answers older versions INVALID_PRODUCER_EPOCH,
+# which older clients already treat as "fenced" (apache/kafka core/src/main/scala/kafka/server/KafkaApis.scala).
+_PRODUCER_FENCED_SINCE = {24: 2, 25: 2, 26: 2}
+
+
+def for_version(api_key: int, version: int, code: int) -> int:
+    """``code`` as the request's version can say it: PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH before KIP-588."""
+    if code == errors.ProducerFencedError.code and version < _PRODUCER_FENCED_SINCE.get(api_key, 0):
+        return errors.InvalidProducerEpochError.code
+    return code
+
 
 @handles(24)
 def add_partitions_to_txn(ctx: BrokerContext, header, request, conn):
-    return _add_partitions(ctx, request, conn)
+    return _add_partitions(ctx, header.api_version, request, conn)
 
 
-async def _add_partitions(ctx: BrokerContext, request, conn) -> dict:
+async def _add_partitions(ctx: BrokerContext, version: int, request, conn) -> dict:
     wanted = {(t.name, p) for t in request.topics for p in t.partitions}
     unknown = {(t, p) for t, p in wanted if not ctx.topics.exists(t, p)}
     coordinator = ctx.transactions.coordinator
@@ -45,8 +57,8 @@ async def _add_partitions(ctx: BrokerContext, request, conn) -> dict:
     elif unknown:
         code = errors.OperationNotAttemptedError.code  # the others; the unknown ones say why
     else:
-        code = await coordinator.add_partitions(request.transactional_id, request.producer_id,
-                                                request.producer_epoch, wanted)
+        code = for_version(24, version, await coordinator.add_partitions(
+            request.transactional_id, request.producer_id, request.producer_epoch, wanted))
     by_topic: dict[str, list[dict]] = {}
     for topic, index in sorted(wanted):
         error = errors.UnknownTopicOrPartitionError.code if (topic, index) in unknown else code
@@ -61,23 +73,24 @@ def add_offsets_to_txn(ctx: BrokerContext, header, request, conn):
         return {"throttle_time_ms": 0, "error_code": errors.TransactionalIdAuthorizationFailedError.code}
     if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": errors.GroupAuthorizationFailedError.code}
-    return _with_coordinator(ctx, lambda c: c.add_offsets(request.transactional_id, request.producer_id,
-                                                          request.producer_epoch, request.group_id))
+    return _with_coordinator(ctx, header, lambda c: c.add_offsets(request.transactional_id, request.producer_id,
+                                                                  request.producer_epoch, request.group_id))
 
 
 @handles(26)
 def end_txn(ctx: BrokerContext, header, request, conn):
     if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
         return {"throttle_time_ms": 0, "error_code": errors.TransactionalIdAuthorizationFailedError.code}
-    return _with_coordinator(ctx, lambda c: c.end_txn(request.transactional_id, request.producer_id,
-                                                      request.producer_epoch, request.committed))
+    return _with_coordinator(ctx, header, lambda c: c.end_txn(request.transactional_id, request.producer_id,
+                                                              request.producer_epoch, request.committed))
 
 
-async def _with_coordinator(ctx: BrokerContext, call: Callable[[TransactionCoordinator], Awaitable[int]]) -> dict:
+async def _with_coordinator(ctx: BrokerContext, header,
+                            call: Callable[[TransactionCoordinator], Awaitable[int]]) -> dict:
     """A request answered by the transaction coordinator with one error code."""
     coordinator = ctx.transactions.coordinator
     code = errors.CoordinatorNotAvailableError.code if coordinator is None else await call(coordinator)
-    return {"throttle_time_ms": 0, "error_code": code}
+    return {"throttle_time_ms": 0, "error_code": for_version(header.api_key, header.api_version, code)}
 
 
 @handles(28)

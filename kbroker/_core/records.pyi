@@ -73,7 +73,7 @@ class AppendInfo:
 def crc32c(buf: Buffer, crc: int = 0) -> int:
     """CRC-32C (Castagnoli), hardware-accelerated when the CPU has SSE4.2."""
 
-def parse_header(buf: Buffer, position: int = 0) -> BatchHeader:
+def parse_header(buf: Buffer, position: int = 0, legacy: bool = False) -> BatchHeader:
     """Parse the header at ``position`` (no CRC check). CorruptRecordError if fewer than 61 bytes
     remain or the length field is impossible; InvalidRecordError if magic != 2."""
 

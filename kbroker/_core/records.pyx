@@ -17,6 +17,8 @@ cdef extern from "crc32c_impl.h":
 
 kb_crc32c_init()
 
+from zlib import crc32 as _zlib_crc32  # magic 0/1 entries carry CRC-32 (IEEE), not CRC-32C
+
 HEADER_SIZE = BATCH_HEADER_SIZE
 LOG_OVERHEAD = BATCH_LOG_OVERHEAD
 NO_TIMESTAMP = -1
@@ -290,11 +292,60 @@ cdef BatchHeader header_from_ptr(const unsigned char* p, Py_ssize_t position):
     return h
 
 
-def parse_header(buf, Py_ssize_t position=0):
+# Legacy message set entries (magic 0 and 1, Kafka's LegacyRecord): offset i64, size i32, crc u32,
+# magic i8, attributes i8, [timestamp i64: magic 1], key, value. The 12-byte prefix and the magic
+# at byte 16 are where a v2 batch has them, so a log walk tells the two apart by that byte.
+cdef enum:
+    LEGACY_OFF_CRC = 12
+    LEGACY_OFF_ATTRIBUTES = 17
+    LEGACY_OFF_TIMESTAMP = 18
+    LEGACY_MIN_SIZE_V0 = 14      # size field minimum: crc + magic + attributes + key and value lengths
+    LEGACY_MIN_SIZE_V1 = 22      # the same plus the timestamp
+
+
+cdef inline int32_t _legacy_min_size(int magic) noexcept nogil:
+    return LEGACY_MIN_SIZE_V1 if magic == 1 else LEGACY_MIN_SIZE_V0
+
+
+cdef BatchHeader legacy_header_from_ptr(const unsigned char* p, Py_ssize_t position):
+    """A BatchHeader describing one whole magic 0/1 entry as Kafka's LegacyRecordBatch does: one
+    shallow entry whose offset is its last offset (a compressed wrapper carries the offset of its
+    last inner message, so base and last offset are both that offset here), its timestamp the max
+    timestamp, no producer, no leader epoch. ``p`` must hold the entry's fixed fields."""
+    cdef BatchHeader h = BatchHeader.__new__(BatchHeader)
+    cdef int magic = p[OFF_MAGIC]
+    h.position = position
+    h.base_offset = be_i64(p + OFF_BASE_OFFSET)
+    h.batch_length = be_i32(p + OFF_BATCH_LENGTH)
+    h.partition_leader_epoch = -1
+    h.magic = magic
+    h.crc = be_u32(p + LEGACY_OFF_CRC)
+    # Codec bits 0-2 and (magic 1) the LogAppendTime bit 3 sit where a v2 batch has them.
+    h.attributes = p[LEGACY_OFF_ATTRIBUTES] & (0x0f if magic == 1 else ATTR_CODEC_MASK)
+    h.last_offset_delta = 0
+    h.base_timestamp = be_i64(p + LEGACY_OFF_TIMESTAMP) if magic == 1 else -1
+    h.max_timestamp = h.base_timestamp
+    h.producer_id = -1
+    h.producer_epoch = -1
+    h.base_sequence = -1
+    h.record_count = 1
+    return h
+
+
+def legacy_crc_ok(buf, Py_ssize_t position, Py_ssize_t size):
+    """Does the magic 0/1 entry of ``size`` bytes at ``position`` pass its CRC-32 (zlib's, over
+    magic..end)?"""
+    with memoryview(buf) as mv, mv.cast("B") as flat:
+        stored = int.from_bytes(flat[position + LEGACY_OFF_CRC:position + OFF_MAGIC], "big")
+        return stored == (_zlib_crc32(flat[position + OFF_MAGIC:position + size]) & 0xFFFFFFFF)
+
+
+def parse_header(buf, Py_ssize_t position=0, bint legacy=False):
     """Parse the header at ``position`` (no CRC check, and the rest of the batch need not be in
     ``buf``, so a 61-byte read is enough). CorruptRecordError if fewer than 61 bytes remain or
     the length field is impossible; InvalidRecordError if magic != 2. Errors carry
-    batch_index -1."""
+    batch_index -1. With ``legacy`` (the log's own reads) a magic 0/1 entry is described as
+    ``legacy_header_from_ptr`` does; its fixed fields (26 or 34 bytes) must be in ``buf``."""
     cdef Py_buffer view
     cdef Problem pr
     cdef const unsigned char* p
@@ -308,6 +359,15 @@ def parse_header(buf, Py_ssize_t position=0):
         pr.position = position
         pr.batch_index = -1
         p = <const unsigned char*>view.buf + position
+        if legacy and remaining > OFF_MAGIC and (p[OFF_MAGIC] == 0 or p[OFF_MAGIC] == 1):
+            length = be_i32(p + OFF_BATCH_LENGTH)
+            if length < _legacy_min_size(p[OFF_MAGIC]):
+                _fail(&pr, R_TOO_SMALL, <int64_t>length + BATCH_LOG_OVERHEAD, remaining, 0, 0)
+                _raise_problem(&pr)
+            if remaining < BATCH_LOG_OVERHEAD + _legacy_min_size(p[OFF_MAGIC]):
+                _fail(&pr, R_TRUNCATED, <int64_t>length + BATCH_LOG_OVERHEAD, remaining, 0, 0)
+                _raise_problem(&pr)
+            return legacy_header_from_ptr(p, position)
         if remaining < BATCH_HEADER_SIZE:
             if remaining < BATCH_LOG_OVERHEAD:
                 _fail(&pr, R_SHORT, 0, remaining, 0, 0)
@@ -764,14 +824,18 @@ def scan_batches(buf, bint verify_crc=True):
     1 = stopped at an incomplete batch (more bytes may complete it), 2 = stopped at a corrupt batch
     (bad length, magic or CRC). ``valid_bytes`` is the length of the whole-and-valid prefix.
 
+    Magic 0/1 entries (a topic on message.format.version < 0.11 stores them, possibly after v2
+    batches) are walked too, each described by ``legacy_header_from_ptr`` and checked with its
+    CRC-32; their inner messages are not opened.
+
     Never raises on content. A tail whose magic byte is visible and wrong counts as corrupt even
     if incomplete; a plausible header with a length beyond the end counts as incomplete."""
     cdef Py_buffer view
     cdef const unsigned char* base
     cdef const unsigned char* p
     cdef Py_ssize_t pos = 0, remaining, sz
-    cdef int32_t length
-    cdef int status
+    cdef int32_t length, minimum
+    cdef int status, magic
     headers = []
     _acquire(buf, &view, False)
     try:
@@ -786,16 +850,32 @@ def scan_batches(buf, bint verify_crc=True):
                 status = 1
                 break
             length = be_i32(p + OFF_BATCH_LENGTH)
-            if length < BATCH_HEADER_SIZE - BATCH_LOG_OVERHEAD:
-                status = 2  # includes zero-filled preallocated tails
+            if remaining <= OFF_MAGIC:
+                # The magic is not visible yet: any plausible length may still be a whole entry.
+                status = 1 if length >= LEGACY_MIN_SIZE_V0 else 2
                 break
-            if remaining > OFF_MAGIC and p[OFF_MAGIC] != MAGIC_V2:
+            magic = p[OFF_MAGIC]
+            if magic == MAGIC_V2:
+                minimum = BATCH_HEADER_SIZE - BATCH_LOG_OVERHEAD
+            elif magic == 0 or magic == 1:
+                minimum = _legacy_min_size(magic)
+            else:
                 status = 2
+                break
+            if length < minimum:
+                status = 2  # includes zero-filled preallocated tails
                 break
             sz = <Py_ssize_t>length + BATCH_LOG_OVERHEAD
             if sz > remaining:
                 status = 1
                 break
+            if magic != MAGIC_V2:
+                if verify_crc and not legacy_crc_ok(buf, pos, sz):
+                    status = 2
+                    break
+                headers.append(legacy_header_from_ptr(p, pos))
+                pos += sz
+                continue
             if verify_crc and be_u32(p + OFF_CRC) != _crc(0, p + OFF_ATTRIBUTES,
                                                           <size_t>(sz - OFF_ATTRIBUTES)):
                 status = 2

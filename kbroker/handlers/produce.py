@@ -6,7 +6,8 @@ acks=0 gets no response; if any partition failed, the connection is closed inste
 so the client refreshes its metadata. acks=all (-1) answers once the high watermark has passed
 every written partition's last offset: at once for an ISR of one, else from the purgatory
 (``ReplicaManager.wait_for_isr``). v0-2 carry legacy message sets (magic 0/1), converted
-to one magic-2 batch first (``kbroker.log.legacy``).
+to one magic-2 batch first (``kbroker.log.legacy``) unless the topic's message.format.version is
+below 0.11, whose log keeps magic 0/1 messages (``kbroker.log.legacy_append``).
 """
 from __future__ import annotations
 
@@ -104,7 +105,7 @@ def _append_one(ctx: BrokerContext, version: int, acks: int, topic: str, index: 
             raise errors.InvalidRecordError("no record batch")
         if version >= 3:
             _check_single_v2_batch(batches, version)
-        elif legacy.is_legacy(batches):
+        elif legacy.is_legacy(batches) and partition.log.config.record_magic >= 2:
             batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
         counted = True
         result = ctx.replicas.append_as_leader(partition, batches, acks)

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from kbroker import errors
+from kbroker._core import records as core_records
 
 from . import batches
 from .batches import (
@@ -146,11 +147,12 @@ def read_records(buf, *, verify_crc: bool = True, allow_partial: bool = False) -
     """Every message of a message set, compressed wrappers opened, with absolute offsets."""
     out: list[LegacyRecord] = []
     for entry in parse_entries(buf, verify_crc=verify_crc, allow_partial=allow_partial):
-        out.extend(_open_entry(entry, verify_crc))
+        out.extend(open_entry(entry, verify_crc))
     return out
 
 
-def _open_entry(entry: Entry, verify_crc: bool) -> list[LegacyRecord]:
+def open_entry(entry: Entry, verify_crc: bool = True) -> list[LegacyRecord]:
+    """The messages of one entry: itself, or a compressed wrapper's inner ones with absolute offsets."""
     log_append = entry.magic == 1 and bool(entry.attributes & TIMESTAMP_TYPE_MASK)
     if entry.codec == NONE:
         return [LegacyRecord(entry.offset, entry.timestamp, entry.key, entry.value, entry.magic, log_append)]
@@ -330,7 +332,7 @@ def up_convert(buf) -> bytearray:
     for entry in entries:
         if entry.codec != NONE:
             codec = entry.codec
-        opened = _open_entry(entry, True)
+        opened = open_entry(entry)
         if entry.magic == 1 and entry.attributes & TIMESTAMP_TYPE_MASK:  # LogValidator.validateTimestamp
             raise errors.InvalidTimestampError(
                 f"Invalid timestamp type in message at offset {entry.offset}. Producer should not set timestamp "
@@ -348,14 +350,21 @@ class BatchRecord(NamedTuple):
 
 
 def read_batches(buf, from_offset: int = 0) -> Iterable[BatchRecord]:
-    """The records of stored magic-2 batches at offsets >= ``from_offset``; control batches are
-    skipped, headers dropped. A truncated last batch ends the walk."""
-    for batch in batches.iter_batches(buf, verify_crc=False):
-        header = batch.header
-        if header.is_control or header.last_offset < from_offset:
-            continue  # control batch, or wholly before the fetch offset
+    """The records of a stored log range at offsets >= ``from_offset``: magic-2 batches (control
+    batches skipped, headers dropped) and the magic 0/1 messages a topic below message format
+    0.11 stores, in log order. A truncated last batch ends the walk."""
+    for header, data in stored_batches(buf):
+        if header.last_offset < from_offset:
+            continue  # wholly before the fetch offset
+        if header.magic < 2:
+            for m in open_entry(parse_entries(data, verify_crc=False)[0], False):
+                if m.offset >= from_offset:
+                    yield BatchRecord(m.offset, m.timestamp, m.log_append_time, m.key, m.value)
+            continue
+        if header.is_control:
+            continue
         log_append = header.timestamp_type == 1
-        for _, _, offset_delta, timestamp_delta, key, value in batch.records():
+        for _, _, offset_delta, timestamp_delta, key, value in batches.Batch(header, data).records():
             offset = header.base_offset + offset_delta
             if offset < from_offset:
                 continue
@@ -364,6 +373,21 @@ def read_batches(buf, from_offset: int = 0) -> Iterable[BatchRecord]:
             else:
                 timestamp = header.base_timestamp + timestamp_delta if header.base_timestamp >= 0 else NO_TIMESTAMP
             yield BatchRecord(offset, timestamp, log_append, key, value)
+
+
+def stored_batches(buf) -> Iterable[tuple[core_records.BatchHeader, memoryview]]:
+    """(header, bytes) of each whole batch or legacy entry of a stored range, no CRC check."""
+    view = memoryview(buf).cast("B")
+    headers, _, _ = core_records.scan_batches(view, False)
+    for header in headers:
+        yield header, view[header.position:header.position + header.size]
+
+
+def validate_stored(buf) -> None:
+    """Replicated magic 0/1 entries: whole, CRCs right, compressed wrappers readable (a follower
+    copies them byte for byte; a bad one must not enter its log)."""
+    for entry in parse_entries(buf):
+        open_entry(entry)
 
 
 class LegacyBytes(bytes):
@@ -375,14 +399,26 @@ class LegacyBytes(bytes):
 
 
 def down_convert(buf, magic: int, from_offset: int, max_bytes: int, min_one: bool) -> LegacyBytes:
-    """Fetch v0-3: stored magic-2 batches as an uncompressed magic ``magic`` message set with the
-    original offsets, at most ``max_bytes`` of whole messages (at least one with ``min_one``)."""
+    """Fetch v0-3: a stored range as a magic ``magic`` message set with the original offsets, at
+    most ``max_bytes`` of whole entries (at least one with ``min_one``). Magic-2 batches become
+    uncompressed messages; stored legacy entries of that very magic pass as they are (a compressed
+    wrapper whole, as Kafka sends it; the client skips inner offsets below its fetch offset), those
+    of magic 1 for a magic-0 reader are converted message by message."""
     out = bytearray()
-    for r in read_batches(buf, from_offset):
-        attributes = TIMESTAMP_TYPE_MASK if (magic == 1 and r.log_append_time) else 0
-        entry = encode_message(r.offset, r.key, r.value, magic=magic, timestamp=r.timestamp,
-                               attributes=attributes)
-        if len(out) + len(entry) > max_bytes and not (min_one and not out):
-            break
-        out += entry
+    for header, data in stored_batches(buf):
+        if header.last_offset < from_offset:
+            continue
+        if header.magic == magic:
+            pieces = [bytes(data)]
+        else:
+            pieces = [_convert(r, magic) for r in read_batches(data, from_offset)]
+        for entry in pieces:
+            if len(out) + len(entry) > max_bytes and not (min_one and not out):
+                return LegacyBytes(out)
+            out += entry
     return LegacyBytes(out)
+
+
+def _convert(r: BatchRecord, magic: int) -> bytes:
+    attributes = TIMESTAMP_TYPE_MASK if (magic == 1 and r.log_append_time) else 0
+    return encode_message(r.offset, r.key, r.value, magic=magic, timestamp=r.timestamp, attributes=attributes)

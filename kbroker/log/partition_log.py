@@ -28,9 +28,10 @@ from kbroker._core.index import CorruptIndexError
 from kbroker.clock import wall_ms
 from kbroker.crashpoints import crash_point
 
-from . import record_checks
+from . import legacy, legacy_append, record_checks
 from .config import LogConfig
 from .leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from .legacy_append import LegacyAppendInfo
 from .names import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
@@ -234,10 +235,25 @@ class PartitionLog:
         writable (the receive buffer): offsets are written into it, then it is appended as is."""
         return self.append_validated(batches, self.validate(batches), leader_epoch)
 
-    def validate(self, batches: bytearray | memoryview) -> records.AppendInfo:
+    def validate(self, batches: bytearray | memoryview) -> records.AppendInfo | LegacyAppendInfo:
         """Kafka's produce-path checks; raises the KafkaError of the first problem (for refused
-        records a ``record_checks`` error naming each of them)."""
+        records a ``record_checks`` error naming each of them). Below message format 0.11 the
+        records are also converted to the magic 0/1 messages the log will store (``legacy_append``)."""
         self._check_online()
+        if self.config.record_magic < 2 and legacy.is_legacy(batches):  # Produce v0-2, stored as sent
+            try:
+                return legacy_append.prepare_from_message_set(batches, self.config, str(self.tp), self._clock())
+            except errors.KafkaError as exc:
+                raise type(exc)(f"{self.tp}: {exc.message}") from None
+        info = self._validate_batches(batches)
+        if self.config.record_magic < 2:
+            try:
+                return legacy_append.prepare_from_batches(batches, self.config)
+            except errors.KafkaError as exc:
+                raise type(exc)(f"{self.tp}: {exc.message}") from None
+        return info
+
+    def _validate_batches(self, batches: bytearray | memoryview) -> records.AppendInfo:
         try:
             info = records.validate(batches, self.config.max_message_bytes, True)
         except records.InvalidTimestampError as exc:
@@ -278,7 +294,7 @@ class PartitionLog:
         finally:
             view.release()
 
-    def append_validated(self, batches: bytearray | memoryview, info: records.AppendInfo,
+    def append_validated(self, batches: bytearray | memoryview, info: records.AppendInfo | LegacyAppendInfo,
                          leader_epoch: int = -1, wait: bool = True) -> AppendResult:
         """The second half of ``append``: offsets, roll, write, for batches ``validate`` accepted.
 
@@ -291,12 +307,19 @@ class PartitionLog:
         now = self._clock()
         first_offset = self.log_end_offset
         append_time = now if self.config.log_append_time else -1
-        next_offset = records.assign_offsets(batches, first_offset, leader_epoch, append_time)
-        last_offset = next_offset - 1
-        max_timestamp = append_time if append_time >= 0 else info.max_timestamp
-        offset_of_max = last_offset if append_time >= 0 else first_offset + info.offset_delta_of_max_timestamp
+        if isinstance(info, LegacyAppendInfo):  # magic 0/1 messages, written now that the offsets are known
+            batches, max_timestamp, offset_of_max = legacy_append.build(info, first_offset, append_time)
+            next_offset = first_offset + info.record_count
+            last_offset = next_offset - 1
+            leader_epoch = -1  # Kafka's epoch cache records magic-2 batches only
+        else:
+            next_offset = records.assign_offsets(batches, first_offset, leader_epoch, append_time)
+            last_offset = next_offset - 1
+            max_timestamp = append_time if append_time >= 0 else info.max_timestamp
+            offset_of_max = last_offset if append_time >= 0 else first_offset + info.offset_delta_of_max_timestamp
+        size = len(batches)
         try:
-            segment = self._maybe_roll(info.size, max_timestamp, last_offset, now)
+            segment = self._maybe_roll(size, max_timestamp, last_offset, now)
             tag = None if wait else self._tracker.new_tag(self)
             segment.append(batches, last_offset, max_timestamp, offset_of_max, tag)
         except OSError as exc:
@@ -311,7 +334,7 @@ class PartitionLog:
         self.unflushed_messages += info.record_count
         if self.unflushed_messages >= self.config.flush_messages:
             self.flush()
-        return AppendResult(first_offset, last_offset, append_time, max_timestamp, info.record_count, info.size)
+        return AppendResult(first_offset, last_offset, append_time, max_timestamp, info.record_count, size)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview, allow_gaps: bool = False) -> AppendResult:
         """Append batches fetched from the leader: offsets, leader epochs and timestamps are kept
@@ -350,18 +373,17 @@ class PartitionLog:
         expected = leo
         for header in headers:
             # A copy of a compacted log (a future replica) has gaps between batches; a fetch never does.
-            if header.base_offset < expected or (header.base_offset > expected and not allow_gaps):
+            # A legacy compressed wrapper is known by its last offset only (its first is inside the payload).
+            wrapped = header.magic < 2 and header.compression != 0
+            if (header.base_offset < expected
+                    or (header.base_offset > expected and not allow_gaps and not wrapped)):
                 where = "the log end offset" if expected == leo else "the previous batch's end"
                 raise UnexpectedAppendOffsetError(
                     f"{self.tp}: replicated batch at offsets [{header.base_offset}, {header.last_offset}] "
                     f"does not start at {where} {expected}")
             expected = header.last_offset + 1
         start = headers[0].position
-        try:
-            with view[start:whole] as part:
-                records.validate(part, max(self.config.max_message_bytes, whole - start), False)
-        except records.RecordBatchError as exc:
-            raise errors.for_code(exc.code)(f"{self.tp}: replicated data: {exc}") from None
+        self._validate_replicated(view, headers, whole)
 
         # Written in groups of about index.interval.bytes (a group ends once it reaches that
         # size): each Segment.append adds at most one index entry, so one write per fetch would
@@ -401,6 +423,28 @@ class PartitionLog:
             self.flush()
         return AppendResult(first_offset, self.log_end_offset - 1, -1, max_timestamp, record_count,
                             whole - start)
+
+    def _validate_replicated(self, view: memoryview, headers: list[records.BatchHeader], whole: int) -> None:
+        """The replication checks over each run of one format: v2 batches by the core, magic 0/1
+        entries (a topic below message format 0.11) by ``legacy``. Nothing is written before."""
+        i = 0
+        while i < len(headers):
+            j = i
+            while j < len(headers) and (headers[j].magic < 2) == (headers[i].magic < 2):
+                j += 1
+            start = headers[i].position
+            end = headers[j].position if j < len(headers) else whole
+            try:
+                with view[start:end] as part:
+                    if headers[i].magic < 2:
+                        legacy.validate_stored(part)
+                    else:
+                        records.validate(part, max(self.config.max_message_bytes, end - start), False)
+            except records.RecordBatchError as exc:
+                raise errors.for_code(exc.code)(f"{self.tp}: replicated data: {exc}") from None
+            except errors.KafkaError as exc:
+                raise type(exc)(f"{self.tp}: replicated data: {exc.message}") from None
+            i = j
 
     def _assign_epoch(self, epoch: int, start_offset: int) -> None:
         try:

@@ -20,6 +20,7 @@ from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import OffsetIndex, TimeIndex
 
+from . import legacy
 from .compression import decompress_records
 from .config import LogConfig
 from .names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_stem
@@ -148,7 +149,9 @@ class Segment:
     # -- reading -----------------------------------------------------------------------------
 
     def header_at(self, position: int) -> records.BatchHeader:
-        return records.parse_header(os.pread(self.fd, records.HEADER_SIZE, position))
+        """The header of the batch at ``position``, or a magic 0/1 entry's (a topic below message
+        format 0.11 stores them) described as one batch: its last offset, its timestamp."""
+        return records.parse_header(os.pread(self.fd, records.HEADER_SIZE, position), 0, True)
 
     def translate_offset(self, offset: int, start_position: int = 0) -> tuple[int, records.BatchHeader] | None:
         """Position and header of the first batch whose last offset is >= ``offset``."""
@@ -204,6 +207,11 @@ class Segment:
         """(offset, timestamp) of the first record of the batch at ``position`` whose timestamp is
         >= ``timestamp`` (the batch is read and, if compressed, decompressed); None if none is."""
         batch = os.pread(self.fd, header.size, position)
+        if header.magic < 2:  # a magic 0/1 entry (message.format.version < 0.11): its messages in order
+            for m in legacy.read_records(batch, verify_crc=False):
+                if m.timestamp >= timestamp:
+                    return m.offset, m.timestamp
+            return None
         section = None
         if header.compression:
             section = decompress_records(header.compression, memoryview(batch)[records.HEADER_SIZE:])

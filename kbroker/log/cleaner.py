@@ -299,8 +299,8 @@ def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int], s
     offset_map: dict[bytes, int] = {}
     for source in job.sources[job.dirty_from:]:
         for header, mm in _source_batches(job, source):
-            if header.is_control or header.base_offset in unsafe:
-                continue
+            if header.is_control or header.base_offset in unsafe or header.magic < 2:
+                continue  # magic 0/1 entries (message.format.version < 0.11) are kept as they are
             section = batches.records_section(mm[header.position:header.position + header.size], header)
             for _, _, offset_delta, _, key, _ in batches.iter_records(section, header.record_count):
                 if key is not None:
@@ -385,7 +385,7 @@ def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], l
             retain_deletes = source.mtime_ns // 1_000_000 > job.delete_horizon_ms
             for header, mm in _source_batches(job, source):
                 batch = mm[header.position:header.position + header.size]
-                if header.base_offset in unsafe:
+                if header.base_offset in unsafe or header.magic < 2:
                     stats.records_read += header.record_count
                     out = (batch, header.max_timestamp)
                 else:

@@ -121,6 +121,7 @@ DEFS: tuple[_Def, ...] = (
     _int_key("replica.fetch.min.bytes", 1, 1),
     _int_key("replica.fetch.response.max.bytes", 10485760, 0),
     _int_key("replica.fetch.backoff.ms", 1000, 0),
+    _int_key("num.replica.fetchers", 1, 1, "fetch connections a follower keeps to each leader"),
     _int_key("replica.socket.timeout.ms", 30000, 1),
     _int_key("request.timeout.ms", 30000, 0),
     _d("zookeeper.connect", parse_str, "", doc="ZooKeeper ensemble[/chroot]; empty: the embedded store"),
@@ -192,7 +193,7 @@ DEFS: tuple[_Def, ...] = (
 
 # Keys of Kafka's server.properties that are valid but change nothing here (yet): accepted quietly.
 ACCEPTED_UNUSED = frozenset({
-    "num.recovery.threads.per.data.dir", "num.replica.fetchers",
+    "num.recovery.threads.per.data.dir",
     "queued.max.requests", "background.threads", "inter.broker.protocol.version",
     "log.preallocate",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "log.cleaner.dedupe.buffer.size",

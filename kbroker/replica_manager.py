@@ -78,9 +78,14 @@ class ReplicaManager:
 
     def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
         """ZooKeeper mode: follower fetchers, and the ISR manager writing through ``store``."""
-        self.fetchers = ReplicaFetcherManager(self)
+        self.fetchers = ReplicaFetcherManager(self, self.dynamic_config.current.num_replica_fetchers)
+        self.dynamic_config.subscribe(self._fetchers_reconfigured)
         self.isr = IsrManager(self.broker_id, self.config.replica_lag_time_max_ms, self.partitions, store,
                               run_blocking, self.on_append)
+
+    def _fetchers_reconfigured(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        if "num.replica.fetchers" in changed and self.fetchers is not None:
+            self.fetchers.resize(config.num_replica_fetchers)
 
     def start(self) -> None:
         """ZooKeeper mode: the ISR checks begin (once the cluster view is read)."""

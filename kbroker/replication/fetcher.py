@@ -346,35 +346,66 @@ class LeaderFetcher:
         return found[0], found[1]
 
 
-class ReplicaFetcherManager:
-    """Which leader each followed partition fetches from; one LeaderFetcher per leader."""
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode (a signed 32-bit sum over UTF-16 code units)."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
 
-    def __init__(self, broker: FollowerBroker) -> None:
+
+def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka's AbstractFetcherManager.getFetcherId: abs(31 * topic.hashCode + partition) % num.replica.fetchers."""
+    n = (31 * java_string_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
+    n = n - (1 << 32) if n >= 1 << 31 else n
+    return (0 if n == -(1 << 31) else abs(n)) % num_fetchers
+
+
+class ReplicaFetcherManager:
+    """Which leader each followed partition fetches from: ``num.replica.fetchers`` LeaderFetchers (connections)
+    per leader at most, a partition's chosen as Kafka chooses its fetcher thread."""
+
+    def __init__(self, broker: FollowerBroker, num_fetchers: int = 1) -> None:
         self.broker = broker
-        self.fetchers: dict[int, LeaderFetcher] = {}
+        self.num_fetchers = max(1, num_fetchers)
+        self.fetchers: dict[tuple[int, int], LeaderFetcher] = {}  # (leader id, fetcher id)
 
     def follow(self, partition: Partition, leader: LiveBroker) -> None:
         self.unfollow(partition.tp)
-        fetcher = self.fetchers.get(leader.id)
+        key = (leader.id, fetcher_id(partition.tp, self.num_fetchers))
+        fetcher = self.fetchers.get(key)
         if fetcher is not None and (fetcher.leader.host, fetcher.leader.port) != (leader.host, leader.port):
             fetcher.stop()  # the leader re-registered elsewhere
             fetcher = None
         if fetcher is None:
-            fetcher = self.fetchers[leader.id] = LeaderFetcher(self.broker, leader)
+            fetcher = self.fetchers[key] = LeaderFetcher(self.broker, leader)
         fetcher.add(partition)
 
     def unfollow(self, tp: TopicPartition) -> None:
-        for leader_id, fetcher in list(self.fetchers.items()):
+        for key, fetcher in list(self.fetchers.items()):
             fetcher.remove(tp)
             if not fetcher.targets:
                 fetcher.stop()
-                del self.fetchers[leader_id]
+                del self.fetchers[key]
 
     def following(self, tp: TopicPartition) -> int | None:
-        for leader_id, fetcher in self.fetchers.items():
+        for (leader_id, _), fetcher in self.fetchers.items():
             if tp in fetcher.targets:
                 return leader_id
         return None
+
+    def resize(self, num_fetchers: int) -> None:
+        """A new num.replica.fetchers (a dynamic config): every followed partition is followed again, spread
+        over the new number of fetchers (Kafka's resizeThreadPool)."""
+        num_fetchers = max(1, num_fetchers)
+        if num_fetchers == self.num_fetchers:
+            return
+        followed = [(t.partition, f.leader) for f in self.fetchers.values() for t in f.targets.values()]
+        self.stop()
+        self.num_fetchers = num_fetchers
+        for partition, leader in followed:
+            self.follow(partition, leader)
 
     def stop(self) -> None:
         for fetcher in self.fetchers.values():

@@ -6,6 +6,7 @@ one-line docs are the ones declared with each key in ``kbroker.config`` and ``kb
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from enum import IntEnum
 from typing import Any
 
@@ -170,10 +171,26 @@ NULL_DEFAULT_KEYS: frozenset[str] = frozenset({
 })
 
 
+def java_double(value: float) -> str:
+    """Java's Double.toString: plain between 10^-3 and 10^7 ("0.5", "100.0"), else "1.7976931348623157E308"."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        return repr(float(value))  # Python writes this range as Java does
+    sign, digits, exponent = Decimal(repr(float(value))).as_tuple()
+    figures = "".join(map(str, digits)).rstrip("0") or "0"
+    power = len(digits) - 1 + int(exponent)
+    return f"{'-' if sign else ''}{figures[0]}.{figures[1:] or '0'}E{power}"
+
+
 def kafka_string(value: Any) -> str:
     """A typed value as Kafka's ConfigDef.convertToString writes it."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float):
+        return java_double(value)
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value))
     return str(value)

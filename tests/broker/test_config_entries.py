@@ -61,6 +61,8 @@ def test_broker_entries_per_broker_and_cluster_default():
     assert (secret.value, secret.sensitive, secret.config_type) == (None, True, ConfigType.PASSWORD)
     assert _synonyms(secret) == [("listener.name.plaintext.ssl.key.password", None, 2)]
     assert mine["broker.id"].source == 4 and mine["broker.id"].read_only
+    cleaner_rate = mine["log.cleaner.io.max.bytes.per.second"]  # a DOUBLE written as Java's Double.toString
+    assert (cleaner_rate.value, cleaner_rate.config_type) == ("1.7976931348623157E308", ConfigType.DOUBLE)
 
     defaults = _by_name(broker_entries(dynamic, per_broker=False))
     assert sorted(defaults) == ["log.cleanup.policy", "log.segment.bytes", "num.io.threads"]

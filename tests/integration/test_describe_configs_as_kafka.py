@@ -127,6 +127,12 @@ def test_documentation_only_when_asked(static_broker):
             [entry] = result.configs
             assert entry.name == key and entry.config_type in (3, 5)
             assert entry.documentation == (docs[key] if asked else None)
+    everything = request(static_broker.bootstrap, 32, 4, {"include_synonyms": False, "include_documentation": True,
+                                                          "resources": [{**r, "configuration_keys": None}
+                                                                        for r in resources]})
+    undocumented = [c.name for r in everything.results for c in r.configs
+                    if not c.documentation and not c.name.startswith("listener.name.")]
+    assert undocumented == []  # as Kafka, every key it declares has its doc (a listener override has none)
 
 
 def test_the_empty_broker_name_describes_the_cluster_defaults(static_broker):

@@ -22,7 +22,9 @@ def load_all() -> dict[int, Handler]:
         alter_configs,
         api_versions,
         controller,
+        delegation_tokens,
         describe_configs,
+        describe_producers,
         elections,
         fetch,
         groups,
@@ -33,6 +35,7 @@ def load_all() -> dict[int, Handler]:
         sasl,
         scram,
         txn,
+        update_features,
     )
     return HANDLERS
 

@@ -2,10 +2,25 @@
 from __future__ import annotations
 
 from ..schema import Api
-from . import acls, admin, elections, groups, log_dirs, metadata, produce_fetch, quotas, replication, security, txn
+from . import (
+    acls,
+    admin,
+    delegation_tokens,
+    elections,
+    features,
+    groups,
+    log_dirs,
+    metadata,
+    produce_fetch,
+    quotas,
+    replication,
+    security,
+    txn,
+)
 
 APIS: dict[int, Api] = {}
-for _family in (metadata, produce_fetch, groups, admin, txn, replication, acls, quotas, security, elections, log_dirs):
+for _family in (metadata, produce_fetch, groups, admin, txn, replication, acls, quotas, security, elections, log_dirs,
+                delegation_tokens, features):
     for _api in _family.APIS:
         if _api.key in APIS:
             raise RuntimeError(f"api key {_api.key} declared twice")

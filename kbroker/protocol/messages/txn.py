@@ -97,5 +97,28 @@ TXN_OFFSET_COMMIT = api(28, "TxnOffsetCommit", "0-3", flexible=3, request="""
         error_code             int16                v0+
 """)
 
+# KIP-664 (Kafka 2.8, apache/kafka clients/src/main/resources/common/message/DescribeProducers*.json):
+# the producers a partition replica's producer state holds, for finding hanging transactions.
+DESCRIBE_PRODUCERS = api(61, "DescribeProducers", "0", flexible=0, request="""
+    topics                     [TopicRequest]       v0+
+      name                     string               v0+
+      partition_indexes        [int32]              v0+
+""", response="""
+    throttle_time_ms           int32                v0+
+    topics                     [TopicResponse]      v0+
+      name                     string               v0+
+      partitions               [PartitionResponse]  v0+
+        partition_index        int32                v0+
+        error_code             int16                v0+
+        error_message          string               v0+    nullable  default=null
+        active_producers       [ProducerState]      v0+
+          producer_id          int64                v0+
+          producer_epoch       int32                v0+
+          last_sequence        int32                v0+    default=-1
+          last_timestamp       int64                v0+    default=-1
+          coordinator_epoch    int32                v0+
+          current_txn_start_offset  int64           v0+    default=-1
+""")
+
 APIS = (INIT_PRODUCER_ID, ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, WRITE_TXN_MARKERS,
-        TXN_OFFSET_COMMIT)
+        TXN_OFFSET_COMMIT, DESCRIBE_PRODUCERS)

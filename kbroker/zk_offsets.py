@@ -46,7 +46,9 @@ class StoreAccess(Protocol):
     """What these functions need of the broker: its metadata store, and a way to call it that keeps
     the event loop free (off the loop for ZooKeeper, directly for the embedded store)."""
     store: MetadataStore
-    config: BrokerConfig
+
+    @property
+    def config(self) -> BrokerConfig: ...
 
     async def run_blocking(self, fn: Callable[[], T]) -> T: ...
 

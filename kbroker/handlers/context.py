@@ -33,7 +33,6 @@ class ZooKeeperMode(Protocol):
 class BrokerContext(Protocol):
     broker_id: int
     cluster_id: str
-    config: BrokerConfig
     dynamic_config: DynamicBrokerConfig  # the configuration's layers (KIP-226): static, cluster default, per broker
     store: MetadataStore            # the embedded store, or ZooKeeper through kazoo
     log_manager: LogManager
@@ -44,6 +43,11 @@ class BrokerContext(Protocol):
     transactions: TransactionBridge
     security: Security              # authorizer (None: all allowed), SCRAM credentials, quotas
     metrics: BrokerMetrics | None   # the counters GET /metrics reads (None: metrics.enabled=false)
+
+    @property
+    def config(self) -> BrokerConfig:
+        """The current config: server.properties under the dynamic layers (read it at use, never keep it)."""
+        ...
 
     @property
     def zookeeper(self) -> ZooKeeperMode | None:

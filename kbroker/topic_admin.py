@@ -238,7 +238,7 @@ class TopicAdmin:
 
     def _effective(self, configs: dict[str, str]) -> LogConfig:
         try:
-            return self.config.log.with_overrides(configs)
+            return self.log_manager.config.with_overrides(configs)  # the current log defaults (dynamic configs)
         except ConfigError as exc:
             raise errors.InvalidConfigError(str(exc)) from None
 
@@ -671,7 +671,7 @@ class ZooKeeperTopics(TopicAdmin):
     def _apply_topic_configs(self, name: str, assignment: dict[int, list[int]], configs: dict[str, str]) -> None:
         """A topic's configs changed in ZooKeeper (/config/changes): the hosted logs take them."""
         try:
-            effective = self.config.log.with_overrides(configs)
+            effective = self.log_manager.config.with_overrides(configs)
         except ConfigError as exc:
             log.warning("topic %s: new configs refused (%s); keeping the old ones", name, exc)
             return

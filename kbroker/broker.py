@@ -34,14 +34,14 @@ from kbroker.log import LogManager
 from kbroker.log.config import ConfigError
 from kbroker.metadata_cache import MetadataCache
 from kbroker.metrics import BrokerMetrics
-from kbroker.network.limits import ConnectionLimits, parse_overrides
+from kbroker.network.limits import ConnectionLimits
 from kbroker.network.server import NetworkServer
 from kbroker.producer_ids import ProducerIdAllocator
 from kbroker.protocol.outcome import CLOSE
 from kbroker.purgatory import Purgatory
 from kbroker.replica_manager import ReplicaManager
 from kbroker.replication.client import ClientSecurity, use_inter_broker_security
-from kbroker.security import Security
+from kbroker.security import ListenerTls, Security
 from kbroker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, ListenerConfig, Listeners, parse_listeners
 from kbroker.security.tls import PrincipalMapper, TlsConfigError, client_context, server_context
 from kbroker.status import StatusServer
@@ -69,8 +69,9 @@ class ZooKeeperParts:
 
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
-        self.config = config
         self.broker_id = config.broker_id if config.broker_id >= 0 else 0
+        # KIP-226: server.properties under /config/brokers/<default> and /config/brokers/<id>; ``config`` is current
+        self.dynamic_config = DynamicBrokerConfig(config, self.broker_id)
         self.cluster_id = ""
         self.fetch_sessions = FetchSessionCache()
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config.metrics_enabled else None
@@ -85,12 +86,11 @@ class Broker:
         # ZooKeeper mode listens (to learn its port for the registration) before it has registered and read the
         # cluster: requests wait for this, as Kafka's socket server processes none before startup completes
         self._started = asyncio.Event()
-        self.log_manager = LogManager(config.log_dirs, config.log,
+        self.log_manager = LogManager(config.log_dirs, config.log, cleaner_threads=config.log_cleaner_threads,
                                       last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp))
         self.log_manager.on_all_dirs_offline = self._halt_without_log_dirs
+        self.dynamic_config.subscribe(self.log_manager.reconfigure)
         self.purgatory = Purgatory()
-        # KIP-226: server.properties under /config/brokers/<default> and /config/brokers/<id>
-        self.dynamic_config = DynamicBrokerConfig(config, self.broker_id)
         self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
                                        dynamic_config=self.dynamic_config)
         # set by start()
@@ -101,6 +101,10 @@ class Broker:
         self.next_producer_id: ProducerIdAllocator
         self.endpoint: LiveBroker
         self.security: Security
+
+    @property
+    def config(self) -> BrokerConfig:
+        return self.dynamic_config.current
 
     def _halt_without_log_dirs(self) -> None:
         """Every log dir failed (a full or broken disk): halt, as Kafka does. A broker left running would keep
@@ -175,6 +179,7 @@ class Broker:
         self.cluster_id = layout.get_or_create_cluster_id(self.store)
         self.next_producer_id = ProducerIdAllocator(self.store, self.broker_id)
         self.security = Security(self.config, self.store)
+        self.security.entity_configs.subscribe_brokers(self.dynamic_config.apply_entity)
 
     def _registration(self, host: str, port: int) -> BrokerInfo:
         """Every advertised endpoint and the listener map, as Kafka writes /brokers/ids/<id>."""
@@ -188,8 +193,7 @@ class Broker:
         cfg = self.config
         endpoints = []
         try:
-            limits = ConnectionLimits(cfg.max_connections, cfg.max_connections_per_ip,
-                                      parse_overrides(cfg.max_connections_per_ip_overrides))
+            limits = ConnectionLimits.from_config(cfg)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         for spec in self.listeners.specs:
@@ -221,6 +225,9 @@ class Broker:
                 port = server.port if advertised.port == 0 else advertised.port
                 endpoints.append((spec.name, host, port, spec.protocol))
         self.server = self.servers[0]
+        tls = ListenerTls(list(self.servers), cfg)  # the dynamic configs (KIP-226) these two apply at run time
+        self.dynamic_config.reconfigurable(limits.check_config, limits.apply_config)
+        self.dynamic_config.reconfigurable(tls.check_config, tls.apply_config)
         _, host, port, _ = next((e for e in endpoints if e[0] == self.listeners.inter_broker), endpoints[0])
         self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None, endpoints=tuple(endpoints))
         return host, port

@@ -594,6 +594,22 @@ def change_entity_config(store: MetadataStore, entity_type: str, name: str, conf
     return create_config_change_notification(store, entity_path)
 
 
+def broker_config_entity(broker_id: int | None) -> str:
+    """The ``/config/brokers`` entity of one broker's dynamic configs, or of the cluster default (None)."""
+    return DEFAULT_CONFIG_ENTITY if broker_id is None else str(broker_id)
+
+
+def get_broker_config(store: MetadataStore, broker_id: int | None) -> dict[str, str]:
+    """A broker's dynamic configs (``/config/brokers/<id>``), or the cluster default's (``<default>``)."""
+    return get_entity_config(store, "brokers", broker_config_entity(broker_id))
+
+
+def change_broker_config(store: MetadataStore, broker_id: int | None, configs: Mapping[str, str]) -> str:
+    """AdminZkClient.changeBrokerConfig: the whole layer written, then a ``brokers/<id>`` (or
+    ``brokers/<default>``) change notice every broker follows. Returns the notice's path."""
+    return change_entity_config(store, "brokers", broker_config_entity(broker_id), configs)
+
+
 def create_config_change_notification(store: MetadataStore, entity_path: str) -> str:
     return store.create(ConfigEntityChangeNotificationSequenceZNode.create_path(),
                         ConfigEntityChangeNotificationSequenceZNode.encode(entity_path),

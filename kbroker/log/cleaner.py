@@ -50,6 +50,7 @@ import mmap
 import os
 import queue
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,7 +112,7 @@ class CleanStats:
             setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
 
 
-@dataclass
+@dataclass(eq=False)  # a job is itself (the cleaner's set of jobs in flight)
 class CleanJob:
     plog: PartitionLog
     tp: TopicPartition
@@ -128,6 +129,7 @@ class CleanJob:
     error: BaseException | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
     done: threading.Event = field(default_factory=threading.Event)
+    throttle: Callable[[int], None] | None = None  # log.cleaner.io.max.bytes.per.second, given the bytes read
 
     def close_fds(self) -> None:
         for source in self.sources:
@@ -263,6 +265,8 @@ def _source_batches(job: CleanJob, source: Source) -> Iterator[tuple[records.Bat
         for header in headers:
             if job.cancelled.is_set():
                 raise CleanerAborted()
+            if job.throttle is not None:
+                job.throttle(header.size)
             yield header, mm
 
 
@@ -498,24 +502,101 @@ def clean_log(plog: PartitionLog, checkpoint_offset: int | None = None, now: int
     return (job.end_offset if ok else None), job.stats
 
 
-# -- the cleaner thread --------------------------------------------------------------------------
+# -- the cleaner threads -------------------------------------------------------------------------
+
+class Throttler:
+    """``log.cleaner.io.max.bytes.per.second`` across every cleaner thread, as Kafka's Throttler: the bytes seen
+    are summed, and once a check interval has passed a thread ahead of the rate sleeps until it is not."""
+
+    CHECK_INTERVAL_S = 0.3
+
+    def __init__(self, rate: float = float("inf"), clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        self.rate = rate
+        self._clock, self._sleep = clock, sleep
+        self._lock = threading.Lock()
+        self._start = clock()
+        self._seen = 0
+
+    def __call__(self, size: int) -> None:
+        if self.rate >= UNLIMITED_RATE:
+            return
+        with self._lock:
+            self._seen += size
+            elapsed = self._clock() - self._start
+            if elapsed < self.CHECK_INTERVAL_S:
+                return
+            pause = self._seen / max(self.rate, 1e-9) - elapsed
+            self._start, self._seen = self._clock() + max(pause, 0.0), 0
+        if pause > 0:
+            self._sleep(pause)
+
+
+UNLIMITED_RATE = 1.7976931348623157e308  # Kafka's default: Double.MaxValue
+
 
 class CleanerThread:
-    """One worker running ``run_job`` for jobs submitted from the log manager's thread."""
+    """``log.cleaner.threads`` workers running ``run_job`` for jobs submitted from the log manager's thread, each
+    job a different log (Kafka's cleaner threads); ``resize`` changes their number at run time."""
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 1) -> None:
         self._jobs: queue.Queue[CleanJob | None] = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self.current: CleanJob | None = None
+        self._threads: list[threading.Thread] = []
+        self._wanted = max(threads, 1)
+        self._started = False
+        self._lock = threading.Lock()
+        self.current: set[CleanJob] = set()
+        self.throttle = Throttler()
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        return any(t.is_alive() for t in self._threads)
+
+    @property
+    def thread_count(self) -> int:
+        """Workers alive now (0 when not started)."""
+        return sum(t.is_alive() for t in self._threads)
+
+    @property
+    def threads(self) -> int:
+        """The number of workers wanted (log.cleaner.threads)."""
+        return self._wanted
+
+    @property
+    def capacity(self) -> int:
+        """Cleanings that may run at once: one per worker (one, inline, without workers)."""
+        return self._wanted if self._started else 1
 
     def start(self) -> None:
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="kafka-log-cleaner-thread-0", daemon=True)
-            self._thread.start()
+        self._started = True
+        self._spawn()
+
+    def resize(self, threads: int) -> None:
+        """Start workers up to ``threads``, or let the extra ones end after their current job."""
+        with self._lock:
+            self._wanted = max(threads, 1)
+            self._threads = [t for t in self._threads if t.is_alive()]
+            extra = len(self._threads) - self._wanted
+        if not self._started:
+            return
+        for _ in range(max(extra, 0)):
+            self._jobs.put(None)
+        self._spawn()
+        log.info("log cleaner: %d threads", self._wanted)
+
+    def _spawn(self) -> None:
+        with self._lock:
+            self._threads = [t for t in self._threads if t.is_alive()]
+            used = {t.name for t in self._threads}
+            n = 0
+            while len(self._threads) < self._wanted:
+                name = f"kafka-log-cleaner-thread-{n}"
+                n += 1
+                if name in used:
+                    continue
+                thread = threading.Thread(target=self._run, name=name, daemon=True)
+                thread.start()
+                self._threads.append(thread)
 
     def _run(self) -> None:
         while True:
@@ -526,18 +607,30 @@ class CleanerThread:
                 run_job(job)
             except BaseException as exc:  # pragma: no cover - run_job records its errors
                 log.exception("%s: cleaner failed: %r", job.tp, exc)
+            finally:
+                with self._lock:
+                    self.current.discard(job)
 
     def submit(self, job: CleanJob) -> None:
-        self.current = job
+        job.throttle = self.throttle
+        with self._lock:
+            self.current.add(job)
         if self.running:
             self._jobs.put(job)
         else:
-            run_job(job)
+            try:
+                run_job(job)
+            finally:
+                with self._lock:
+                    self.current.discard(job)
 
     def stop(self, timeout: float = 30.0) -> None:
-        if self.current is not None:
-            self.current.cancelled.set()
-        if self._thread is not None:
+        with self._lock:
+            for job in self.current:
+                job.cancelled.set()
+            threads, self._threads = self._threads, []
+            self._started = False
+        for _ in threads:
             self._jobs.put(None)
-            self._thread.join(timeout)
-            self._thread = None
+        for thread in threads:
+            thread.join(timeout)

@@ -11,8 +11,11 @@ A partition moves to another dir of this broker (AlterReplicaLogDirs) through a 
 
 Compaction (``kbroker.log.cleaner``): ``clean()``, called from the owner's thread (the broker's
 housekeeping; ``cleanup()`` calls it too), swaps finished cleanings in and hands the dirtiest
-compacted log to the cleaner thread, which ``startup()`` starts (``log.cleaner.enable``) and
-``shutdown()`` stops.
+compacted logs to the cleaner threads (``log.cleaner.threads`` logs at once), which ``startup()`` starts
+(``log.cleaner.enable``) and ``shutdown()`` stops.
+
+Dynamic broker configs (KIP-226): ``reconfigure`` takes a new broker config; the ``log.*`` defaults reach every
+log whose topic does not override them, and the cleaner takes its thread count and I/O rate.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Protocol
 
 from kbroker import errors
 from kbroker._core.appender import Appender, open_appender
@@ -30,7 +34,7 @@ from kbroker.crashpoints import crash_point
 
 from . import checkpoint, future_replica
 from .cleaner import CleanerThread, CleanJob, CleanStats, apply_job, cleanable_range, prepare_job, should_clean
-from .config import LogConfig
+from .config import ConfigError, LogConfig
 from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
 from .partition_log import PartitionLog, WriteTracker
 from .swap import fsync_dir
@@ -46,10 +50,22 @@ LOCK_FILE = ".lock"
 HOSTING_CHUNK = 16
 
 
+class LogSettings(Protocol):
+    """What the log manager takes of a broker config (kbroker.config.BrokerConfig) at run time."""
+    @property
+    def log(self) -> LogConfig: ...
+
+    @property
+    def log_cleaner_threads(self) -> int: ...
+
+    @property
+    def log_cleaner_io_max_bytes_per_second(self) -> float: ...
+
+
 class LogManager:
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], config: LogConfig | None = None, *,
                  appender: Appender | None = None, clock: Callable[[], int] = wall_ms,
-                 cleaner_thread: bool = True,
+                 cleaner_thread: bool = True, cleaner_threads: int = 1,
                  last_stable_offset: Callable[[TopicPartition], int | None] | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
@@ -78,12 +94,12 @@ class LogManager:
         self.on_all_dirs_offline: Callable[[], None] | None = None
         self._locks: dict[Path, int] = {}
         self.topic_overrides: dict[str, Mapping[str, str]] = {}
-        # Compaction: first dirty offset per log (cleaner-offset-checkpoint), the worker, the job
+        # Compaction: first dirty offset per log (cleaner-offset-checkpoint), the workers, the jobs
         # in flight, when to look for work again, what was done so far.
         self.cleaner_offsets: dict[TopicPartition, int] = {}
-        self.cleaner = CleanerThread()
+        self.cleaner = CleanerThread(cleaner_threads)
         self._cleaner_thread = cleaner_thread
-        self._cleaning: CleanJob | None = None
+        self._cleaning: dict[TopicPartition, CleanJob] = {}
         self._cleaner_next_check = 0
         self.cleaner_stats = CleanStats()
         # The broker's last stable offset of a partition (None: unknown); the high watermark and
@@ -115,6 +131,22 @@ class LogManager:
                 self.mark_dir_offline(directory, exc)
         if self.config.cleaner_enable and self._cleaner_thread:
             self.cleaner.start()
+
+    def reconfigure(self, config: LogSettings, changed: frozenset[str]) -> None:
+        """A dynamic broker config change (DynamicLogConfig, LogCleaner.reconfigure): new log defaults for every
+        log (its topic's overrides still win), the cleaner's thread count and I/O rate."""
+        if config.log != self.config:
+            self.config = config.log
+            for plog in itertools.chain(self.logs.values(), self.future_logs.values()):
+                try:
+                    plog.config = self.config.with_overrides(self.topic_overrides.get(plog.tp.topic, {}))
+                except ConfigError as exc:
+                    log.warning("%s keeps its log config: %s", plog.tp, exc)
+            log.info("log defaults changed (%s): every log without its own override takes them",
+                     ", ".join(sorted(changed)))
+        if config.log_cleaner_threads != self.cleaner.threads:
+            self.cleaner.resize(config.log_cleaner_threads)
+        self.cleaner.throttle.rate = config.log_cleaner_io_max_bytes_per_second
 
     def _lock(self, directory: Path) -> None:
         fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -181,10 +213,10 @@ class LogManager:
     def shutdown(self) -> None:
         """Flush, checkpoint, close every log, then leave the clean-shutdown marker."""
         self.cleaner.stop()
-        if self._cleaning is not None:
-            self._cleaning.done.wait()
-            self._cleaning.remove_cleaned_files()
-            self._cleaning = None
+        for job in self._cleaning.values():
+            job.done.wait()
+            job.remove_cleaned_files()
+        self._cleaning.clear()
         self.copying.clear()  # the mover stopped first: no worker appends any more
         for plog in self._orphans:
             self._remove_future_files(plog)
@@ -287,32 +319,35 @@ class LogManager:
         now = self._clock() if now is None else now
         self._remove_retired(now)
         stats = CleanStats()
-        job = self._cleaning
-        if job is not None:
+        self._finish_done(stats, wait)
+        while self.config.cleaner_enable and now >= self._cleaner_next_check \
+                and len(self._cleaning) < self.cleaner.capacity:
+            job = self._next_job(now)
+            if job is None:
+                self._cleaner_next_check = now + self.config.cleaner_backoff_ms
+                break
+            self._cleaning[job.tp] = job
+            self.cleaner.submit(job)
+            if job.done.is_set():  # cleaned on this thread (no workers): one log per call
+                self._finish_done(stats, False)
+                break
+        if wait:
+            self._finish_done(stats, True)
+        return stats
+
+    def _finish_done(self, stats: CleanStats, wait: bool) -> None:
+        """Swap in the cleanings that are done (with ``wait``: every one in flight, once done)."""
+        for tp, job in list(self._cleaning.items()):
             if wait:
                 job.done.wait()
-            if not job.done.is_set():
-                return stats
-            self._cleaning = None
-            self._finish(job, stats)
-        if not self.config.cleaner_enable or now < self._cleaner_next_check:
-            return stats
-        job = self._next_job(now)
-        if job is None:
-            self._cleaner_next_check = now + self.config.cleaner_backoff_ms
-            return stats
-        self._cleaning = job
-        self.cleaner.submit(job)
-        if wait or job.done.is_set():
-            job.done.wait()
-            self._cleaning = None
-            self._finish(job, stats)
-        return stats
+            if job.done.is_set():
+                del self._cleaning[tp]
+                self._finish(job, stats)
 
     def _next_job(self, now: int) -> CleanJob | None:
         best = None
         for tp, plog in self.logs.items():
-            if plog.offline or not plog.config.compact or tp in self.future_logs:
+            if plog.offline or not plog.config.compact or tp in self.future_logs or tp in self._cleaning:
                 continue  # a moving log is not cleaned (Kafka pauses its cleaning): the copy reads it
             if plog.truncated_to is not None:
                 if tp in self.cleaner_offsets:
@@ -353,12 +388,11 @@ class LogManager:
 
     def abort_cleaning(self, tp: TopicPartition) -> None:
         """Cancel and wait out a cleaning of ``tp`` in flight (before its log is deleted)."""
-        job = self._cleaning
-        if job is not None and job.tp == tp:
+        job = self._cleaning.pop(tp, None)
+        if job is not None:
             job.cancelled.set()
             job.done.wait()
             job.remove_cleaned_files()
-            self._cleaning = None
 
     def _write_cleaner_checkpoint(self, directory: Path) -> None:
         offsets = {tp: o for tp, o in self.cleaner_offsets.items()
@@ -602,9 +636,9 @@ class LogManager:
         log.error("log directory %s is offline after %s (errno %s: %s); its %d partitions stop serving, "
                   "the other directories keep working", directory, type(exc).__name__, exc.errno,
                   exc.strerror, len(affected))
-        job = self._cleaning
-        if job is not None and job.plog.directory.parent == directory:
-            job.cancelled.set()
+        for job in self._cleaning.values():
+            if job.plog.directory.parent == directory:
+                job.cancelled.set()
         for plog in affected:
             plog.offline = True
             try:

@@ -6,12 +6,17 @@ is accepted and closed at once; when the broker holds ``max.connections`` the li
 accepting (new connections wait in the kernel's backlog) until one closes, except the
 inter-broker listener, whose connections are let in beyond the limit so replication never waits
 on clients.
+
+All three are dynamic broker configs (KIP-226, Kafka's SocketServer.reconfigure): ``apply_config`` takes new
+values at run time; the connections already open stay, a raised limit lets waiting ones in at once.
 """
 from __future__ import annotations
 
 import collections
 import socket
 from collections.abc import Callable
+
+from kbroker.config import BrokerConfig
 
 UNLIMITED = 2**31 - 1  # Kafka's default for both keys (Int.MaxValue)
 
@@ -55,6 +60,35 @@ class ConnectionLimits:
         self.by_ip: collections.Counter[str] = collections.Counter()
         self._waiting: list[Callable[[], None]] = []  # listeners paused on max.connections
 
+    @classmethod
+    def from_config(cls, config: BrokerConfig) -> ConnectionLimits:
+        """Raises ValueError on a malformed max.connections.per.ip.overrides."""
+        return cls(config.max_connections, config.max_connections_per_ip,
+                   parse_overrides(config.max_connections_per_ip_overrides))
+
+    def check_config(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        """SocketServer.validateReconfiguration: the overrides must parse (ValueError with the reason)."""
+        if "max.connections.per.ip.overrides" in changed:
+            parse_overrides(config.max_connections_per_ip_overrides)
+
+    def apply_config(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        """New limits from a dynamic config change; listeners paused on max.connections resume if it rose."""
+        if not changed & {"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"}:
+            return
+        self.max_connections = config.max_connections
+        self.per_ip = config.max_connections_per_ip
+        try:
+            self.per_ip_overrides = parse_overrides(config.max_connections_per_ip_overrides)
+        except ValueError:
+            pass  # checked before it was written; a host name that stopped resolving keeps the old ones
+        self._resume_if_room()
+
+    def _resume_if_room(self) -> None:
+        if self._waiting and not self.full():
+            waiting, self._waiting = self._waiting, []
+            for resume in waiting:
+                resume()
+
     def limit_for(self, ip: str) -> int:
         return self.per_ip_overrides.get(ip, self.per_ip)
 
@@ -76,10 +110,7 @@ class ConnectionLimits:
         else:
             del self.by_ip[ip]
         self.total -= 1
-        if self._waiting and not self.full():
-            waiting, self._waiting = self._waiting, []
-            for resume in waiting:
-                resume()
+        self._resume_if_room()
 
     def wait_for_slot(self, resume: Callable[[], None]) -> None:
         """Call ``resume`` once a connection closes below max.connections."""

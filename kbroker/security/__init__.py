@@ -16,6 +16,7 @@ from zk_compat.store import MetadataStore
 from .authorizer import Authorizer, build_authorizer
 from .credentials import CredentialCache
 from .entity_configs import EntityConfigs
+from .listeners import ListenerTls
 from .principal import ANONYMOUS, KafkaPrincipal, Session
 from .quotas import QuotaManager
 
@@ -41,5 +42,5 @@ class Security:
             self.authorizer.stop()
 
 
-__all__ = ["ANONYMOUS", "Authorizer", "CredentialCache", "EntityConfigs", "KafkaPrincipal", "QuotaManager",
-           "Security", "Session"]
+__all__ = ["ANONYMOUS", "Authorizer", "CredentialCache", "EntityConfigs", "KafkaPrincipal", "ListenerTls",
+           "QuotaManager", "Security", "Session"]

@@ -1,10 +1,13 @@
-"""Client and user configs from ZooKeeper (``/config/users``, ``/config/clients``), kept current.
+"""Client, user and broker configs from ZooKeeper (``/config/users``, ``/config/clients``, ``/config/brokers``),
+kept current.
 
 Kafka's ZkConfigManager: every entity is read at start, then each new
 ``/config/changes/config_change_<seq>`` names one entity (``users/alice``, ``clients/c1``,
 ``users/alice/clients/c1``, with ``<default>`` in any place) whose znode is read again; the
 notice is only a trigger. SCRAM credentials (``SCRAM-SHA-256`` ...) and quotas
-(``producer_byte_rate`` ...) both live in these znodes; their owners subscribe here.
+(``producer_byte_rate`` ...) both live in these znodes; their owners subscribe here. Dynamic broker configs
+(``brokers/<id>``, ``brokers/<default>``, Kafka's BrokerConfigHandler) go to their own subscribers
+(``subscribe_brokers``).
 
 Works over the embedded store and over ZooKeeper: callbacks run on the store's event thread.
 """
@@ -49,7 +52,9 @@ class EntityConfigs:
     def __init__(self, store: MetadataStore) -> None:
         self.store = store
         self.configs: dict[str, dict[str, str]] = {}
+        self.broker_configs: dict[str, dict[str, str]] = {}  # brokers/<id> and brokers/<default>
         self._listeners: list[Listener] = []
+        self._broker_listeners: list[Listener] = []
         self._lock = threading.RLock()
         self._last_seq: int | None = None
         self._watch: ChildrenWatch | None = None
@@ -59,6 +64,14 @@ class EntityConfigs:
         with self._lock:
             self._listeners.append(listener)
             for path, configs in list(self.configs.items()):
+                listener(path, configs)
+
+    def subscribe_brokers(self, listener: Listener) -> None:
+        """Call ``listener(path, configs)`` for every broker entity (``brokers/1``, ``brokers/<default>``) known
+        now and after every change; configs empty when the entity is gone."""
+        with self._lock:
+            self._broker_listeners.append(listener)
+            for path, configs in list(self.broker_configs.items()):
                 listener(path, configs)
 
     def start(self) -> None:
@@ -90,7 +103,7 @@ class EntityConfigs:
         for user in self._children("/config/users"):
             out.append(f"users/{user}")
             out += [f"users/{user}/clients/{c}" for c in self._children(f"/config/users/{user}/clients")]
-        return out
+        return out + [f"brokers/{b}" for b in self._children("/config/brokers")]
 
     def _reload(self, path: str) -> None:
         kind, _, name = path.partition("/")
@@ -103,11 +116,13 @@ class EntityConfigs:
             log.error("unreadable configs of %s ignored: the znode is not Kafka's {\"version\":1,\"config\":{...}} "
                       "with string values", path)
             return
+        known, listeners = ((self.broker_configs, self._broker_listeners) if kind == "brokers"
+                            else (self.configs, self._listeners))
         if configs:
-            self.configs[path] = configs
+            known[path] = configs
         else:
-            self.configs.pop(path, None)
-        for listener in self._listeners:
+            known.pop(path, None)
+        for listener in listeners:
             try:
                 listener(path, configs)
             except Exception:
@@ -129,5 +144,5 @@ class EntityConfigs:
                 except (NoNodeError, ValueError) as exc:
                     log.info("config change notice %s skipped: %s", name, exc)
                     continue
-                if entity.startswith(("users/", "clients/")):
+                if entity.startswith(("users/", "clients/", "brokers/")):
                     self._reload(entity)

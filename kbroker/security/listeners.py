@@ -10,10 +10,17 @@ PEM key material for TLS listeners).
 """
 from __future__ import annotations
 
+import logging
+import ssl
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from kbroker.config import SECURITY_PROTOCOLS, BrokerConfig, Listener
 from kbroker.log.config import ConfigError
+
+from .tls import TlsConfigError, keystore_identity, server_context
+
+log = logging.getLogger(__name__)
 
 # The security protocols' ids on the wire (UpdateMetadata endpoints), Kafka's SecurityProtocol.id.
 PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -184,3 +191,74 @@ def check_tls_settings(settings: ListenerConfig) -> None:
     auth = settings.get("ssl.client.auth").lower()
     if auth not in ("none", "requested", "required"):
         raise ConfigError(f"{where}: ssl.client.auth must be none, requested or required, not {auth!r}")
+
+
+# -- dynamic listener configs (KIP-226): a listener's keystore swapped at run time ----------------------------
+
+class TlsServer(Protocol):
+    """A listener's server as far as its TLS goes (kbroker.network.server.NetworkServer): new connections take
+    ``ssl_context`` when they are accepted, so replacing it leaves the open ones with their certificate."""
+    listener_name: str
+    security_protocol: str
+    ssl_context: ssl.SSLContext | None
+
+
+def _keystore_changed(listener: str, changed: frozenset[str]) -> bool:
+    prefix = f"listener.name.{listener.lower()}.ssl."
+    return any(key.startswith(prefix) for key in changed)
+
+
+class ListenerTls:
+    """Kafka's per-listener SslFactory reconfiguration: ``check_config`` loads the new keystore and checks its
+    certificate keeps the subject and alternative names (SslFactory.validateReconfiguration); ``apply_config`` gives
+    the listener's new connections a context over the new keystore."""
+
+    def __init__(self, servers: list[TlsServer], config: BrokerConfig) -> None:
+        self.servers = [s for s in servers if s.security_protocol in TLS_PROTOCOLS]
+        self._identities: dict[str, tuple[str, frozenset[str]] | None] = {}  # listener -> (subject, SANs)
+        self.remember(config)
+
+    def check_config(self, new: BrokerConfig, changed: frozenset[str]) -> None:
+        for server in self.servers:
+            if not _keystore_changed(server.listener_name, changed):
+                continue
+            settings = ListenerConfig(new, server.listener_name)
+            try:
+                server_context(settings, server.security_protocol)
+                self._check_identity(server, settings)
+            except (TlsConfigError, ValueError) as exc:
+                raise ValueError(f"Validation of dynamic config update of SSLFactory failed: {exc}") from None
+
+    def _check_identity(self, server: TlsServer, settings: ListenerConfig) -> None:
+        old = self._identities.get(server.listener_name)
+        if old is None:
+            return
+        subject, sans = keystore_identity(settings)
+        if subject != old[0]:
+            raise ValueError(f"Keystore DistinguishedName does not match:  existing={{alias=kafka, DN={old[0]}}}, "
+                             f"new={{alias=kafka, DN={subject}}}")
+        if not sans >= old[1]:
+            raise ValueError(f"Keystore SubjectAltNames do not match:  existing={{alias=kafka, SAN={sorted(old[1])}}}, "
+                             f"new={{alias=kafka, SAN={sorted(sans)}}}")
+
+    def remember(self, config: BrokerConfig) -> None:
+        """Note each listener's certificate identity (at start, and after each swap)."""
+        for server in self.servers:
+            try:
+                identity = keystore_identity(ListenerConfig(config, server.listener_name))
+            except TlsConfigError:
+                identity = None
+            self._identities[server.listener_name] = identity
+
+    def apply_config(self, new: BrokerConfig, changed: frozenset[str]) -> None:
+        for server in self.servers:
+            if not _keystore_changed(server.listener_name, changed):
+                continue
+            try:
+                server.ssl_context = server_context(ListenerConfig(new, server.listener_name),
+                                                    server.security_protocol)
+            except TlsConfigError as exc:  # checked before it was written: the file changed since
+                log.error("listener %s keeps its keystore: %s", server.listener_name, exc)
+                continue
+            log.info("listener %s: new connections get the new keystore", server.listener_name)
+        self.remember(new)

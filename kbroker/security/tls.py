@@ -88,6 +88,24 @@ def _load_keystore(ctx: ssl.SSLContext, settings: Settings, where: str) -> None:
         raise TlsConfigError(f"{where}: ssl.keystore.location {location!r}: {exc.strerror}") from None
 
 
+def keystore_identity(settings: Settings) -> tuple[str, frozenset[str]]:
+    """The subject (RFC 2253, as Java writes it) and subject alternative names of a PEM keystore's certificate:
+    what a keystore swapped in at run time must keep (Kafka's SslFactory CertificateEntries.ensureCompatible)."""
+    from cryptography import x509
+    location = settings.get("ssl.keystore.location")
+    try:
+        text = open(location).read() if location else _pem_text(settings.get("ssl.keystore.certificate.chain"))
+        cert = x509.load_pem_x509_certificate(text[text.index("-----BEGIN CERTIFICATE-----"):].encode())
+    except (OSError, ValueError) as exc:
+        raise TlsConfigError(f"listener {settings.name}: no certificate in the keystore ({exc})") from None
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        sans = frozenset(str(getattr(n, "value", n)) for n in names)
+    except x509.ExtensionNotFound:
+        sans = frozenset()
+    return java_dn(cert.subject), sans
+
+
 def _pem_text(text: str) -> str:
     """Inline PEM in a properties file often has its line breaks escaped or lost: put them back."""
     text = text.replace("\\n", "\n").strip()

@@ -151,7 +151,9 @@ def _logs(broker: BrokerContext) -> list[Family]:
         if partition.is_leader:
             newest.add(partition.high_watermark, labels)
             oldest.add(plog.log_start_offset, labels)
-    return [size, end, start, segments, newest, oldest]
+    threads = Family("kbroker_log_cleaner_threads", "gauge", "log cleaner threads running (log.cleaner.threads, "
+                     "a dynamic broker config)").add(broker.log_manager.cleaner.thread_count)
+    return [size, end, start, segments, newest, oldest, threads]
 
 
 def _consumer_groups(groups: list[dict[str, Any]]) -> list[Family]:

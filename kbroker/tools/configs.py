@@ -1,5 +1,5 @@
-"""``kbroker configs``: kafka-configs.sh --bootstrap-server for users and client ids: client quotas
-and SCRAM credentials.
+"""``kbroker configs``: kafka-configs.sh --bootstrap-server for users and client ids (client quotas
+and SCRAM credentials), topics and brokers (dynamic broker configs, KIP-226).
 
     kbroker configs --bootstrap-server HOST:PORT --alter --entity-type clients --entity-name C
                     --add-config 'producer_byte_rate=1048576,consumer_byte_rate=2097152'
@@ -15,6 +15,9 @@ and SCRAM credentials.
     kbroker configs --bootstrap-server HOST:PORT --alter --entity-type topics --entity-name T
                     --add-config retention.ms=60000 | --delete-config retention.ms
     kbroker configs --bootstrap-server HOST:PORT --describe --entity-type topics [--entity-name T]
+    kbroker configs --bootstrap-server HOST:PORT --alter --entity-type brokers (--entity-name ID | --entity-default)
+                    --add-config log.retention.ms=60000,max.connections=100 | --delete-config log.retention.ms
+    kbroker configs --bootstrap-server HOST:PORT --describe --entity-type brokers [--entity-name ID | --entity-default]
 
 As kafka-configs.sh does: --entity-default stands for the default entity (``<default>``) in the
 place it is given; quota keys go through AlterClientQuotas / DescribeClientQuotas (describing is
@@ -24,8 +27,10 @@ through AlterUserScramCredentials with a salt made here and the salted password
 shows the mechanism and iterations only. ``--command-config FILE`` takes Kafka's client properties
 to reach a TLS or SASL listener. Output is Kafka's ("Completed updating config for user
 alice.", "Quota configs for client-id 'c1' are producer_byte_rate=1048576.0", "SCRAM credential
-configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"). Exit status: 0 done, 1 an
-error from the broker or the network (one line on stderr), 2 bad arguments.
+configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192"). Brokers go as kafka-configs.sh 2.8
+sends them: the entity's dynamic layer is read with DescribeConfigs, and AlterConfigs writes it back whole with the
+keys added and deleted (to that broker; the cluster default to any). Exit status: 0 done, 1 an error from the
+broker or the network (one line on stderr), 2 bad arguments.
 """
 from __future__ import annotations
 
@@ -79,9 +84,9 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
                         description="Alter and describe the quotas of users and client ids and the SCRAM "
                                     "credentials of users, like kafka-configs.sh --bootstrap-server.",
                         actions={"--alter": "change the entity's configs", "--describe": "show the entity's configs"})
-    p.add_argument("--entity-type", action="append", default=[], choices=("users", "clients", "topics"),
+    p.add_argument("--entity-type", action="append", default=[], choices=("users", "clients", "topics", "brokers"),
                    help="users or clients; both (users first or clients first) for a user's client id; "
-                        "or topics (their config overrides)")
+                        "or topics (their config overrides); or brokers (dynamic broker configs)")
     p.add_argument("--entity-name", action=_EntityName, metavar="NAME", dest="entity_names",
                    help="the user or client id, in the order of --entity-type")
     p.add_argument("--entity-default", action=_EntityName, nargs=0, dest="entity_names",
@@ -119,6 +124,11 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tu
         parser.error("only 'users' and 'clients' entity types may be given together")
     if types == ["topics"] and "" in names:
         parser.error("--entity-default is not allowed with --entity-type topics")
+    if "brokers" in types and len(types) > 1:
+        parser.error("--entity-type brokers may not be given with another entity type")
+    for name in names if types == ["brokers"] else ():
+        if name and not re.fullmatch(r"-?[0-9]+", name.strip()):
+            parser.error(f"The entity name for brokers must be a valid integer broker id, but it is: {name}")
     if len(names) > len(types):
         parser.error("more entity names than entity types given")
     if args.alter and len(names) != len(types):
@@ -156,7 +166,12 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     try:
         security = load_command_config(args.command_config) if args.command_config else None
         with AdminClient(args.bootstrap_server, timeout=args.timeout / 1000, security=security) as admin:
-            if args.entity_type == ["topics"]:
+            if args.entity_type == ["brokers"]:
+                if args.alter:
+                    alter_broker(admin, args.entity_names[0], add, delete, out)
+                else:
+                    describe_brokers(admin, args.entity_names[0] if args.entity_names else None, out)
+            elif args.entity_type == ["topics"]:
                 if args.alter:
                     alter_topic(admin, args.entity_names[0], add, delete, out)
                 else:
@@ -381,6 +396,74 @@ def describe_topics(admin: AdminClient, topic: str | None, out: TextIO) -> None:
         overrides = _topic_overrides(admin, name)
         print(f"Dynamic configs for topic {name} are:", file=out)
         for c in overrides:
+            value = "null" if c.is_sensitive or c.value is None else c.value
+            synonyms = ", ".join(f"{CONFIG_SOURCES.get(s.source, s.source)}:{s.name}="
+                                 f"{'null' if c.is_sensitive or s.value is None else s.value}" for s in c.synonyms)
+            print(f"  {c.name}={value} sensitive={str(c.is_sensitive).lower()} synonyms={{{synonyms}}}", file=out)
+
+
+# -- brokers (dynamic broker configs) -------------------------------------------------------
+
+BROKER_RESOURCE = 4
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
+
+
+def _broker_connection(admin: AdminClient, name: str):
+    """A broker's own configs are asked of that broker (as Kafka's admin client routes them); the default of any."""
+    return admin.node(int(name)) if name else admin.connection()
+
+
+def _broker_layer(admin: AdminClient, name: str) -> list:
+    """The entries of a broker's dynamic layer (``name``), or of the cluster default (""), with synonyms."""
+    what = f"broker {name}" if name else "the default broker configs"
+    response = _broker_connection(admin, name).send(API_KEYS["DescribeConfigs"], {
+        "resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name, "configuration_keys": None}],
+        "include_synonyms": True}, min_version=1)
+    result = response.results[0]
+    if result.error_code:
+        raise KafkaApiError(result.error_code, result.error_message, context=f"DescribeConfigs of {what}")
+    source = DYNAMIC_BROKER_CONFIG if name else DYNAMIC_DEFAULT_BROKER_CONFIG
+    return [c for c in result.configs if c.config_source == source]
+
+
+def alter_broker(admin: AdminClient, name: str, add: dict[str, str], delete: list[str], out: TextIO) -> None:
+    """kafka-configs.sh 2.8: the layer as DescribeConfigs shows it, plus the added keys, less the deleted ones
+    (which must be set), written whole with AlterConfigs; a sensitive key (shown as null) must be given again."""
+    old = {c.name: c.value for c in _broker_layer(admin, name)}
+    invalid = [k for k in delete if k not in old]
+    if invalid:
+        raise ConfigCommandError(f"Invalid config(s): {','.join(invalid)}")
+    new = {**old, **add}
+    for key in delete:
+        new.pop(key, None)
+    missing = [k for k, v in new.items() if v is None]
+    if missing:
+        raise ConfigCommandError("All sensitive broker config entries must be specified for --alter, missing "
+                                 f"entries: Set({', '.join(missing)})")
+    response = _broker_connection(admin, name).send(API_KEYS["AlterConfigs"], {
+        "resources": [{"resource_type": BROKER_RESOURCE, "resource_name": name,
+                       "configs": [{"name": k, "value": v} for k, v in new.items()]}],
+        "validate_only": False})
+    for r in response.responses:
+        if r.error_code:
+            raise KafkaApiError(r.error_code, r.error_message,
+                                context=f"AlterConfigs of {'broker ' + name if name else 'the default broker configs'}")
+    if name:
+        print(f"Completed updating config for broker {name}.", file=out)
+    else:
+        print("Completed updating default config for brokers in the cluster.", file=out)
+
+
+def describe_brokers(admin: AdminClient, name: str | None, out: TextIO) -> None:
+    """kafka-configs.sh's "Dynamic configs for broker 1 are:" / "Default configs for brokers in the cluster are:";
+    without a name every live broker, then the default."""
+    names = [name] if name is not None else [str(b.node_id) for b in admin.metadata([]).brokers] + [""]
+    for entity in names:
+        if entity:
+            print(f"Dynamic configs for broker {entity} are:", file=out)
+        else:
+            print("Default configs for brokers in the cluster are:", file=out)
+        for c in _broker_layer(admin, entity):
             value = "null" if c.is_sensitive or c.value is None else c.value
             synonyms = ", ".join(f"{CONFIG_SOURCES.get(s.source, s.source)}:{s.name}="
                                  f"{'null' if c.is_sensitive or s.value is None else s.value}" for s in c.synonyms)

@@ -163,9 +163,9 @@ def delete_records(ctx: BrokerContext, header, request, conn):
             try:
                 if not may_delete:
                     raise errors.TopicAuthorizationFailedError()
-                partition = ctx.replicas.partition(TopicPartition(topic.name, p.partition_index))
-                if partition is None:
-                    raise errors.UnknownTopicOrPartitionError(f"{topic.name}-{p.partition_index} is not hosted here")
+                # a partition led elsewhere is NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata and
+                # retries at the leader (Kafka's ReplicaManager.getPartitionOrException)
+                partition = ctx.replicas.leader(TopicPartition(topic.name, p.partition_index))
                 offset = partition.high_watermark if p.offset == -1 else p.offset
                 out["low_watermark"] = partition.log.delete_records_before(offset)
             except Exception as exc:

@@ -5,9 +5,10 @@ Kafka protocol.
                      --broker-list 1,2,3 [--disable-rack-aware]
     kbroker reassign --bootstrap-server HOST:PORT --execute --reassignment-json-file F
                      [--additional] [--throttle B/S] [--timeout MS]
-    kbroker reassign --bootstrap-server HOST:PORT --verify --reassignment-json-file F
+                     [--replica-alter-log-dirs-throttle B/S]
+    kbroker reassign --bootstrap-server HOST:PORT --verify --reassignment-json-file F [--preserve-throttles]
     kbroker reassign --bootstrap-server HOST:PORT --list
-    kbroker reassign --bootstrap-server HOST:PORT --cancel --reassignment-json-file F
+    kbroker reassign --bootstrap-server HOST:PORT --cancel --reassignment-json-file F [--preserve-throttles]
 
 The files are Kafka's: ``{"topics":[{"topic":"t"}],"version":1}`` for --generate and
 ``{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1,2],"log_dirs":["any","any"]}]}``
@@ -20,8 +21,9 @@ moves; --cancel sends null replicas.
 
 Output lines are Kafka's. Exit status: 0 done (for --verify: every partition reached its target),
 1 a failure (one line on stderr starting with "Error: ") or, for --verify, some partition not
-(yet) at its target; 2 bad arguments. --throttle is accepted but not applied: kbroker does not
-throttle replication.
+(yet) at its target; 2 bad arguments. The throttles (--throttle, --replica-alter-log-dirs-throttle) are
+set before the reassignment starts and cleared by --verify once nothing moves any more
+(``reassign_throttle``).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from typing import Any, TextIO, TypeGuard
 from kbroker import errors
 from kbroker.protocol import API_KEYS
 
+from . import reassign_throttle as throttles
 from .client import (
     AdminClient,
     ClientError,
@@ -57,7 +60,8 @@ DESCRIBE_LOG_DIRS = API_KEYS["DescribeLogDirs"]
 
 CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
     "Cannot execute because there is an existing partition assignment.  Use --additional to override this and "
-    "create a new partition assignment in addition to the existing one.")
+    "create a new partition assignment in addition to the existing one. The --additional flag can also be used "
+    "to change the throttle by resubmitting the current reassignment.")
 
 TP = tuple[str, int]
 Replica = tuple[str, int, int]  # topic, partition, broker: Kafka's TopicPartitionReplica
@@ -89,11 +93,13 @@ def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--additional", action="store_true",
                    help="with --execute: start even though other reassignments are in progress")
     p.add_argument("--throttle", type=int, default=-1, metavar="B/S",
-                   help="accepted for compatibility; kbroker does not throttle replication")
+                   help="with --execute: the movement of partitions between brokers is throttled to this many "
+                        "bytes/s (leader and follower rates of the brokers involved)")
     p.add_argument("--replica-alter-log-dirs-throttle", type=int, default=-1, metavar="B/S",
-                   help="accepted for compatibility; kbroker does not throttle log directory moves")
+                   help="with --execute: the movement of replicas between log dirs of a broker is throttled to "
+                        "this many bytes/s")
     p.add_argument("--preserve-throttles", action="store_true",
-                   help="accepted for compatibility (no throttles are ever set)")
+                   help="with --verify or --cancel: leave the throttles in place")
     add_timeout_option(p, 10000, "how long the controller may take to accept the request")
     add_command_config(p)
     return p
@@ -150,11 +156,12 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
                         args.replica_alter_log_dirs_throttle, args.timeout, out)
                 return 0
             if action == "verify":
-                return 0 if verify(admin, read_text_file(args.reassignment_json_file), out) else 1
+                return 0 if verify(admin, read_text_file(args.reassignment_json_file), out,
+                                   args.preserve_throttles) else 1
             if action == "list":
                 print(list_text(list_reassignments(admin)), file=out)
                 return 0
-            cancel(admin, read_text_file(args.reassignment_json_file), args.timeout, out)
+            cancel(admin, read_text_file(args.reassignment_json_file), args.timeout, out, args.preserve_throttles)
             return 0
     except (ReassignError, ClientError) as exc:
         out.flush()
@@ -406,7 +413,8 @@ def generate(admin: AdminClient, topics_json: str, broker_list: str, rack_aware:
 def execute(admin: AdminClient, reassignment_json: str, additional: bool, throttle: int, log_dir_throttle: int,
             timeout_ms: int, out: TextIO) -> None:
     proposed = check_execute(parse_reassignment(reassignment_json))
-    if not additional and list_reassignments(admin):
+    ongoing = list_reassignments(admin)
+    if not additional and ongoing:
         raise ReassignError(CANNOT_EXECUTE_BECAUSE_OF_EXISTING)
     current, meta = _assignments(admin, [t for t, _ in proposed])
     missing = [tp for tp in sorted(proposed) if tp not in current]
@@ -420,8 +428,13 @@ def execute(admin: AdminClient, reassignment_json: str, additional: bool, thrott
     print("Current partition replica assignment\n\n"
           f"{format_json({tp: current[tp] for tp in proposed})}\n\n"
           "Save this to use as the --reassignment-json-file option during rollback", file=out)
+    moves = parse_log_dir_moves(reassignment_json)
     if throttle >= 0 or log_dir_throttle >= 0:
-        print("Warning: the throttle is not applied: kbroker does not throttle replication.", file=out)
+        print(throttles.VERIFY_PERIODICALLY, file=out)
+        if throttle >= 0:
+            throttles.set_reassignment_throttle(admin, throttles.move_map(ongoing, proposed, current), throttle, out)
+        if log_dir_throttle >= 0:
+            throttles.set_log_dir_throttle(admin, {broker for _, _, broker in moves}, log_dir_throttle, out)
     # A replica set that does not change needs no reassignment (Kafka's completes at once; a single
     # kbroker has no controller to send it to): only its log dir moves.
     changed: dict[TP, list[int] | None] = {tp: r for tp, r in proposed.items() if r != current[tp]}
@@ -430,7 +443,6 @@ def execute(admin: AdminClient, reassignment_json: str, additional: bool, thrott
         raise _failures("starting", failed)
     print(f"Successfully started partition reassignment{_plural(len(proposed))} for "
           + ",".join(map(_name, sorted(proposed))), file=out)
-    moves = parse_log_dir_moves(reassignment_json)
     if moves:
         execute_moves(admin, moves, timeout_ms, out)
 
@@ -532,8 +544,9 @@ def verify_moves(admin: AdminClient, moves: dict[Replica, str]) -> tuple[list[st
     return lines, done
 
 
-def verify(admin: AdminClient, reassignment_json: str, out: TextIO) -> bool:
-    """Print each partition's state; True when every one has reached its target."""
+def verify(admin: AdminClient, reassignment_json: str, out: TextIO, preserve_throttles: bool = False) -> bool:
+    """Print each partition's state; True when every one has reached its target. Once no reassignment is in
+    progress (any, as Kafka asks) and no log-dir move of the file, the throttles are cleared."""
     targets = dict(parse_reassignment(reassignment_json))
     if not targets:
         raise ReassignError("Partition reassignment list cannot be empty")
@@ -559,12 +572,13 @@ def verify(admin: AdminClient, reassignment_json: str, out: TextIO) -> bool:
             lines.append(f"There is no active reassignment of partition {_name(tp)}, but replica set is "
                          f"{','.join(map(str, current.get(tp, [])))} rather than {','.join(map(str, targets[tp]))}.")
             complete = False
-    moves = parse_log_dir_moves(reassignment_json)
-    if moves:
-        move_lines, moved = verify_moves(admin, moves)
-        lines += move_lines
-        complete = complete and moved
     print("\n".join(lines), file=out)
+    moves = parse_log_dir_moves(reassignment_json)
+    move_lines, moved = verify_moves(admin, moves) if moves else ([], True)
+    print("\n".join(move_lines), file=out)  # an empty line without moves, as Kafka prints it
+    complete = complete and moved
+    if not ongoing and moved and not preserve_throttles:
+        throttles.clear_all_throttles(admin, targets, out)
     return complete
 
 
@@ -584,8 +598,10 @@ def list_text(reassignments: dict[TP, tuple[list[int], list[int], list[int]]]) -
     return "\n".join(lines)
 
 
-def cancel(admin: AdminClient, reassignment_json: str, timeout_ms: int, out: TextIO) -> list[TP]:
-    targets = [tp for tp, _ in parse_reassignment(reassignment_json)]
+def cancel(admin: AdminClient, reassignment_json: str, timeout_ms: int, out: TextIO,
+           preserve_throttles: bool = False) -> list[TP]:
+    entries = parse_reassignment(reassignment_json)
+    targets = [tp for tp, _ in entries]
     if not targets:
         raise ReassignError("Partition reassignment list cannot be empty")
     active = sorted(tp for tp, (_, adding, removing) in list_reassignments(admin, targets).items()
@@ -599,11 +615,13 @@ def cancel(admin: AdminClient, reassignment_json: str, timeout_ms: int, out: Tex
         print(f"Successfully cancelled partition reassignment{_plural(len(active))} for: "
               + ",".join(map(_name, active)), file=out)
     moves = parse_log_dir_moves(reassignment_json)
-    if moves:  # as Kafka: a move in flight is cancelled by moving the replica to where it is
-        states = log_dir_states(admin, moves)
-        back = {r: state[0] for r, state in states.items() if state[0] is not None and state[1] is not None}
-        if not back:
-            print("None of the specified partition moves are active.", file=out)
-        else:
-            execute_moves(admin, back, timeout_ms, out)  # type: ignore[arg-type]
+    # as Kafka: a move in flight is cancelled by moving the replica to where it is
+    states = log_dir_states(admin, moves) if moves else {}
+    back = {r: state[0] for r, state in states.items() if state[0] is not None and state[1] is not None}
+    if not back:
+        print("None of the specified partition moves are active.", file=out)
+    else:
+        execute_moves(admin, back, timeout_ms, out)  # type: ignore[arg-type]
+    if not preserve_throttles:
+        throttles.clear_all_throttles(admin, dict(entries), out)
     return active

@@ -163,7 +163,9 @@ def test_move_under_steady_acks_all_producer_then_restart(jbod: BrokerProcess, t
         assert verify.returncode == 0
         cancel = reassign_cli(jbod, "--cancel", "--reassignment-json-file", str(plan))
         assert cancel.stdout.splitlines() == ["None of the specified partition reassignments are active.",
-                                              "None of the specified partition moves are active."]
+                                              "None of the specified partition moves are active.",
+                                              "Clearing broker-level throttles on broker 0",
+                                              "Clearing topic-level throttles on topic steady"]
         acked_after_first = len(producer.acked)
         producer.wait_acked(acked_after_first + 1500)
         # and back, directly

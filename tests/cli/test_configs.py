@@ -194,13 +194,15 @@ def test_topic_configs(broker, kbroker, unique):
     lines = ok(kbroker(*b, "--describe", "--entity-type", "topics", "--entity-name", topic)).splitlines()
     assert lines[0] == f"Dynamic configs for topic {topic} are:"
     assert sorted(lines[1:]) == [
-        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}",
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}",  # retention.ms has none: log.retention.ms is set nowhere
         "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}"]
     assert failed(kbroker(*b, "--alter", "--entity-type", "topics", "--entity-name", topic,
                           "--delete-config", "segment.ms")) == ERROR + "Invalid config(s): segment.ms"
     ok(kbroker(*b, "--alter", "--entity-type", "topics", "--entity-name", topic, "--delete-config", "retention.ms"))
     assert ok(kbroker(*b, "--describe", "--entity-type", "topics", "--entity-name", topic)).splitlines()[1:] == [
-        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete}"]
+        "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:cleanup.policy=compact,delete, "
+        "DEFAULT_CONFIG:log.cleanup.policy=delete}"]
     assert f"Dynamic configs for topic {topic} are:" in ok(kbroker(*b, "--describe", "--entity-type", "topics"))
     missing = failed(kbroker(*b, "--describe", "--entity-type", "topics", "--entity-name", unique("none")))
     assert "UNKNOWN_TOPIC_OR_PARTITION" in missing

@@ -10,6 +10,7 @@ confluent-kafka's admin clients and a raw v4 request, against one real broker st
 """
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
@@ -157,3 +158,73 @@ def test_confluent_kafka_sees_sources_and_synonyms(static_broker):
     segment = configs["segment.bytes"]
     assert segment.source == ConfigSource.STATIC_BROKER_CONFIG.value and not segment.is_default
     assert configs["flush.ms"].source == ConfigSource.DEFAULT_CONFIG.value and configs["flush.ms"].is_default
+
+
+@pytest.fixture
+def dynamic_broker(tmp_path) -> Iterator:
+    yield from _make_broker(tmp_path, {"broker.id": "5", **STATIC})
+
+
+def _incremental(admin: AdminClient, resource_type: ResourceType, name: str, configs: dict[str, str]) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry
+
+    resource = ConfigResource(resource_type, name, incremental_configs=[
+        ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def test_dynamic_broker_configs_show_their_layers(dynamic_broker):
+    """IncrementalAlterConfigs at the cluster default and on the broker itself (confluent-kafka), then
+    DescribeConfigs of the broker, of the cluster default and of a topic: each value from its layer, the layers
+    below it as its synonyms, as Kafka 2.8 answers them."""
+    admin = AdminClient({"bootstrap.servers": dynamic_broker.bootstrap})
+    topic = _topic(dynamic_broker)
+    # (confluent-kafka refuses the empty name of the cluster default: a raw IncrementalAlterConfigs sets it)
+    answer = request(dynamic_broker.bootstrap, 44, 0, {"validate_only": False, "resources": [{
+        "resource_type": 4, "resource_name": "", "configs": [
+            {"name": "log.segment.bytes", "config_operation": 0, "value": "3000000"},
+            {"name": "log.retention.ms", "config_operation": 0, "value": "7200000"}]}]})
+    assert [(r.error_code, r.error_message) for r in answer.responses] == [(0, None)]
+    _incremental(admin, ResourceType.BROKER, "5", {"log.segment.bytes": "4000000"})
+    broker = ConfigResource(ResourceType.BROKER, "5")
+    deadline = time.monotonic() + 15
+    while True:  # the broker follows /config/brokers through its change notices
+        configs = admin.describe_configs([broker])[broker].result(30)
+        if configs["log.segment.bytes"].value == "4000000" and configs["log.retention.ms"].value == "7200000":
+            break
+        assert time.monotonic() < deadline, {k: configs[k].value for k in ("log.segment.bytes", "log.retention.ms")}
+        time.sleep(0.2)
+
+    assert configs["log.segment.bytes"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    assert configs["log.retention.ms"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    assert not configs["log.segment.bytes"].is_read_only
+    # (confluent-kafka keys synonyms by name, so the layers of one key collapse: kafka-python lists them)
+    from kafka.admin import ConfigResourceType
+
+    mine = _kafka_python(dynamic_broker, ConfigResourceType.BROKER, "5")
+    segment_layers = [("log.segment.bytes", "4000000", "DYNAMIC_BROKER_CONFIG"),
+                      ("log.segment.bytes", "3000000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                      ("log.segment.bytes", "2000000", "STATIC_BROKER_CONFIG"),
+                      ("log.segment.bytes", "1073741824", "DEFAULT_CONFIG")]
+    retention_layers = [("log.retention.ms", "7200000", "DYNAMIC_DEFAULT_BROKER_CONFIG"),
+                        ("log.retention.hours", "24", "STATIC_BROKER_CONFIG"),
+                        ("log.retention.hours", "168", "DEFAULT_CONFIG")]
+    assert _synonyms(mine["log.segment.bytes"]) == segment_layers
+    assert _synonyms(mine["log.retention.ms"]) == retention_layers
+
+    cluster_default = request(dynamic_broker.bootstrap, 32, 4, {"resources": [
+        {"resource_type": 4, "resource_name": "", "configuration_keys": None}], "include_synonyms": True})
+    assert [(c.name, c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+            for c in cluster_default.results[0].configs] == [
+        ("log.retention.ms", "7200000", 3, [("log.retention.ms", "7200000", 3)]),
+        ("log.segment.bytes", "3000000", 3, [("log.segment.bytes", "3000000", 3)])]
+
+    described = ConfigResource(ResourceType.TOPIC, topic)
+    topic_configs = admin.describe_configs([described])[described].result(30)
+    assert (topic_configs["segment.bytes"].value, topic_configs["segment.bytes"].source) == (
+        "4000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert (topic_configs["retention.ms"].value, topic_configs["retention.ms"].source) == (
+        "7200000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+    topic_entries = _kafka_python(dynamic_broker, ConfigResourceType.TOPIC, topic)
+    assert _synonyms(topic_entries["segment.bytes"]) == segment_layers
+    assert _synonyms(topic_entries["retention.ms"]) == retention_layers

@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import Any
 
 from kbroker.config import DEFS
+from kbroker.dynamic_config import ALL_DYNAMIC_KEYS, REPLICATION_QUOTA_KEYS
 from kbroker.log.config import KEYS as LOG_KEYS
 
 
@@ -127,39 +128,9 @@ def is_sensitive(config_type: ConfigType) -> bool:
 TOPIC_SYNONYMS: dict[str, str] = {k.topic_key: k.broker_keys[0] for k in LOG_KEYS if k.topic_key and k.broker_keys}
 
 # Broker keys Kafka 2.8 can change without a restart (DynamicBrokerConfig.AllDynamicConfigs): DescribeConfigs
-# answers them read_only=false, every other broker key read_only=true.
-DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset({
-    # SslConfigs.RECONFIGURABLE_CONFIGS
-    "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
-    "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain",
-    "ssl.keystore.key", "ssl.truststore.certificates",
-    # LogCleaner.ReconfigurableConfigs
-    "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
-    "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms",
-    # DynamicLogConfig.ReconfigurableConfigs: the topic keys' broker synonyms but log.message.format.version
-    "log.segment.bytes", "log.roll.ms", "log.roll.jitter.ms", "log.index.size.max.bytes",
-    "log.flush.interval.messages", "log.flush.interval.ms", "log.retention.bytes", "log.retention.ms",
-    "log.index.interval.bytes", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
-    "log.cleaner.max.compaction.lag.ms", "log.segment.delete.delay.ms", "log.cleaner.min.cleanable.ratio",
-    "log.cleanup.policy", "unclean.leader.election.enable", "min.insync.replicas", "compression.type",
-    "log.preallocate", "log.message.timestamp.type", "log.message.timestamp.difference.max.ms",
-    "log.message.downconversion.enable",
-    # DynamicThreadPool.ReconfigurableConfigs, metric reporters
-    "num.io.threads", "num.network.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
-    "background.threads", "metric.reporters",
-    # DynamicListenerConfig.ReconfigurableConfigs
-    "advertised.listeners", "listeners", "listener.security.protocol.map", "principal.builder.class",
-    "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols", "ssl.keymanager.algorithm",
-    "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm", "ssl.secure.random.implementation",
-    "ssl.client.auth", "ssl.engine.factory.class", "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config",
-    "sasl.enabled.mechanisms", "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
-    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
-    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
-    "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
-    "sasl.login.refresh.buffer.seconds", "max.connections", "max.connection.creation.rate",
-    # SocketServer.ReconfigurableConfigs
-    "max.connections.per.ip", "max.connections.per.ip.overrides",
-})
+# answers them read_only=false, every other broker key read_only=true. The replication throttle rates are
+# DynamicConfig.Broker's own keys, not in AllDynamicConfigs: Kafka answers them read-only though they change.
+DYNAMIC_BROKER_KEYS: frozenset[str] = ALL_DYNAMIC_KEYS - REPLICATION_QUOTA_KEYS
 
 # Broker keys whose Kafka default is null: unset, DescribeConfigs answers them null with no DEFAULT_CONFIG synonym
 # (kbroker's "" stands for "not set" there, e.g. advertised.listeners falls back to listeners).

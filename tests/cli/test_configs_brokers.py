@@ -80,10 +80,12 @@ def test_broker_configs_kafka_refuses(broker_7, kbroker):
     b = ["configs", "--bootstrap-server", broker_7.bootstrap, "--entity-type", "brokers"]
     refused = failed(kbroker(*b, "--entity-name", "7", "--alter", "--add-config", "log.dirs=/elsewhere"))
     assert refused == (ERROR + "AlterConfigs of broker 7: Invalid config value for resource ConfigResource("
-                       "type=BROKER, name='7'): Cannot update these configs dynamically: Set(log.dirs) (INVALID_REQUEST)")
+                       "type=BROKER, name='7'): Cannot update these configs dynamically: Set(log.dirs) "
+                       "(INVALID_REQUEST)")
     refused = failed(kbroker(*b, "--entity-default", "--alter", "--add-config", "log.retention.ms=soon"))
     assert refused.endswith("Invalid config value for resource ConfigResource(type=BROKER, name=''): Invalid value "
-                            "soon for configuration log.retention.ms: Not a number of type LONG (INVALID_REQUEST)"), refused
+                            "soon for configuration log.retention.ms: Not a number of type LONG "
+                            "(INVALID_REQUEST)"), refused
     refused = failed(kbroker(*b, "--entity-default", "--alter",
                              "--add-config", "listener.name.plaintext.ssl.keystore.location=/k.pem"))
     assert refused.endswith("Cannot update these configs at default cluster level, broker id must be specified: "

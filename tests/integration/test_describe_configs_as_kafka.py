@@ -228,3 +228,20 @@ def test_dynamic_broker_configs_show_their_layers(dynamic_broker):
     topic_entries = _kafka_python(dynamic_broker, ConfigResourceType.TOPIC, topic)
     assert _synonyms(topic_entries["segment.bytes"]) == segment_layers
     assert _synonyms(topic_entries["retention.ms"]) == retention_layers
+
+
+def test_create_topics_v5_answers_the_same_entries(static_broker):
+    """CreateTopics v5+ answers the new topic's configs as DescribeConfigs would (Kafka's createTopicConfigEntry):
+    a given key TOPIC_CONFIG, a key server.properties sets STATIC_BROKER_CONFIG, the others DEFAULT_CONFIG."""
+    name = f"created-{uuid.uuid4().hex[:8]}"
+    answer = request(static_broker.bootstrap, 19, 5, {"topics": [{
+        "name": name, "num_partitions": 1, "replication_factor": 1, "assignments": [],
+        "configs": [{"name": "cleanup.policy", "value": "delete,compact"}]}], "timeout_ms": 30_000,
+        "validate_only": True})
+    [created] = answer.topics
+    assert created.error_code == 0
+    configs = {c.name: (c.value, c.config_source, c.read_only, c.is_sensitive) for c in created.configs}
+    assert configs["cleanup.policy"] == ("delete,compact", 1, False, False)
+    assert configs["segment.bytes"] == ("2000000", 4, False, False)
+    assert configs["retention.ms"] == (str(24 * 3600_000), 5, False, False)  # log.retention.ms is set nowhere
+    assert configs["max.message.bytes"] == ("1048588", 5, False, False)

@@ -80,3 +80,15 @@ def test_a_removed_dynamic_value_falls_back_to_the_layers_below():
     assert (topic["retention.ms"].value, topic["retention.ms"].source, topic["retention.ms"].synonyms) == (
         str(24 * 3600_000), 5, [])
     assert broker_entries(dynamic, per_broker=False) == []
+
+
+def test_overrides_another_tool_wrote_are_listed_as_kafka_would():
+    """A topic's znode may hold keys kbroker does not apply (written by Kafka's own tools): Kafka 2.8 lists a
+    LogConfig key with its type, and a key of no known type as sensitive (null)."""
+    topic = _by_name(topic_entries(_layers(), {"preallocate": "true", "custom.key": "v", "retention.ms": "5"}))
+    assert (topic["preallocate"].value, topic["preallocate"].config_type, topic["preallocate"].source) == (
+        "true", ConfigType.BOOLEAN, 1)
+    custom = topic["custom.key"]
+    assert (custom.value, custom.sensitive, custom.config_type, _synonyms(custom)) == (
+        None, True, ConfigType.UNKNOWN, [("custom.key", None, 1)])
+    assert topic["retention.ms"].value == "5"

@@ -320,6 +320,7 @@ class LogManager:
         self._remove_retired(now)
         stats = CleanStats()
         self._finish_done(stats, wait)
+        inline = not self.cleaner.running
         while self.config.cleaner_enable and now >= self._cleaner_next_check \
                 and len(self._cleaning) < self.cleaner.capacity:
             job = self._next_job(now)
@@ -328,7 +329,7 @@ class LogManager:
                 break
             self._cleaning[job.tp] = job
             self.cleaner.submit(job)
-            if job.done.is_set():  # cleaned on this thread (no workers): one log per call
+            if inline:  # cleaned on this thread (no workers): one log per call
                 self._finish_done(stats, False)
                 break
         if wait:

@@ -6,8 +6,10 @@ import logging
 
 from kbroker import errors
 from kbroker.controller.reassignment import request_moves
+from kbroker.log import TopicPartition
 from kbroker.log.log_manager import HOSTING_CHUNK
 
+from . import control_versions
 from .acls import Op, cluster_allowed
 from .context import BrokerContext
 from .registry import handles
@@ -120,14 +122,16 @@ def _stale_controller(ctx: BrokerContext, request) -> bool:
 
 @handles(4)
 def leader_and_isr(ctx: BrokerContext, header, request, conn):
+    version = header.api_version
+    control_versions.regroup_leader_and_isr(version, request)
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
-        return {"error_code": _DENIED, "partition_errors": []}
+        return control_versions.leader_and_isr_answer(version, request, _DENIED, [])
     if _stale_controller(ctx, request):
-        return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
-    return _leader_and_isr(ctx, request)
+        return control_versions.leader_and_isr_answer(version, request, errors.StaleControllerEpochError.code, [])
+    return _leader_and_isr(ctx, version, request)
 
 
-async def _leader_and_isr(ctx: BrokerContext, request) -> dict:
+async def _leader_and_isr(ctx: BrokerContext, version: int, request) -> dict:
     assert ctx.zookeeper is not None
     leaders = {b.broker_id: b for b in request.live_leaders}
     results = []
@@ -149,7 +153,7 @@ async def _leader_and_isr(ctx: BrokerContext, request) -> dict:
                 log.exception("LeaderAndIsr for %s-%d failed", topic.topic_name, p.partition_index)
                 code = errors.UnknownServerError.code
             results.append({"topic_name": topic.topic_name, "partition_index": p.partition_index, "error_code": code})
-    return {"error_code": 0, "partition_errors": results}
+    return control_versions.leader_and_isr_answer(version, request, 0, results)
 
 
 @handles(5)
@@ -159,10 +163,14 @@ def stop_replica(ctx: BrokerContext, header, request, conn):
     if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
     results = []
-    for topic in request.topics:
-        for index in topic.partition_indexes:
-            ctx.replicas.stop_replica(topic.name, index, request.delete_partitions)
-            results.append({"topic_name": topic.name, "partition_index": index, "error_code": 0})
+    for stop in control_versions.stop_replica_partitions(header.api_version, request):
+        code = 0
+        partition = ctx.replicas.partitions.get(TopicPartition(stop.topic, stop.partition))
+        if partition is not None and stop.leader_epoch >= 0 and stop.leader_epoch <= partition.leader_epoch:
+            code = errors.FencedLeaderEpochError.code  # v3 (KIP-570): a stale or repeated stop is refused
+        else:
+            ctx.replicas.stop_replica(stop.topic, stop.partition, stop.delete)
+        results.append({"topic_name": stop.topic, "partition_index": stop.partition, "error_code": code})
     return {"error_code": 0, "partition_errors": results}
 
 
@@ -173,5 +181,6 @@ def update_metadata(ctx: BrokerContext, header, request, conn):
     if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code}
     assert ctx.zookeeper is not None  # _stale_controller refuses every request on a single broker
+    control_versions.regroup_update_metadata(header.api_version, request)
     ctx.zookeeper.metadata.update(request)
     return {"error_code": 0}

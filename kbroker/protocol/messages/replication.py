@@ -59,22 +59,30 @@ _PARTITION_STATE = """
 """
 
 
-# The answer to LeaderAndIsr and StopReplica (before they group partitions by topic).
-def _partition_errors(struct: str) -> str:
+def _ungrouped(field: str, struct: str, versions: str, extra: str) -> str:
+    """The first versions list each partition with its topic name instead of grouping them by topic
+    (handlers.control_versions regroups them)."""
+    indented = "\n".join("  " + line[4:] if line.startswith("    ") else line
+                          for line in _PARTITION_STATE.strip("\n").splitlines())
     return f"""
-    error_code                 int16                v0+
-    partition_errors           [{struct}]  v0+
-      topic_name               string               v0+
-      partition_index          int32                v0+
-      error_code               int16                v0+
+    {field:<26} [{struct}]  {versions}
+      topic_name               string               {versions}
+{indented}
+      {extra}
 """
 
 
-# Only the versions where partitions are grouped by topic are declared: v2 adds the broker epoch
-# and the grouping, v3 adding/removing replicas, v4 is flexible.
-LEADER_AND_ISR = api(4, "LeaderAndIsr", "2-4", flexible=4, request=_control_request(2) + """
+# Kafka 2.8 (apache/kafka clients/src/main/resources/common/message/LeaderAndIsrRequest.json, 0-5):
+# v1 adds is_new, v2 the broker epoch and the grouping by topic, v3 adding/removing replicas, v4 is
+# flexible, v5 (KIP-516) the request type and topic ids, and an answer grouped by topic id.
+LEADER_AND_ISR = api(4, "LeaderAndIsr", "0-5", flexible=4, request=_control_request(2) + """
+    type                       int8                 v5+
+""" + _ungrouped(
+    "ungrouped_partition_states", "LeaderAndIsrUngroupedState", "v0-1",
+    "is_new                   bool                 v1") + """
     topic_states               [LeaderAndIsrTopicState]  v2+
       topic_name               string               v2+
+      topic_id                 uuid                 v5+
       partition_states         [LeaderAndIsrPartitionState]  v2+
 """ + _PARTITION_STATE + """
         adding_replicas        [int32]              v3+
@@ -84,25 +92,58 @@ LEADER_AND_ISR = api(4, "LeaderAndIsr", "2-4", flexible=4, request=_control_requ
       broker_id                int32                v0+
       host_name                string               v0+
       port                     int32                v0+
-""", response=_partition_errors("LeaderAndIsrPartitionError"))
+""", response="""
+    error_code                 int16                v0+
+    partition_errors           [LeaderAndIsrPartitionError]  v0-4
+      topic_name               string               v0-4
+      partition_index          int32                v0-4
+      error_code               int16                v0-4
+    topics                     [LeaderAndIsrTopicError]  v5+
+      topic_id                 uuid                 v5+
+      partition_errors         [LeaderAndIsrTopicPartitionError]  v5+
+        partition_index        int32                v5+
+        error_code             int16                v5+
+""")
 
-# v1 adds the broker epoch and groups partitions by topic; v2 is flexible.
-STOP_REPLICA = api(5, "StopReplica", "1-2", flexible=2, request=_control_request(1) + """
+# Kafka 2.8 (StopReplicaRequest.json, 0-3): v1 adds the broker epoch and groups partitions by topic,
+# v2 is flexible, v3 (KIP-570) carries each partition's leader epoch and its own delete flag.
+STOP_REPLICA = api(5, "StopReplica", "0-3", flexible=2, request=_control_request(1) + """
     delete_partitions          bool                 v0-2
+    ungrouped_partitions       [StopReplicaPartitionV0]  v0
+      topic_name               string               v0
+      partition_index          int32                v0
     topics                     [StopReplicaTopicV1] v1-2
       name                     string               v1-2
       partition_indexes        [int32]              v1-2
-""", response=_partition_errors("StopReplicaPartitionError"))
+    topic_states               [StopReplicaTopicState]  v3+
+      topic_name               string               v3+
+      partition_states         [StopReplicaPartitionState]  v3+
+        partition_index        int32                v3+
+        leader_epoch           int32                v3+    default=-1
+        delete_partition       bool                 v3+
+""", response="""
+    error_code                 int16                v0+
+    partition_errors           [StopReplicaPartitionError]  v0+
+      topic_name               string               v0+
+      partition_index          int32                v0+
+      error_code               int16                v0+
+""")
 
-# v5 adds the broker epoch and groups partitions by topic; v6 is flexible.
-UPDATE_METADATA = api(6, "UpdateMetadata", "5-6", flexible=6, request=_control_request(5) + """
+# Kafka 2.8 (UpdateMetadataRequest.json, 0-7): v1 lists endpoints, v2 adds the rack, v3 the listener
+# name, v4 offline replicas, v5 the broker epoch and the grouping by topic, v6 is flexible, v7 topic ids.
+UPDATE_METADATA = api(6, "UpdateMetadata", "0-7", flexible=6, request=_control_request(5) + _ungrouped(
+    "ungrouped_partition_states", "UpdateMetadataUngroupedState", "v0-4",
+    "offline_replicas         [int32]              v4") + """
     topic_states               [UpdateMetadataTopicState]  v5+
       topic_name               string               v5+
+      topic_id                 uuid                 v7+
       partition_states         [UpdateMetadataPartitionState]  v5+
 """ + _PARTITION_STATE + """
         offline_replicas       [int32]              v4+
     live_brokers               [UpdateMetadataBroker]  v0+
       id                       int32                v0+
+      v0_host                  string               v0
+      v0_port                  int32                v0
       endpoints                [UpdateMetadataEndpoint]  v1+
         port                   int32                v1+
         host                   string               v1+

@@ -1,6 +1,7 @@
 """IncrementalAlterConfigs on a broker resource through librdkafka's admin client, one broker (embedded store): SET,
 DELETE, APPEND and SUBTRACT as Kafka 2.8's ZkAdminManager applies them to the broker's dynamic layer, validate_only
-writing nothing, and message.max.bytes taking effect at once for topics that do not override it."""
+writing nothing, and message.max.bytes taking effect at once for topics that do not override it, and again after a
+restart."""
 from __future__ import annotations
 
 import time
@@ -59,6 +60,10 @@ def test_incremental_alter_configs_on_a_broker(broker_factory):
     _wait_layer(admin, {"message.max.bytes": "2000"})
     assert _produce(broker.bootstrap, "plain", 5000).code() == KafkaError.MSG_SIZE_TOO_LARGE
     assert _produce(broker.bootstrap, "own", 5000) is None  # the topic's own override wins
+    broker.restart()  # read back from the store at start, before the logs are served
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    assert _layer(admin) == {"message.max.bytes": "2000"}
+    assert _produce(broker.bootstrap, "plain", 5000).code() == KafkaError.MSG_SIZE_TOO_LARGE
 
     # APPEND and SUBTRACT only on LIST keys; the list starts from the key's default when the layer lacks it
     _alter(admin, ("log.cleanup.policy", "compact", APPEND))

@@ -103,6 +103,8 @@ _TABLE: tuple[tuple[int, str, bool], ...] = (
     (91, "RESOURCE_NOT_FOUND", False),
     (92, "DUPLICATE_RESOURCE", False),
     (93, "UNACCEPTABLE_CREDENTIAL", False),
+    (95, "INVALID_UPDATE_VERSION", False),
+    (96, "FEATURE_UPDATE_FAILED", False),
     (100, "UNKNOWN_TOPIC_ID", True),
     (103, "INCONSISTENT_TOPIC_ID", True),
     (106, "FETCH_SESSION_TOPIC_ID_ERROR", True),

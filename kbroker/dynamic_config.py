@@ -331,8 +331,9 @@ class DynamicBrokerConfig:
 
     @staticmethod
     def _changed(old: Mapping[str, tuple[str, str]], new: Mapping[str, tuple[str, str]]) -> frozenset[str]:
-        return frozenset(k for k in old.keys() | new.keys() if (old.get(k) or ("",))[0] != (new.get(k) or ("",))[0]
-                         or (k in old) != (k in new))
+        """Keys set in one and not the other, or to another value (where they come from aside)."""
+        before, after = ({k: v for k, (v, _) in raw.items()} for raw in (old, new))
+        return frozenset(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
     def effective_raw(self, per_broker: Mapping[str, str] | None = None,
                       cluster_default: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
@@ -361,10 +362,9 @@ class DynamicBrokerConfig:
             except ValueError as exc:
                 log.error("dynamic broker configs refused, keeping the current ones: %s", exc)
                 return frozenset()
-            old_raw = {k: v for k, (v, _) in self.effective_raw().items()}
+            old_raw = self.effective_raw()
             self.per_broker, self.cluster_default = new_mine, new_default
-            new_raw = {k: v for k, (v, _) in self.effective_raw().items()}
-            changed = frozenset(k for k in old_raw.keys() | new_raw.keys() if old_raw.get(k) != new_raw.get(k))
+            changed = self._changed(old_raw, self.effective_raw())
             self.current = new
         if changed:
             log.info("broker %d: dynamic configs changed: %s", self.broker_id, ", ".join(sorted(changed)))

@@ -578,7 +578,7 @@ class CleanerThread:
             self._threads = [t for t in self._threads if t.is_alive()]
             extra = len(self._threads) - self._wanted
         if not self._started:
-            return
+            return  # start() runs as many
         for _ in range(max(extra, 0)):
             self._jobs.put(None)
         self._spawn()

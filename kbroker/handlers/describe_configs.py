@@ -46,7 +46,8 @@ async def _entries(ctx: BrokerContext, resource_type: int, name: str) -> list[Co
         if ctx.zookeeper is not None:
             # As Kafka (adminZkClient.fetchEntityConfig): ZooKeeper, not this broker's view, which follows
             # /config/changes a moment later, so that a client reads at once what it just altered on another broker.
-            overrides = await ctx.run_blocking(lambda: get_entity_config(ctx.store, "topics", name))
+            with errors.translate_zk():
+                overrides = await ctx.run_blocking(lambda: get_entity_config(ctx.store, "topics", name))
         return topic_entries(ctx.dynamic_config, overrides)
     if resource_type == BROKER_RESOURCE:
         if name == "":

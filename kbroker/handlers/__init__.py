@@ -20,6 +20,7 @@ def load_all() -> dict[int, Handler]:
         acls,
         admin,
         alter_configs,
+        alter_isr,
         api_versions,
         controller,
         delegation_tokens,

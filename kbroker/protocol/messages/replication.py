@@ -154,6 +154,32 @@ UPDATE_METADATA = api(6, "UpdateMetadata", "0-7", flexible=6, request=_control_r
     error_code                 int16                v0+
 """)
 
+# KIP-497 (Kafka 2.8, AlterIsrRequest.json, v0 flexible): a partition leader asks the controller to
+# change its ISR, fenced by its leader epoch and the state znode's version (current_isr_version).
+ALTER_ISR = api(56, "AlterIsr", "0", flexible=0, request="""
+    broker_id                  int32                v0+
+    broker_epoch               int64                v0+    default=-1
+    topics                     [TopicData]          v0+
+      name                     string               v0+
+      partitions               [PartitionData]      v0+
+        partition_index        int32                v0+
+        leader_epoch           int32                v0+
+        new_isr                [int32]              v0+
+        current_isr_version    int32                v0+
+""", response="""
+    throttle_time_ms           int32                v0+
+    error_code                 int16                v0+
+    topics                     [TopicResult]        v0+
+      name                     string               v0+
+      partitions               [PartitionResult]    v0+
+        partition_index        int32                v0+
+        error_code             int16                v0+
+        leader_id              int32                v0+
+        leader_epoch           int32                v0+
+        isr                    [int32]              v0+
+        current_isr_version    int32                v0+
+""")
+
 # KIP-455: what kafka-reassign-partitions.sh --bootstrap-server sends. Null replicas cancel.
 ALTER_PARTITION_REASSIGNMENTS = api(45, "AlterPartitionReassignments", "0", flexible=0, request="""
     timeout_ms                 int32                v0+    default=60000
@@ -193,4 +219,4 @@ LIST_PARTITION_REASSIGNMENTS = api(46, "ListPartitionReassignments", "0", flexib
 """)
 
 APIS = (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, OFFSET_FOR_LEADER_EPOCH, CONTROLLED_SHUTDOWN,
-        ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS)
+        ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS, ALTER_ISR)

@@ -1,7 +1,8 @@
 """ACLs in a 2-broker cluster on a real ZooKeeper: an ACL created through one broker is enforced by
-the other (both follow the change notices, so it takes a ZooKeeper watch, not a poll: the time is printed), the znodes are Kafka's bytes field by
-field, a corrupt ACL znode is skipped while the brokers keep serving, and replication between the
-brokers (inter-broker requests under the authorizer) keeps working."""
+the other (both follow the change notices: a ZooKeeper watch, not a poll; the time it took is
+printed), the znodes are Kafka's bytes field by field, a corrupt ACL znode is skipped while the
+brokers keep serving, and replication between the brokers (inter-broker requests under the
+authorizer) keeps working."""
 from __future__ import annotations
 
 import json

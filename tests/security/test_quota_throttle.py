@@ -5,10 +5,11 @@ records as fast as it can) to at most 1 MiB/s (+20 % for what is in flight when 
 comes) over 10 s, and the client hears throttle_time_ms (its throttle callback); another client
 id on the same broker is never throttled. A consumer_byte_rate does the same to a consumer's
 fetches. A quota promises a ceiling: how far below it a client stays depends on the machine
-(a loaded one may not reach the quota at all), so only the ceiling and the throttle are asserted. Kafka measures a quota over
-quota.window.num (11) samples of 1 s and lets a new client use the first 10 s of its quota at
-once; the throttle then holds it until its rate is back at the quota, so 10 s from its first
-record it has had 10 s worth (plus at most what was in flight when the throttle came).
+(a loaded one may not reach the quota at all), so only the ceiling and the throttle are asserted.
+Kafka measures a quota over quota.window.num (11) samples of 1 s and lets a new client use the
+first 10 s of its quota at once; the throttle then holds it until its rate is back at the quota,
+so 10 s from its first record it has had 10 s worth (plus at most what was in flight when the
+throttle came).
 """
 from __future__ import annotations
 

@@ -66,7 +66,7 @@ class Segment:
         self.offset_of_max_timestamp = last_ts_offset
         # Time-based roll counts from the first batch's max timestamp (Kafka's rollingBasedTimestamp).
         self.rolling_base_timestamp = -1
-        if self.size >= records.HEADER_SIZE:
+        if self.size:  # a magic 0/1 entry may be shorter than a v2 header
             try:
                 self.rolling_base_timestamp = self.header_at(0).max_timestamp
             except records.RecordBatchError:

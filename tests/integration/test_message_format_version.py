@@ -246,3 +246,35 @@ def test_configs_tool_alters_and_broker_default_applies(broker_factory):
     # Kafka's ApiVersion validator: an unknown version is refused
     with pytest.raises(Exception, match="(?i)invalid"):
         _alter_topic(broker.bootstrap, "mfv-tool", {"message.format.version": "0.12.0"})
+
+
+def test_legacy_producers_to_a_0_10_0_topic_are_stored_as_sent(broker):
+    """Produce v0-2 message sets are kept in magic 1 (not up-converted): a producer's snappy
+    wrapper comes back from Fetch v2 byte for byte but for its offset; magic 0 becomes magic 1
+    without a timestamp; a v4+ fetch gets the stored magic-1 entries as they are."""
+    topic = "mfv-legacy-producers"
+    create_topic(broker.bootstrap, topic, configs={"message.format.version": "0.10.0"})
+
+    def produce(version: int, records: bytes):
+        body = {"acks": 1, "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}]}
+        return request(broker.bootstrap, 0, version, body).responses[0].partition_responses[0]
+
+    def fetch(version: int) -> bytes:
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+                "topics": [{"topic": topic, "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                             "partition_max_bytes": 1 << 20}]}]}
+        return bytes(request(broker.bootstrap, 1, version, body).responses[0].partitions[0].records)
+
+    wrapper = legacy.encode_wrapper(legacy.SNAPPY, [legacy.LegacyRecord(0, 1_650_000_000_000 + i, b"k%d" % i,
+                                                                       b"v%d" % i) for i in range(3)],
+                                    wrapper_offset=2)
+    assert (produce(2, wrapper).error_code, produce(0, legacy.encode_message(0, b"old", b"zero", magic=0))
+            .base_offset) == (0, 3)
+    stored = fetch(2)
+    entries = legacy.parse_entries(stored)
+    assert [(e.magic, e.offset, e.codec) for e in entries] == [(1, 2, legacy.SNAPPY), (1, 3, 0)]
+    assert stored[:entries[0].size] == wrapper  # in-place assignment: the producer's bytes, offset 2 as sent
+    assert (entries[1].timestamp, entries[1].key, entries[1].value) == (-1, b"old", b"zero")
+    assert fetch(4) == stored  # v4+: what is stored
+    assert [(r.offset, r.magic) for r in legacy.read_records(fetch(0))] == [(0, 0), (1, 0), (2, 0), (3, 0)]

@@ -152,7 +152,7 @@ class Broker:
         await loop.run_in_executor(None, self.security.start)
         self.log_manager.startup()
         host, port = await self._start_server()
-        controller = Controller(self.store, self.broker_id, cfg.log.unclean_leader_election_enable)
+        controller = Controller(self.store, self.broker_id, self.config.log.unclean_leader_election_enable)
         self._inter_broker_client()
         cluster = ClusterView(self.store, loop, self._on_cluster_change, self.listeners.inter_broker)
         cluster.wants_states = lambda controller_id: controller_id in (None, self.broker_id)

@@ -194,8 +194,8 @@ class ClusterView:
 
     def _follow_config_changes(self) -> None:
         """Kafka's ZkConfigManager: each new ``/config/changes/config_change_<seq>`` names an
-        entity whose configs are read again. Only topic configs are followed (dynamic broker
-        configs are not served); at start every config is read fresh, so older notices are moot."""
+        entity whose configs are read again. Only topic configs are followed here (users, clients and
+        brokers: kbroker.security.entity_configs); at start every config is read fresh, so older notices are moot."""
         names = self._children(ConfigEntityChangeNotificationZNode.path())
         seqs = sorted((ConfigEntityChangeNotificationSequenceZNode.sequence_number(n), n) for n in names
                       if n.startswith(ConfigEntityChangeNotificationSequenceZNode.PREFIX))

@@ -250,17 +250,17 @@ class DynamicBrokerConfig:
 
     # -- the write path: validate, then the store's notices come back through apply_entity -------------------
 
-    def validate(self, props: Mapping[str, str], per_broker: bool) -> None:
+    def validate(self, props: Mapping[str, str], per_broker: bool, reloaded: Iterable[str] = ()) -> None:
         """A new layer (per broker, or the cluster default) as Kafka's DynamicBrokerConfig.validate checks it:
-        the keys, their values, the config the layers would give and each part's own check. Raises
-        DynamicConfigError with Kafka's message."""
+        the keys, their values, the config the layers would give and each part's own check (``reloaded``: keys
+        whose files are read again though their values stay). Raises DynamicConfigError with Kafka's message."""
         check_keys(props, per_broker)
         mine, default = (props, None) if per_broker else (None, props)
         try:
             new = self.build(mine, default)
         except ValueError as exc:
             raise DynamicConfigError(str(exc)) from None
-        changed = self._changed(self.effective_raw(), self.effective_raw(mine, default))
+        changed = self._changed(self.effective_raw(), self.effective_raw(mine, default)) | frozenset(reloaded)
         self._check_cleaner_threads(new)
         for validator in self._validators:
             try:

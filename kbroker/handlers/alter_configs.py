@@ -144,14 +144,14 @@ async def _alter_broker(ctx: BrokerContext, request, resource, incremental: bool
         layer = _broker_operations(usable(stored, per_broker, where), resource)
     else:
         layer = {c.name: c.value for c in resource.configs}
+    # the same keystore file named again is read again (reloadUpdatedFilesWithoutConfigChange)
+    same = [k for k, v in layer.items() if per_broker and is_listener_keystore(k) and dynamic.per_broker.get(k) == v]
     try:
-        dynamic.validate(layer, per_broker)
+        dynamic.validate(layer, per_broker, reloaded=same)
         if request.validate_only:
             return
         persistent = dynamic.persistent(layer, per_broker)
     except DynamicConfigError as exc:
         raise errors.InvalidRequestError(f"Invalid config value for resource {where}: {exc}") from None
-    if per_broker:  # the same keystore file named again: read it again (reloadUpdatedFilesWithoutConfigChange)
-        current = dynamic.per_broker
-        dynamic.reload_files(k for k, v in layer.items() if is_listener_keystore(k) and current.get(k) == v)
+    dynamic.reload_files(same)
     await ctx.run_blocking(lambda: layout.change_broker_config(ctx.store, broker_id, persistent))

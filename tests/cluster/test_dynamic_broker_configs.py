@@ -235,6 +235,13 @@ def test_listener_keystore_rotated_for_new_connections(dyn_cluster, keys):
                                                                  str(rotated)}
         with _tls_connect(cluster, keys, 3) as sock:
             assert sock.getpeercert(binary_form=True) == der
+
+        # the file replaced in place and named again: read again, as Kafka's reloadUpdatedFilesWithoutConfigChange
+        _, newest = keys.keystore("broker-3-rotated.pem")
+        configs_ok(cluster, "--entity-name", "3", "--alter", "--add-config",
+                   f"listener.name.ssl.ssl.keystore.location={rotated}")
+        with _tls_connect(cluster, keys, 3) as sock:
+            assert sock.getpeercert(binary_form=True) == newest
     finally:
         old.close()
 

@@ -17,10 +17,10 @@ from .registry import handles
 
 log = logging.getLogger(__name__)
 
-# KIP-588: PRODUCER_FENCED exists for AddPartitionsToTxn, AddOffsetsToTxn and EndTxn from v2
-# (InitProducerId from v4); Kafka 2.8's KafkaApis answers older versions INVALID_PRODUCER_EPOCH,
+# KIP-588: PRODUCER_FENCED exists for AddPartitionsToTxn, AddOffsetsToTxn and EndTxn from v2 and
+# InitProducerId from v4; Kafka 2.8's KafkaApis answers older versions INVALID_PRODUCER_EPOCH,
 # which older clients already treat as "fenced" (apache/kafka core/src/main/scala/kafka/server/KafkaApis.scala).
-_PRODUCER_FENCED_SINCE = {24: 2, 25: 2, 26: 2}
+_PRODUCER_FENCED_SINCE = {22: 4, 24: 2, 25: 2, 26: 2}
 
 
 def for_version(api_key: int, version: int, code: int) -> int:

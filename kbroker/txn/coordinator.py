@@ -55,6 +55,9 @@ class TransactionCoordinator:
         self._tasks: set[asyncio.Task] = set()
         self.timer = timer  # add(expire_ms, callback) / cancel(handle), e.g. kbroker.timers.WheelTimer
         self._deadlines: dict[str, object] = {}
+        # the epoch an InitProducerId bump replaced (Kafka's in-memory lastProducerEpoch): a retry of that bump,
+        # whose answer was lost, gets the current epoch instead of being fenced
+        self._bumped_from: dict[str, int] = {}
 
     # -- ownership --------------------------------------------------------------------------
 
@@ -94,6 +97,7 @@ class TransactionCoordinator:
         for txn_id in [t for t in self.txns if self.partition_for(t) == partition]:
             del self.txns[txn_id]
             self.pending.discard(txn_id)
+            self._bumped_from.pop(txn_id, None)
             self._cancel_timeout(txn_id)
 
     def _owner_error(self, transactional_id: str | None) -> int:
@@ -123,8 +127,11 @@ class TransactionCoordinator:
 
     # -- requests ---------------------------------------------------------------------------
 
-    async def init_producer_id(self, transactional_id: str, timeout_ms: int) -> tuple[int, int, int]:
-        """-> (error code, producer id, epoch)."""
+    async def init_producer_id(self, transactional_id: str, timeout_ms: int,
+                               expected: tuple[int, int] | None = None) -> tuple[int, int, int]:
+        """-> (error code, producer id, epoch). ``expected`` is the (producer id, epoch) a producer that
+        already has one sends (InitProducerId v3+, KIP-360): anything but the current one is PRODUCER_FENCED,
+        as Kafka's TransactionCoordinator.handleInitProducerId."""
         code = self._owner_error(transactional_id)
         if code:
             return code, -1, -1
@@ -133,6 +140,13 @@ class TransactionCoordinator:
         meta = self.txns.get(transactional_id)
         if transactional_id in self.pending:
             return errors.ConcurrentTransactionsError.code, -1, -1
+        if meta is not None and expected is not None and meta.producer_epoch >= 0:
+            if expected[0] != meta.producer_id:
+                return errors.ProducerFencedError.code, -1, -1
+            if expected[1] != meta.producer_epoch:
+                if expected[1] == self._bumped_from.get(transactional_id):
+                    return NONE, meta.producer_id, meta.producer_epoch  # a retry of the bump already made
+                return errors.ProducerFencedError.code, -1, -1
         now = self.clock()
         if meta is None:
             new = TxnMetadata(transactional_id, self._next_producer_id(), 0, timeout_ms, TxnState.EMPTY,
@@ -151,6 +165,10 @@ class TransactionCoordinator:
         code = await self._write(new)
         if code:
             return code, -1, -1
+        if expected is not None and meta is not None and new.producer_id == meta.producer_id:
+            self._bumped_from[transactional_id] = meta.producer_epoch  # a fresh producer's bump sets none
+        else:
+            self._bumped_from.pop(transactional_id, None)
         return NONE, new.producer_id, new.producer_epoch
 
     async def add_partitions(self, transactional_id: str, producer_id: int, epoch: int,
@@ -197,6 +215,8 @@ class TransactionCoordinator:
     # -- transitions ------------------------------------------------------------------------
 
     async def _abort(self, meta: TxnMetadata, bump_epoch: bool) -> None:
+        if bump_epoch:  # fencing: no epoch before this one may come back as a retry (Kafka's prepareFenceProducerEpoch)
+            self._bumped_from.pop(meta.transactional_id, None)
         epoch = meta.producer_epoch + 1 if bump_epoch else meta.producer_epoch
         prepared = TxnMetadata(meta.transactional_id, meta.producer_id, min(epoch, MAX_EPOCH - 1), meta.timeout_ms,
                                TxnState.PREPARE_ABORT, set(meta.partitions), meta.start_ms, self.clock())

@@ -99,3 +99,26 @@ def test_raw_versions_map_the_fence(module_broker):
     expected = {(what, v): INVALID_PRODUCER_EPOCH if v < 2 else PRODUCER_FENCED
                 for what in ("add", "offsets", "end") for v in range(4)}
     assert found == expected
+
+
+def test_init_producer_id_with_a_stale_epoch_is_fenced(module_broker):
+    """KIP-360: a transactional producer that sends its (id, epoch) to InitProducerId (v3+) is fenced when
+    they are no longer current, PRODUCER_FENCED from v4 and INVALID_PRODUCER_EPOCH at v3; the current
+    ones bump the epoch, and a retry of that bump gets the same answer (its first answer may be lost)."""
+    bootstrap = module_broker.bootstrap
+    pid, stale = _init(bootstrap, "shared-init")
+    assert _init(bootstrap, "shared-init") == (pid, stale + 1)
+    current = stale + 1
+
+    def init(version: int, producer_id: int, epoch: int) -> tuple[int, int, int]:
+        answer = request(bootstrap, 22, version, {"transactional_id": "shared-init", "transaction_timeout_ms": 60000,
+                                                  "producer_id": producer_id, "producer_epoch": epoch})
+        return answer.error_code, answer.producer_id, answer.producer_epoch
+
+    assert init(4, pid, stale) == (PRODUCER_FENCED, -1, -1)
+    assert init(3, pid, stale) == (INVALID_PRODUCER_EPOCH, -1, -1)
+    assert init(4, pid + 1000, current) == (PRODUCER_FENCED, -1, -1)
+    assert init(4, pid, current) == (0, pid, current + 1)
+    assert init(4, pid, current) == (0, pid, current + 1)  # the retry
+    assert init(4, pid, current + 1) == (0, pid, current + 2)
+    assert init(4, pid, current) == (PRODUCER_FENCED, -1, -1)  # two bumps back: fenced

@@ -13,6 +13,7 @@ from .acls import Op, Res, allowed, authorized_operations, cluster_allowed, topi
 from .context import BrokerContext
 from .metadata import listener_of
 from .registry import handles
+from .txn import for_version as txn_error_for_version
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 _GROUP_DENIED = errors.GroupAuthorizationFailedError.code
@@ -313,7 +314,7 @@ def init_producer_id(ctx: BrokerContext, header, request, conn):
             code = errors.ClusterAuthorizationFailedError.code
             return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is not None:
-        return _init_transactional(ctx, request)
+        return _init_transactional(ctx, header.api_version, request)
     if header.api_version >= 3 and request.producer_id >= 0:
         # KIP-360: an idempotent producer bumping its epoch keeps its id
         epoch = request.producer_epoch + 1
@@ -324,12 +325,15 @@ def init_producer_id(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(), "producer_epoch": 0}
 
 
-async def _init_transactional(ctx: BrokerContext, request) -> dict:
-    """A transactional producer: the transaction coordinator gives its id and (bumped) epoch."""
+async def _init_transactional(ctx: BrokerContext, version: int, request) -> dict:
+    """A transactional producer: the transaction coordinator gives its id and (bumped) epoch; one that
+    sends its current id and epoch (v3+, KIP-360) is fenced if they are no longer current."""
     coordinator = ctx.transactions.coordinator
     if coordinator is None:
         code, pid, epoch = errors.CoordinatorNotAvailableError.code, -1, -1
     else:
+        expected = (request.producer_id, request.producer_epoch) if version >= 3 and request.producer_id >= 0 else None
         code, pid, epoch = await coordinator.init_producer_id(request.transactional_id,
-                                                              request.transaction_timeout_ms)
-    return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
+                                                              request.transaction_timeout_ms, expected)
+    return {"throttle_time_ms": 0, "error_code": txn_error_for_version(22, version, code), "producer_id": pid,
+            "producer_epoch": epoch}

@@ -506,7 +506,8 @@ def clean_log(plog: PartitionLog, checkpoint_offset: int | None = None, now: int
 
 class Throttler:
     """``log.cleaner.io.max.bytes.per.second`` across every cleaner thread, as Kafka's Throttler: the bytes seen
-    are summed, and once a check interval has passed a thread ahead of the rate sleeps until it is not."""
+    are summed, and once a check interval has passed a thread ahead of the rate sleeps until it is not (the
+    others wait on the lock meanwhile)."""
 
     CHECK_INTERVAL_S = 0.3
 
@@ -521,15 +522,15 @@ class Throttler:
     def __call__(self, size: int) -> None:
         if self.rate >= UNLIMITED_RATE:
             return
-        with self._lock:
+        with self._lock:  # held while sleeping, as Kafka's: the other threads wait for the same nap
             self._seen += size
             elapsed = self._clock() - self._start
             if elapsed < self.CHECK_INTERVAL_S:
                 return
             pause = self._seen / max(self.rate, 1e-9) - elapsed
-            self._start, self._seen = self._clock() + max(pause, 0.0), 0
-        if pause > 0:
-            self._sleep(pause)
+            if pause > 0:
+                self._sleep(pause)
+            self._start, self._seen = self._clock(), 0
 
 
 UNLIMITED_RATE = 1.7976931348623157e308  # Kafka's default: Double.MaxValue

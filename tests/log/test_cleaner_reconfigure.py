@@ -27,9 +27,11 @@ def test_cleaner_threads_clean_that_many_logs_at_once_and_change_at_run_time(tmp
         assert mgr.cleaner.thread_count == 1
         assert mgr.clean(wait=True).logs_cleaned == 1  # one thread: one log per round
 
-        mgr.reconfigure(load_config(None, ["log.cleaner.threads=3", "log.cleaner.backoff.ms=0"]),
-                        frozenset({"log.cleaner.threads"}))
+        mgr.reconfigure(load_config(None, ["log.cleaner.threads=3", "log.cleaner.backoff.ms=0",
+                                           "log.cleaner.io.max.bytes.per.second=1e9"]),
+                        frozenset({"log.cleaner.threads", "log.cleaner.io.max.bytes.per.second"}))
         assert mgr.cleaner.thread_count == 3
+        assert mgr.cleaner.throttle.rate == 1e9
         assert mgr.clean(wait=True).logs_cleaned == 3  # three at once: the other three dirty logs
 
         mgr.reconfigure(load_config(None, ["log.cleaner.threads=2", "log.cleaner.backoff.ms=0"]),

@@ -53,12 +53,17 @@ def dump_log(paths: list[str], out=sys.stdout) -> int:
                 headers, valid, state = records.scan_batches(view, verify_crc=True)
                 for h in headers:
                     ts_kind = "LogAppendTime" if h.timestamp_type else "CreateTime"
-                    print(f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
-                          f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
-                          f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
-                          f"partitionLeaderEpoch: {h.partition_leader_epoch} "
-                          f"isTransactional: {str(h.is_transactional).lower()} "
-                          f"isControl: {str(h.is_control).lower()} position: {h.position} "
+                    if h.magic == 0:
+                        ts_kind = "NoTimestampType"
+                    # DumpLogSegments.printBatchLevel: a magic 0/1 entry shows its (last) offset only
+                    batch_level = (f"baseOffset: {h.base_offset} lastOffset: {h.last_offset} count: {h.record_count} "
+                                   f"baseSequence: {h.base_sequence} lastSequence: {h.last_sequence} "
+                                   f"producerId: {h.producer_id} producerEpoch: {h.producer_epoch} "
+                                   f"partitionLeaderEpoch: {h.partition_leader_epoch} "
+                                   f"isTransactional: {str(h.is_transactional).lower()} "
+                                   f"isControl: {str(h.is_control).lower()}") if h.magic >= 2 \
+                        else f"offset: {h.last_offset}"
+                    print(f"{batch_level} position: {h.position} "
                           f"{ts_kind}: {h.max_timestamp} size: {h.size} magic: {h.magic} "
                           f"compresscodec: {CODECS.get(h.compression, h.compression)} crc: {h.crc} isvalid: true",
                           file=out)

@@ -165,6 +165,7 @@ class Broker:
             on_reelect=cluster.trigger, on_reconnect=cluster.trigger)
         self.zookeeper = ZooKeeperParts(controller, cluster, metadata,
                                         ControllerChannel(self.broker_id, cfg.request_timeout_ms), session)
+        self.dynamic_config.subscribe(self._follow_unclean_default)
         await session.start_async()
         await cluster.start()
         self.replicas.start()
@@ -180,6 +181,13 @@ class Broker:
         self.next_producer_id = ProducerIdAllocator(self.store, self.broker_id)
         self.security = Security(self.config, self.store)
         self.security.entity_configs.subscribe_brokers(self.dynamic_config.apply_entity)
+
+    def _follow_unclean_default(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        """KafkaController.enableDefaultUncleanLeaderElection: a new default is looked at for offline partitions."""
+        zk = self.zookeeper
+        if zk is not None and "unclean.leader.election.enable" in changed:
+            zk.controller.unclean_leader_election = config.log.unclean_leader_election_enable
+            zk.cluster.trigger()
 
     def _registration(self, host: str, port: int) -> BrokerInfo:
         """Every advertised endpoint and the listener map, as Kafka writes /brokers/ids/<id>."""

@@ -281,3 +281,35 @@ def test_librdkafka_admin_client(dyn_cluster):
     assert error.str() == ("Invalid config value for resource ConfigResource(type=BROKER, name='1'): Cannot update "
                            "these configs dynamically: Set(log.dirs)")
     assert znode(cluster, "/config/brokers/1")["config"] == {"sasl.kerberos.min.time.before.relogin": "58000"}
+
+
+def _leader(cluster: Cluster, topic: str) -> int:
+    md = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap}).list_topics(topic, timeout=10)
+    return md.topics[topic].partitions[0].leader
+
+
+def test_default_unclean_leader_election_turned_on_elects_at_once(dyn_cluster):
+    """Last here: it stops brokers 2 and 3. A partition whose only in-sync replica died stays offline while its
+    live replica is out of sync; turning unclean.leader.election.enable on at the cluster default elects that
+    replica at once, as Kafka's enableDefaultUncleanLeaderElection."""
+    cluster, topic = dyn_cluster, "dyn-unclean"
+    admin = AdminClient({"bootstrap.servers": cluster.brokers[1].bootstrap})
+    admin.create_topics([NewTopic(topic, 1, -1, replica_assignment=[[2, 3]])])[topic].result(30)
+    wait_until_served(cluster, topic, 1, 2)
+    try:
+        cluster.brokers[3].stop_cleanly()  # controlled shutdown: out of the ISR
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "1"})
+        producer.produce(topic, b"only on broker 2")
+        assert producer.flush(15) == 0
+        cluster.brokers[2].kill()  # the ISR's last member
+        cluster.brokers[3].start()
+        wait_until(lambda: _leader(cluster, topic) == -1, 30, "the partition offline")
+        time.sleep(2)
+        assert _leader(cluster, topic) == -1  # broker 3 is alive but out of sync: no clean election
+        configs_ok(cluster, "--entity-default", "--alter", "--add-config", "unclean.leader.election.enable=true")
+        wait_until(lambda: _leader(cluster, topic) == 3, 30, "broker 3 elected uncleanly")
+    finally:
+        configs(cluster, "--entity-default", "--alter", "--delete-config", "unclean.leader.election.enable")
+        for broker in cluster.brokers.values():
+            if not broker.running:
+                broker.start()

@@ -4,8 +4,8 @@ magic 1 (0.10.x) or magic 0 (0.8/0.9) messages, as Kafka 2.8's LogValidator conv
 
 ``prepare`` reads what a producer sent (a v2 batch from Produce v3+, a legacy message set from
 Produce v0-2) once its checks passed and applies the rules a conversion adds: transactional and
-idempotent batches are refused with UNSUPPORTED_FOR_MESSAGE_FORMAT, records with headers cannot
-be written in magic 0/1 (Kafka's MemoryRecordsBuilder throws, which a client sees as
+idempotent batches are refused with UNSUPPORTED_FOR_MESSAGE_FORMAT, records with headers and
+zstd cannot be written in magic 0/1 (Kafka's MemoryRecordsBuilder throws, which a client sees as
 UNKNOWN_SERVER_ERROR). ``build`` writes the messages once the log knows the first offset:
 
   - uncompressed target: one entry per record, offsets consecutive;
@@ -140,8 +140,8 @@ def _check_record(record: LegacyRecord, config: LogConfig, topic_partition: str,
 def _info(out: list[LegacyRecord], magic: int, codec: int, wrapper: Entry | None) -> LegacyAppendInfo:
     if not out:
         raise errors.InvalidRecordError("no record to write")
-    if codec == ZSTD:
-        raise errors.UnsupportedCompressionTypeError(f"ZStandard compression is not supported for magic {magic}")
+    if codec == ZSTD:  # MemoryRecordsBuilder's IllegalArgumentException: UNKNOWN_SERVER_ERROR, as Kafka answers
+        raise errors.UnknownServerError(f"ZStandard compression is not supported for magic {magic}")
     max_timestamp, max_delta = NO_TIMESTAMP, -1
     for i, record in enumerate(out):
         if record.timestamp > max_timestamp:

@@ -193,3 +193,16 @@ def _with_header() -> bytes:
     from tests.oracles.batch_oracle import build_batch
 
     return build_batch(records=[(b"k", b"v", [("h", b"x")], T0)])
+
+
+def test_zstd_cannot_be_stored_in_magic_1(tmp_path, appender):
+    plog = open_log(tmp_path, appender, message_format_version="0.10.0")
+    with pytest.raises(errors.UnknownServerError, match="ZStandard compression is not supported for magic 1"):
+        plog.append(batches.build_batch([(b"k", b"v", T0)], codec=4))
+    plog.config = dataclasses.replace(plog.config, compression_type="zstd")
+    with pytest.raises(errors.UnknownServerError, match="ZStandard"):
+        plog.append(batches.build_batch([(b"k", b"v", T0)]))
+    plog.config = dataclasses.replace(plog.config, compression_type="lz4")  # compression.type applies on conversion
+    plog.append(batches.build_batch([(b"k", b"v", T0)], codec=GZIP))
+    assert [(h.magic, h.compression) for h in records.scan_batches(read_all(plog))[0]] == [(1, LZ4)]
+    plog.close()

@@ -17,9 +17,11 @@ when reading magic 0 and written that broken way for magic 0.
 
 Produce v0-2 messages are up-converted into one magic-2 batch (uncompressed, or compressed with
 the codec the producer used), as Kafka's LogValidator does: magic 0 messages have no timestamp
-(NO_TIMESTAMP, -1, under CreateTime); the log then assigns offsets as for any batch. Fetch v0-3
-down-converts stored batches into uncompressed magic-1 (v2-3) or magic-0 (v0-1) messages that keep
-their offsets; control batches are skipped.
+(NO_TIMESTAMP, -1, under CreateTime); the log then assigns offsets as for any batch. A topic whose
+message.format.version is below 0.11 keeps magic 0/1 messages instead (``legacy_append``), so a log
+may hold both formats: ``read_batches`` and ``down_convert`` walk either. Fetch v0-3 down-converts
+stored batches into uncompressed magic-1 (v2-3) or magic-0 (v0-1) messages that keep their offsets
+(control batches skipped) and passes stored messages of the reader's magic as they are.
 """
 from __future__ import annotations
 

@@ -215,8 +215,8 @@ class LeaderFetcher:
         if not ready:
             return False
         unthrottled = [t for t in ready if not self._follower_throttled(t)]
-        if not unthrottled:  # Kafka's fetcher builds no request then and backs off
-            await self._sleep(self.backoff_s)
+        if not unthrottled:  # Kafka's fetcher builds no request then and backs off; no longer than the quota needs
+            await self._sleep(max(0.01, min(self.backoff_s, self.broker.quotas.follower.delay_s())))
             return True
         ready = unthrottled
         cfg = self.broker.config

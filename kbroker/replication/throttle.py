@@ -121,6 +121,16 @@ class ReplicationQuota:
     def measured(self) -> float:
         return self.rate.measure(self._clock())
 
+    def delay_s(self) -> float:
+        """How long until the rate is back at the bound if nothing more is recorded (0 when it is): the window
+        it divides by grows with time (older samples expiring meanwhile only shorten the wait)."""
+        if not self.bounded:
+            return 0.0
+        now = self._clock()
+        size = self.rate.window_size(now)
+        total = sum(self.rate.values)
+        return max(0.0, total / max(self.bound, 1) - size / 1000.0)
+
 
 # the value of a throttled-replicas list meaning every replica of the topic
 ALL_REPLICAS = "*"

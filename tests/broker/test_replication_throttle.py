@@ -69,6 +69,18 @@ def test_the_quota_is_exceeded_only_above_the_bound() -> None:
     assert quota.exceeded()                 # a new bound applies to the samples kept
 
 
+def test_the_delay_is_the_time_until_the_rate_is_back_at_the_bound() -> None:
+    clock = Clock()
+    quota = ReplicationQuota(1000, 11, 1, clock)
+    quota.record(3000)
+    assert quota.delay_s() == pytest.approx(2.0)   # 3000 bytes are 1000/s over 3 s; 1 s has the window already
+    clock.now += 1500
+    assert quota.delay_s() == pytest.approx(1.5)
+    clock.now += 1500
+    assert quota.delay_s() == 0.0 and not quota.exceeded()
+    assert ReplicationQuota().delay_s() == 0.0
+
+
 def test_a_ceiling_over_time_whatever_the_chunk() -> None:
     """Moving while not exceeded, one chunk at a time, keeps the average within one chunk of the bound."""
     clock = Clock()

@@ -5,6 +5,7 @@ watermark, acks=all waits until the ISR has a batch.
     fetcher.py          the follower side: one fetch loop per leader, truncation by leader epoch
     isr.py              the leader side's ISR changes, written to ZooKeeper first
     delayed_produce.py  acks=all requests waiting in the purgatory for the high watermark
+    throttle.py         the replication throttles (KIP-73): leader, follower and log-dir-move byte-rate quotas
 
 ``kbroker.replica_manager`` owns these: it makes partitions leaders or followers (LeaderAndIsr),
 records a follower's fetch offset as its log end offset, and parks acks=all answers. The

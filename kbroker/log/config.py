@@ -104,8 +104,15 @@ def record_magic(version: str) -> int:
     return _API_VERSION_MAGIC[key]
 
 
+class _InvalidValue(ValueError):
+    """A parser's own reason for refusing a value, worded as Kafka's validator words it."""
+
+
 def _message_format_version(text: str) -> str:
-    record_magic(text)
+    try:
+        record_magic(text)
+    except ValueError:  # ApiVersionValidator: ApiVersion(value)'s IllegalArgumentException
+        raise _InvalidValue(f"Version `{text}` is not a valid version") from None
     return text.strip()
 
 
@@ -322,6 +329,8 @@ def list_operation(name: str, current: str | None, values: str, append: bool) ->
 def _parse(key: _Key, name: str, text: str) -> Any:
     try:
         value = key.parse(str(text))
+    except _InvalidValue as exc:  # Kafka's ConfigException(name, value, reason)
+        raise ConfigError(f"Invalid value {text} for configuration {name}: {exc}") from None
     except ValueError:
         raise ConfigError(f"{name}: expected {key.rule}, got {text!r}") from None
     if not key.check(value):

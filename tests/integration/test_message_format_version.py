@@ -230,7 +230,7 @@ def test_configs_tool_alters_and_broker_default_applies(broker_factory):
     assert _topic_config(broker.bootstrap, "mfv-default")["message.format.version"] == "0.10.0"
     assert _topic_config(broker.bootstrap, "mfv-tool")["message.format.version"] == "0.9.0"
 
-    from confluent_kafka import Producer
+    from confluent_kafka import KafkaError, KafkaException, Producer
 
     p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 0})
     for topic in ("mfv-default", "mfv-override", "mfv-tool"):
@@ -243,9 +243,11 @@ def test_configs_tool_alters_and_broker_default_applies(broker_factory):
     for topic in stored:
         got = ConfluentDriver().read(broker.bootstrap, topic, [0], 3)
         assert [r.value for r in got] == [b"%s %d" % (topic.encode(), i) for i in range(3)]
-    # Kafka's ApiVersion validator: an unknown version is refused
-    with pytest.raises(Exception, match="(?i)invalid"):
+    # Kafka's ApiVersionValidator: an unknown version is refused with INVALID_CONFIG and its words
+    with pytest.raises(KafkaException, match="Invalid value 0.12.0 for configuration message.format.version: "
+                                             "Version `0.12.0` is not a valid version") as refused:
         _alter_topic(broker.bootstrap, "mfv-tool", {"message.format.version": "0.12.0"})
+    assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
 
 
 def test_legacy_producers_to_a_0_10_0_topic_are_stored_as_sent(broker):

@@ -9,13 +9,24 @@ sends 64 KiB costs 256 KiB, not 100 MB. A plaintext connection reads into one sc
 loop and owns a scratch (from a small pool) only while it holds part of a frame, so thousands of
 idle connections cost a few KiB each, not 64 KiB.
 
-Writing: each request takes a slot in a FIFO when it arrives; its response fills the slot whenever
-its handler finishes, and slots leave the FIFO strictly in order. Bytes go out with ``send`` (runs
-of them with one ``sendmsg``), large segment ranges (Fetch) with the Cython ``sendfile``, small
-ones are read into the response (COPY_RANGE_BYTES); on EAGAIN the connection waits for
-writability. Back-pressure: too many unanswered requests, or more than OUT_BACKLOG_BYTES of
-responses the peer has not taken, pause reading (as Kafka mutes a channel with a send pending), so a
-client that pipelines Fetches and never reads holds a few MB, not a copy of every response.
+One request at a time, as Kafka: its SocketServer Processor mutes a channel when a request arrives and
+unmutes it when that request's response has been sent (apache/kafka core/src/main/scala/kafka/network/
+SocketServer.scala, processCompletedReceives / processCompletedSends; at once for a request without a
+response, acks=0). Clients rely on it: an OffsetFetch after an OffsetCommit on the same connection sees the
+commit even while the commit waits for the ISR, a Fetch after an acks=all Produce sees its records. So a
+frame is decoded and handled only once the previous request's response is written (every byte handed to
+the socket), the connection is not muted by a quota (KIP-219) and not closing after a failed
+authentication. Frames that arrive meanwhile are read ahead and wait, whole, in arrival order (at most
+MAX_IN_FLIGHT of them and READ_AHEAD_BYTES, then reading pauses): a pipelining client (librdkafka keeps 5
+requests in flight) finds its next request already read when the previous answer leaves.
+
+Writing: each request takes a slot in a FIFO; its response fills the slot when its handler finishes,
+and slots leave the FIFO strictly in order (the SASL authenticator may answer twice for one frame).
+Bytes go out with ``send`` (runs of them with one ``sendmsg``), large segment ranges (Fetch) with the
+Cython ``sendfile``, small ones are read into the response (COPY_RANGE_BYTES); on EAGAIN the
+connection waits for writability. Back-pressure: more than OUT_BACKLOG_BYTES of responses the peer has
+not taken pause reading (as Kafka mutes a channel with a send pending), so a client that pipelines
+Fetches and never reads holds a few MB, not a copy of every response.
 
 TLS (SSL and SASL_SSL listeners): an ``ssl.SSLObject`` between two memory BIOs, on the same raw
 non-blocking socket. Measured against a non-blocking ``SSLSocket`` on this loop (1 KiB records in,
@@ -57,7 +68,8 @@ SCRATCH_BYTES = 64 * 1024
 # wakeup of the reader) until ranges get large.
 COPY_RANGE_BYTES = 64 * 1024
 _BYTES = (bytes, bytearray, memoryview)
-MAX_IN_FLIGHT = 100
+MAX_IN_FLIGHT = 100  # frames read ahead of the one being processed: reading pauses at this many ...
+READ_AHEAD_BYTES = 4 * 1024 * 1024  # ... or above this many bytes of them, and resumes below half of either
 # responses queued but not sent: reading pauses above OUT_BACKLOG_BYTES, resumes below half of it;
 # a segment range queued for sendfile holds no copy and counts FILE_RANGE_COST (its bookkeeping)
 OUT_BACKLOG_BYTES = 4 * 1024 * 1024
@@ -164,6 +176,10 @@ class Connection:
         self._big_got = 0
         self._big_size = 0  # the frame's size
         self._slots: collections.deque[_Slot] = collections.deque()
+        self._waiting: collections.deque[bytearray] = collections.deque()  # frames read, not processed yet
+        self._waiting_bytes = 0
+        self._processing = False   # inside _process_waiting (its loop takes the next frame)
+        self._received_at = 0.0    # when the frame being processed was taken in (its queue time starts)
         self._out: collections.deque[Any] = collections.deque()  # chunks being written
         self._out_pos = 0
         self._out_bytes = 0  # the backlog OUT_BACKLOG_BYTES bounds
@@ -514,11 +530,47 @@ class Connection:
         self.last_active = time.monotonic()
         if self._close_when_flushed is not None and not self._slots and not out:
             self._linger_then_close(self._close_when_flushed)
+        elif self._waiting:
+            self._process_waiting()  # the answer is written: the next request's turn
 
     # -- requests ----------------------------------------------------------------------------
 
     def _handle_frame(self, frame: bytearray) -> None:
+        """A whole frame was read: process it now if the connection is free, else it waits its turn."""
         self._first_frame = False
+        if not self._waiting and not self._processing and not self._busy():
+            self._received_at = self.last_active  # when its bytes were read
+            return self._process(frame)
+        self._waiting.append(frame)
+        self._waiting_bytes += len(frame)
+        if len(self._waiting) >= MAX_IN_FLIGHT or self._waiting_bytes > READ_AHEAD_BYTES:
+            self._pause_reading()
+
+    def _busy(self) -> bool:
+        """Whether the next request must wait: an earlier one is unanswered or its answer not written yet,
+        a quota mutes the connection, or it is closing (Kafka's channel stays muted for each of these)."""
+        return bool(self._slots or self._out or self.closed or self._unmute is not None or self._reading_blocked
+                    or (self.tls is not None and self._cipher_waiting()))
+
+    def _process_waiting(self) -> None:
+        """Process the frames read ahead, one after another, as each previous answer is written. Called
+        wherever the connection may have become free; the outermost call runs the loop."""
+        if self._processing:
+            return
+        self._processing = True
+        try:
+            while self._waiting and not self._busy():
+                frame = self._waiting.popleft()
+                self._waiting_bytes -= len(frame)
+                # Kafka reads nothing from a muted channel, so its request time starts only now
+                self._received_at = time.monotonic()
+                self._process(frame)
+                if not self._reading:
+                    self._maybe_resume()
+        finally:
+            self._processing = False
+
+    def _process(self, frame: bytearray) -> None:
         if self.authenticator is not None and self.authenticator.intercept(self, frame):
             return
         self.handle_request(frame)
@@ -540,10 +592,8 @@ class Connection:
             return self.close(f"undecodable request: {exc}")
         slot = _Slot(header.api_key, header.api_version, header.correlation_id)
         self._slots.append(slot)
-        if len(self._slots) >= MAX_IN_FLIGHT:
-            self._pause_reading()
         if self.metrics is not None:
-            slot.received = self.last_active  # when the bytes were read (frames of one read queue behind each other)
+            slot.received = self._received_at
             if header.api_key == 1:
                 slot.fetch_key = FETCH_FOLLOWER if cast(Any, body).replica_id >= 0 else FETCH_CONSUMER
             slot.dispatched = time.monotonic()
@@ -600,6 +650,8 @@ class Connection:
             self._pause_reading()  # the peer is not taking its responses: read no more requests
         else:
             self._maybe_resume()
+        if self._waiting:
+            self._process_waiting()
 
     def _take_ready(self) -> None:
         """Queue the responses that are next in order, small segment ranges read in, while the backlog
@@ -706,10 +758,13 @@ class Connection:
         self._unmute = None
         self._muted_until = 0.0
         self._maybe_resume()
+        if self._waiting:
+            self._process_waiting()
 
     def _maybe_resume(self) -> None:
-        """Read again once both back-pressure bounds have room (half of each)."""
-        if not self._reading and len(self._slots) < MAX_IN_FLIGHT // 2 and self._out_bytes <= OUT_BACKLOG_BYTES // 2:
+        """Read again once the back-pressure bounds have room (half of each)."""
+        if (not self._reading and len(self._waiting) < MAX_IN_FLIGHT // 2
+                and self._waiting_bytes <= READ_AHEAD_BYTES // 2 and self._out_bytes <= OUT_BACKLOG_BYTES // 2):
             self._resume_reading()
 
     def _pop_out(self) -> Any:
@@ -787,6 +842,8 @@ class Connection:
         self.last_active = time.monotonic()
         if self._close_when_flushed is not None and not self._slots:
             self._linger_then_close(self._close_when_flushed)
+        elif self._waiting:
+            self._process_waiting()  # the answer is written: the next request's turn
 
     def _discard_input(self) -> bool:
         """Read away what the peer sent and we will never answer: closing with unread bytes makes the
@@ -843,6 +900,8 @@ class Connection:
         self._out.clear()
         self._out_bytes = 0
         self._slots.clear()
+        self._waiting.clear()
+        self._waiting_bytes = 0
         try:
             self.sock.close()
         except OSError:

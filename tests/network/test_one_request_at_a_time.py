@@ -1,0 +1,111 @@
+"""A connection processes its requests one after another, as Kafka's SocketServer does (a channel is muted
+from a request's arrival until its response has been sent): a request that arrives while an earlier one
+still waits (a long poll, an acks=all Produce, an OffsetCommit waiting for the ISR) is read but not handed
+to its handler until that earlier answer is written."""
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from kbroker.network.connection import Connection
+from kbroker.protocol import decode_response, encode_request
+from tests.network.loopback import accepted_pair
+
+
+@pytest.fixture
+def pair():
+    loop = asyncio.new_event_loop()
+    server_sock, client, peer = accepted_pair()
+    handlers: dict[int, object] = {}   # correlation id -> what the handler returns
+    dispatched: list[tuple[float, int]] = []
+
+    def dispatch(header, body, conn):
+        dispatched.append((time.monotonic(), header.correlation_id))
+        return handlers.get(header.correlation_id, {"error_code": 0, "api_keys": []})
+    server = SimpleNamespace(loop=loop, max_request_bytes=1 << 20, dispatch=dispatch, forget=lambda c: None)
+    conn = Connection(server, server_sock, peer)
+    yield loop, conn, client, handlers, dispatched, server_sock
+    conn.close()
+    client.close()
+    loop.close()
+
+
+def request(correlation_id: int) -> bytes:
+    return bytes(encode_request(18, 0, correlation_id, "one-at-a-time", {}))
+
+
+def read_frame(sock: socket.socket, timeout: float = 5.0) -> bytes:
+    sock.settimeout(timeout)
+    head = b""
+    while len(head) < 4:
+        more = sock.recv(4 - len(head))
+        if not more:
+            raise EOFError
+        head += more
+    size = struct.unpack(">i", head)[0]
+    body = b""
+    while len(body) < size:
+        body += sock.recv(size - len(body))
+    return body
+
+
+async def read_without_blocking_the_loop(sock: socket.socket) -> bytes:
+    """One response frame's body, read while the connection's loop keeps writing."""
+    sock.setblocking(False)
+    got = bytearray()
+    deadline = time.monotonic() + 20
+
+    async def take(n: int) -> None:
+        while n > 0 and time.monotonic() < deadline:
+            try:
+                more = sock.recv(min(n, 65536))
+                got.extend(more)
+                n -= len(more)
+            except BlockingIOError:
+                await asyncio.sleep(0)
+    await take(4)
+    await take(struct.unpack(">i", got[:4])[0])
+    sock.setblocking(True)
+    return bytes(got[4:])
+
+
+def spin(loop, seconds: float) -> None:
+    loop.run_until_complete(asyncio.sleep(seconds))
+
+
+def test_a_request_behind_a_waiting_one_is_handled_only_once_that_one_is_answered(pair):
+    loop, conn, client, handlers, dispatched, _ = pair
+    waiting = loop.create_future()   # the first request's answer is not ready (a DelayedFetch, an acks=all Produce)
+    handlers[1] = waiting
+    client.sendall(request(1) + request(2) + request(3))
+    spin(loop, 0.2)
+    assert [c for _, c in dispatched] == [1], "requests 2 and 3 were handled while request 1 still waited"
+    answered_at = time.monotonic()
+    waiting.set_result({"error_code": 0, "api_keys": []})
+    spin(loop, 0.1)
+    assert [c for _, c in dispatched] == [1, 2, 3]
+    assert dispatched[1][0] >= answered_at
+    assert [decode_response(18, 0, read_frame(client))[0] for _ in range(3)] == [1, 2, 3]
+
+
+def test_the_next_request_waits_until_the_previous_answer_is_written_not_only_encoded(pair):
+    loop, conn, client, handlers, dispatched, server_sock = pair
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    big = {"error_code": 0, "api_keys": [{"api_key": i, "min_version": 0, "max_version": 0} for i in range(30_000)]}
+    handlers[1] = big   # 180 KB: the socket takes a small part until the client reads
+    client.sendall(request(1) + request(2))
+    spin(loop, 0.2)
+    assert conn._out, "the first answer should still be partly unwritten"
+    assert [c for _, c in dispatched] == [1], "request 2 was handled while answer 1 was still being written"
+    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)  # now take it quickly
+    first = loop.run_until_complete(read_without_blocking_the_loop(client))
+    assert decode_response(18, 0, first)[0] == 1
+    spin(loop, 0.1)
+    assert [c for _, c in dispatched] == [1, 2]
+    assert decode_response(18, 0, read_frame(client))[0] == 2

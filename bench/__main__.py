@@ -4,6 +4,7 @@
     python -m bench --quick --brokers kbroker
     python -m bench --sweeps base --topologies single --sizes 1024 --acks 1,all
     python -m bench --list                # the scenarios and sweeps
+    python -m bench --brokers kbroker,kbroker=../before --rounds 3   # this tree against a worktree, alternating
 
 Each run first measures the machine's limits (bench.limits: sequential disk write, loopback TCP throughput and
 round trip). Then for every target (kbroker and Tansu as single brokers, kbroker as a 3-broker ZooKeeper-mode
@@ -27,6 +28,9 @@ The scenarios:
               checked to run 0, 1, 2, ...; fraction of the TCP limit
   latency     produce at a fixed --rate for --seconds: send-to-acknowledgement p50/p99/p999 (ms)
   e2e         the same with a consumer in the same process: send-to-receive p50/p99/p999 (ms)
+
+--rounds N starts every target afresh N times, the order turned round each round (slow drift of a shared machine
+hits every target alike); then each figure's median over the rounds is emitted too (kind "median").
 
 Output: JSON lines on stdout and in <out>/bench-<time>.jsonl (every result carries its sweep, target, scenario,
 size, acks, codec, partitions, clients and the brokers' CPU seconds), a chart <out>/bench-<time>.png, and the
@@ -234,7 +238,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all)")
     p.add_argument("--sweeps", default=",".join(report.SWEEPS), help="comma-separated (default: all)")
     p.add_argument("--topologies", default=None, help="single, cluster (default: both)")
-    p.add_argument("--brokers", default="kbroker,tansu", help="kbroker, tansu (comma-separated)")
+    p.add_argument("--brokers", default="kbroker,tansu",
+                   help="kbroker, tansu, kbroker=<source tree> (another commit's worktree, run side by side with "
+                        "this tree's kbroker; comma-separated)")
+    p.add_argument("--rounds", type=int, default=1, help="start and run every target this many times, alternating")
     p.add_argument("--sizes", default="100,1024,10240", help="message sizes in bytes (base sweep)")
     p.add_argument("--acks", default="0,1,all", help="acks values (base sweep)")
     p.add_argument("--partitions", type=int, default=1, help="partitions of the base and compression sweeps")
@@ -270,10 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     args.acks, args.codecs = csv(args.acks), csv(args.codecs)
     args.scenarios, args.sweeps = csv(args.scenarios), csv(args.sweeps)
     topologies = csv(args.topologies or ",".join(targets.TOPOLOGIES))
-    brokers = csv(args.brokers)
+    try:
+        trees = dict(throughput.parse_broker(b) for b in csv(args.brokers))
+    except ValueError as exc:
+        p.error(str(exc))
+    brokers = list(trees)
     for what, given, known in (("scenarios", args.scenarios, SCENARIOS), ("sweeps", args.sweeps, report.SWEEPS),
                                ("topologies", topologies, targets.TOPOLOGIES),
-                               ("brokers", brokers, ("kbroker", "tansu")),
                                ("acks", args.acks, ("0", "1", "all", "-1")),
                                ("codecs", args.codecs, ("none", "gzip", "snappy", "lz4", "zstd"))):
         unknown = [v for v in given if v not in known]
@@ -282,7 +292,8 @@ def main(argv: list[str] | None = None) -> int:
     if any(n < 1 for n in args.sizes + args.partition_counts + args.client_counts):
         p.error("sizes, partition counts and client counts are at least 1")
     groups = plan(args)
-    runs = [(b, t) for t in topologies for b in brokers if t == "single" or b == "kbroker"]
+    pairs = [(b, t) for t in topologies for b in brokers if t == "single" or b.startswith("kbroker")]
+    runs = [run for r in range(max(args.rounds, 1)) for run in (pairs if r % 2 == 0 else pairs[::-1])]
     if not groups or not runs:
         p.error("nothing to run: the scenarios, sweeps, topologies and brokers leave no benchmark")
     command = " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])])
@@ -301,13 +312,14 @@ def main(argv: list[str] | None = None) -> int:
         step = [0]
         for name, topology in runs:
             try:
-                target = targets.start(name, topology, workdir, secure="security" in args.sweeps)
+                target = targets.start(name, topology, workdir, secure="security" in args.sweeps, tree=trees[name])
             except Exception as exc:
                 emit({"kind": "result", "broker": name, "topology": topology, "scenario": "start",
                       "error": f"{type(exc).__name__}: {exc}"})
                 step[0] += per_run
                 continue
-            columns.append(target.label)
+            if target.label not in columns:
+                columns.append(target.label)
             try:
                 run_target(args, target, groups, lim, step, total)
             finally:
@@ -318,6 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     results = [r for r in RECORDS if r.get("kind") == "result" and "sweep" in r]
     for ratio in report.security_ratios(results):
         emit(ratio)
+    if args.rounds > 1:  # the tables and the chart show each cell's median over the rounds
+        results = report.medians(results)
+        for median in results:
+            emit(median)
     emit({"kind": "summary", "elapsed_s": round(elapsed, 1), "results": len(results),
           "errors": sum(1 for r in RECORDS if "error" in r)})
     jsonl = out / f"bench-{stamp}.jsonl"

@@ -90,6 +90,34 @@ def security_ratios(results: list[dict]) -> list[dict]:
     return out
 
 
+GROUP_FIELDS = ("target", "sweep", "scenario", "size", "acks", "compression", "partitions", "clients", "protocol")
+FIGURES = ("mb_s", "msgs_s", "elapsed_s", "frac_disk", "frac_tcp", "p50_ms", "p99_ms", "p999_ms", "frac_rtt",
+           "broker_cpu_s")
+
+
+def medians(results: list[dict]) -> list[dict]:
+    """Each figure's median over the rounds of one cell (--rounds), with every round's value beside it; a
+    cell whose every round failed keeps the last error."""
+    cells: dict[tuple, list[dict]] = {}
+    for r in results:
+        cells.setdefault(tuple(r.get(f) for f in GROUP_FIELDS), []).append(r)
+    out = []
+    for rounds in cells.values():
+        good = [r for r in rounds if "error" not in r and "skipped" not in r]
+        m = {**(good or rounds)[-1], "kind": "median", "rounds": len(rounds), "failed_rounds": len(rounds) - len(good)}
+        for f in FIGURES:
+            values = [r[f] for r in good if isinstance(r.get(f), (int, float))]
+            if values:
+                values.sort()
+                mid = len(values) // 2
+                m[f] = values[mid] if len(values) % 2 else round((values[mid - 1] + values[mid]) / 2, 4)
+                if all(isinstance(v, int) for v in values):
+                    m[f] = round(m[f])
+                m[f + "_rounds"] = [r[f] for r in good if isinstance(r.get(f), (int, float))]
+        out.append(m)
+    return out
+
+
 def write_chart(path: Path, results: list[dict], columns: list[str]) -> None:
     import matplotlib
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -67,8 +68,11 @@ class Target:
             self.zookeeper.stop()
 
 
-def kbroker_argv(port: int, logs: Path, extra: dict[str, str]) -> list[str]:
-    argv = [str(Path(sys.executable).parent / "kbroker"), "serve",
+def kbroker_argv(port: int, logs: Path, extra: dict[str, str], tree: Path | None = None) -> list[str]:
+    """``tree``: run the kbroker of that source tree (a worktree of another commit) instead of this one."""
+    launcher = [sys.executable, "-c", throughput.TREE_LAUNCHER, str(tree)] if tree is not None else [
+        str(Path(sys.executable).parent / "kbroker")]
+    argv = [*launcher, "serve",
             "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={logs}",
             "--override", "group.initial.rebalance.delay.ms=0"]
     for key, value in extra.items():
@@ -76,20 +80,20 @@ def kbroker_argv(port: int, logs: Path, extra: dict[str, str]) -> list[str]:
     return argv
 
 
-def start_single(name: str, workdir: Path, secure: bool = False) -> Target:
+def start_single(name: str, workdir: Path, secure: bool = False, tree: Path | None = None) -> Target:
     """One broker; ``secure`` (kbroker only) adds SSL and SASL_SSL listeners beside PLAINTEXT (bench.security)."""
-    if not secure or name != "kbroker":
-        return Target(name, "single", [throughput.start_broker(name, None, workdir)], 1)
+    if not secure or not name.startswith("kbroker"):
+        return Target(name, "single", [throughput.start_broker(name, tree, workdir)], 1)
     pki = security.make_pki(workdir)
     security.seed_user(workdir / f"{name}-logs")
     ports = {p: free_port() for p in security.PROTOCOLS}
-    broker = throughput.start_broker(name, None, workdir, security.broker_settings(ports, pki), ports["PLAINTEXT"])
+    broker = throughput.start_broker(name, tree, workdir, security.broker_settings(ports, pki), ports["PLAINTEXT"])
     target = Target(name, "single", [broker], 1)
     target.protocols = {p: (f"127.0.0.1:{ports[p]}", security.client_settings(p, pki)) for p in security.PROTOCOLS}
     return target
 
 
-def start_cluster(workdir: Path, size: int = 3) -> Target:
+def start_cluster(workdir: Path, size: int = 3, name: str = "kbroker", tree: Path | None = None) -> Target:
     """A local ZooKeeper and ``size`` kbroker processes in ZooKeeper mode; topics get replication factor 3
     and min.insync.replicas 2, the offsets topic too."""
     zookeeper = ZooKeeperServer(workdir / "zookeeper")
@@ -101,8 +105,8 @@ def start_cluster(workdir: Path, size: int = 3) -> Target:
             port = free_port()
             argv = kbroker_argv(port, workdir / f"cluster-{broker_id}", {
                 "broker.id": str(broker_id), "zookeeper.connect": f"{zookeeper.hosts}/kbench",
-                "offsets.topic.replication.factor": str(min(3, size))})
-            broker = BrokerProcess(f"kbroker-{broker_id}", argv, port, workdir, env)
+                "offsets.topic.replication.factor": str(min(3, size))}, tree)
+            broker = BrokerProcess(f"{name}-{broker_id}", argv, port, workdir, env)
             brokers.append(broker)
             broker.start()
     except Exception:
@@ -110,7 +114,7 @@ def start_cluster(workdir: Path, size: int = 3) -> Target:
             broker.stop()
         zookeeper.stop()
         raise
-    return Target("kbroker", "cluster", brokers, min(3, size), zookeeper)
+    return Target(name, "cluster", brokers, min(3, size), zookeeper)
 
 
 def warm_up(target: Target, timeout: float = 60.0) -> None:
@@ -134,13 +138,17 @@ def warm_up(target: Target, timeout: float = 60.0) -> None:
         consumer.close()
 
 
-def start(name: str, topology: str, workdir: Path, secure: bool = False) -> Target:
+def start(name: str, topology: str, workdir: Path, secure: bool = False, tree: Path | None = None) -> Target:
+    """``tree``: a kbroker source tree other than this one (``name`` then says which, see bench.throughput
+    parse_broker). Each start gets a fresh directory under ``workdir``, so a target started again (rounds)
+    begins empty."""
+    workdir = Path(tempfile.mkdtemp(prefix=f"{name}-{topology}-", dir=workdir))
     if topology == "single":
-        target = start_single(name, workdir, secure)
-    elif name != "kbroker":
+        target = start_single(name, workdir, secure, tree)
+    elif not name.startswith("kbroker"):
         raise ValueError(f"{name} has no {topology} mode here (Tansu 0.6 runs no ZooKeeper-mode cluster)")
     else:
-        target = start_cluster(workdir)
+        target = start_cluster(workdir, name=name, tree=tree)
     try:
         warm_up(target)
     except Exception:

@@ -113,6 +113,8 @@ def prepare_from_message_set(buf, config: LogConfig, topic_partition: str, now: 
             raise errors.InvalidTimestampError(
                 f"Invalid timestamp type in message at offset {entry.offset}. Producer should not set timestamp "
                 "type to LogAppendTime.")
+        if entry.magic == 1 and entry.codec != NONE and magic == 1:
+            _check_inner_offsets(entry)
         for record in legacy.open_entry(entry):
             _check_record(record, config, topic_partition, now)
             timestamp = record.timestamp if magic == 1 else NO_TIMESTAMP
@@ -122,6 +124,17 @@ def prepare_from_message_set(buf, config: LogConfig, topic_partition: str, now: 
     # (never for magic 0, whose inner offsets are absolute and must be rewritten).
     in_place = codec != NONE and codec == source_codec and first.magic == magic == 1
     return _info(out, magic, codec, first if in_place else None)
+
+
+def _check_inner_offsets(entry: Entry) -> None:
+    """A magic-1 wrapper's inner offsets must be 0..n-1 (LogValidator): its payload may be kept as
+    sent, and consumers derive each message's offset from them and the wrapper's."""
+    inner = legacy.parse_entries(legacy.decompress(entry.codec, entry.value, entry.magic))
+    for expected, m in enumerate(inner):
+        if m.offset != expected:
+            raise errors.InvalidRecordError(
+                f"Inner record at relative offset {m.offset} inside the compressed record batch does not have "
+                f"incremental offsets, expected offset is {expected}")
 
 
 def _check_record(record: LegacyRecord, config: LogConfig, topic_partition: str, now: int) -> None:

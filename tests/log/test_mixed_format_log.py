@@ -206,3 +206,14 @@ def test_zstd_cannot_be_stored_in_magic_1(tmp_path, appender):
     plog.append(batches.build_batch([(b"k", b"v", T0)], codec=GZIP))
     assert [(h.magic, h.compression) for h in records.scan_batches(read_all(plog))[0]] == [(1, LZ4)]
     plog.close()
+
+
+def test_a_wrapper_with_gaps_in_its_inner_offsets_is_refused(tmp_path, appender):
+    """Kept in place, such a payload would give consumers wrong offsets: Kafka refuses it."""
+    plog = open_log(tmp_path, appender, message_format_version="0.10.0")
+    inner = b"".join(legacy.encode_message(o, b"k", b"v", magic=1, timestamp=T0) for o in (0, 5))
+    wrapper = legacy.encode_message(1, None, legacy.compress(GZIP, inner), magic=1, timestamp=T0, attributes=GZIP)
+    with pytest.raises(errors.InvalidRecordError, match="does not have incremental offsets, expected offset is 1"):
+        plog.append(bytearray(wrapper))
+    assert plog.log_end_offset == 0
+    plog.close()

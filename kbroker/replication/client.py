@@ -50,6 +50,9 @@ class BrokerConnection:
     _reader: asyncio.StreamReader | None = field(default=None, init=False, repr=False)
     _writer: asyncio.StreamWriter | None = field(default=None, init=False, repr=False)
     _correlation: int = field(default=0, init=False, repr=False)
+    # callers sharing the connection (the transaction coordinator's markers to one leader) take turns: the
+    # reader serves one waiter, and the broker answers one request at a time anyway
+    _turn: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
     @property
     def connected(self) -> bool:
@@ -84,9 +87,10 @@ class BrokerConnection:
     async def request(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request and return the decoded response body. Raises OSError (and
         asyncio.TimeoutError) on any network trouble, after closing the connection."""
-        if not self.connected:
-            await self.connect()
-        return await self._exchange(api_key, version, body)
+        async with self._turn:
+            if not self.connected:
+                await self.connect()
+            return await self._exchange(api_key, version, body)
 
     async def _exchange(self, api_key: int, version: int, body: Any) -> Any:
         # this exchange's own stream pair: a concurrent close() (a fetcher stopped, a leader moved) clears the

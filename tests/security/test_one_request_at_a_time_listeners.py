@@ -5,7 +5,6 @@ handled the Produce at once and its records ended the Fetch early: the later req
 from __future__ import annotations
 
 import socket
-import ssl
 import struct
 import time
 from collections.abc import Iterator

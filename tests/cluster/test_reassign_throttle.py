@@ -119,7 +119,7 @@ def test_throttled_move_runs_at_the_throttle_and_verify_clears_it(cluster: Clust
     probe = LatencyProbe(cluster.bootstrap, "steady")
     done = threading.Event()
     done.set()
-    baseline = probe.measure(done, least=150)  # 3 s without the move
+    baseline = probe.measure(done, least=250)  # 5 s without the move
 
     move = tmp_path / "move.json"
     move.write_text(json.dumps({"version": 1, "partitions": [{"topic": "heavy", "partition": 0, "replicas": [2]}]}))
@@ -155,7 +155,9 @@ def test_throttled_move_runs_at_the_throttle_and_verify_clears_it(cluster: Clust
     assert 0.75 * RATE <= rate <= 1.25 * RATE, f"{size} bytes in {elapsed:.1f}s: {rate / RATE:.2f} x the throttle"
     assert not probe.failures
     assert len(during) > 100
-    assert p99(during) <= max(4 * p99(baseline), p99(baseline) + 0.3), (p99(baseline), p99(during))
+    # generously: two cores shared with other work stall either run by a few hundred ms now and then; a producer
+    # starved by the move would wait seconds
+    assert p99(during) <= max(5 * p99(baseline), p99(baseline) + 1.0), (p99(baseline), p99(during))
 
     wait_until(lambda: (a := layout.get_topic_assignment(cluster.store, "heavy")) and a.partitions[0] == [2]
                and not a.adding_replicas.get(0), timeout=30, message="the reassignment is done")

@@ -1,7 +1,8 @@
 """``kbroker reassign --replica-alter-log-dirs-throttle`` against a real broker with two log dirs: the tool sets
 ``replica.alter.log.dirs.io.max.bytes.per.second`` on the broker (a dynamic broker config, read back with
 DescribeConfigs), the move of a 12 MB partition keeps to it (a ceiling: it takes at least the time the bound
-allows for what may not go at once), and ``--verify`` clears it once the move is done."""
+allows for what may not go at once), and ``--verify`` clears it once the move is done (not with
+``--preserve-throttles``)."""
 from __future__ import annotations
 
 import json
@@ -73,6 +74,10 @@ def test_the_move_keeps_to_the_log_dir_throttle_and_verify_clears_it(jbod: Broke
     allowance = RATE + RATE + (1 << 20)
     assert elapsed >= (size - allowance) / RATE > 2, (size, elapsed)
 
+    kept = reassign_cli(jbod, "--verify", "--reassignment-json-file", str(plan), "--preserve-throttles")
+    assert kept.returncode == 0 and not kept.stderr, kept
+    assert not any(line.startswith("Clearing") for line in kept.stdout.splitlines())
+    assert dynamic_value(jbod) == str(RATE)
     verify = reassign_cli(jbod, "--verify", "--reassignment-json-file", str(plan))
     assert verify.returncode == 0 and not verify.stderr, verify
     assert verify.stdout.splitlines() == [

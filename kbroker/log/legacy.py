@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from kbroker import errors
@@ -383,6 +383,42 @@ def stored_batches(buf) -> Iterable[tuple[core_records.BatchHeader, memoryview]]
     headers, _, _ = core_records.scan_batches(view, False)
     for header in headers:
         yield header, view[header.position:header.position + header.size]
+
+
+Keep = Callable[[int, bytes | None, bytes | None], bool]  # (offset, key, value) -> does the cleaner keep it
+
+
+class Retained(NamedTuple):
+    data: bytes
+    last_offset: int
+    max_timestamp: int
+    kept: int                 # messages kept of those read
+    read: int
+
+
+def retained(buf, keep: Keep) -> Retained:
+    """The cleaner's copy of one stored magic 0/1 entry: the messages ``keep(offset, key, value)``
+    accepts, in their format. The entry as it is when all are kept, empty data when none is, else
+    a new wrapper of the kept ones in its codec, inner offsets relative to the first kept (magic 1,
+    gaps and all, so each keeps its offset) and the wrapper's offset the last kept, as Kafka's
+    cleaner rebuilds it with MemoryRecordsBuilder.appendWithOffset."""
+    entry = parse_entries(buf, verify_crc=False)[0]
+    messages = open_entry(entry, False)
+    kept = [m for m in messages if keep(m.offset, m.key, m.value)]
+    if len(kept) == len(messages):
+        return Retained(bytes(buf), entry.offset, entry.timestamp, len(kept), len(messages))
+    if not kept:
+        return Retained(b"", entry.offset, NO_TIMESTAMP, 0, len(messages))
+    type_bit = entry.attributes & TIMESTAMP_TYPE_MASK if entry.magic == 1 else 0
+    first = kept[0].offset
+    inner = b"".join(encode_message(m.offset - first if entry.magic == 1 else m.offset, m.key, m.value,
+                                    magic=entry.magic, timestamp=m.timestamp, attributes=type_bit) for m in kept)
+    timestamp = NO_TIMESTAMP
+    if entry.magic == 1:
+        timestamp = entry.timestamp if type_bit else max(m.timestamp for m in kept)
+    data = encode_message(kept[-1].offset, entry.key, compress(entry.codec, inner, entry.magic), magic=entry.magic,
+                          timestamp=timestamp, attributes=entry.codec | type_bit)
+    return Retained(data, kept[-1].offset, timestamp, len(kept), len(messages))
 
 
 def validate_stored(buf) -> None:

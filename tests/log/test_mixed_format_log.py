@@ -217,3 +217,34 @@ def test_a_wrapper_with_gaps_in_its_inner_offsets_is_refused(tmp_path, appender)
         plog.append(bytearray(wrapper))
     assert plog.log_end_offset == 0
     plog.close()
+
+
+def test_compaction_of_a_mixed_log_keeps_the_latest_value_of_each_key_in_its_format(tmp_path, appender):
+    from kbroker.log import clean_log
+
+    plog = open_log(tmp_path, appender, cleanup_policy="compact", segment_bytes=2048, min_cleanable_dirty_ratio=0.0,
+                    index_interval_bytes=64)
+    model: dict[int, tuple[bytes, bytes | None]] = {}
+
+    def put(rows: list[tuple[bytes, bytes | None]], codec: int = 0) -> None:
+        result = plog.append(batches.build_batch([(k, v, T0 + i) for i, (k, v) in enumerate(rows)], codec=codec))
+        for offset, row in zip(range(result.first_offset, result.last_offset + 1), rows):
+            model[offset] = row
+
+    for r in range(6):
+        put([(b"key-%d" % k, b"v2 %d.%d" % (r, k)) for k in range(5)])
+    _switch(plog, "0.10.0")
+    for r in range(12):
+        put([(b"key-%d" % k, b"m1 %d.%d" % (r, k)) for k in range(5)], codec=GZIP if r % 2 else 0)
+    put([(b"key-4", None)])  # a tombstone, kept while within delete.retention.ms
+    plog.roll()
+    plog.update_high_watermark(plog.log_end_offset)
+    checkpoint, stats = clean_log(plog, force=True)
+    assert checkpoint == plog.active.base_offset and stats.records_removed > 0
+    survivors = list(legacy.read_batches(read_all(plog)))
+    assert all(model[r.offset] == (r.key, r.value) for r in survivors), "every survivor keeps its offset and value"
+    latest = {key: offset for offset, (key, _) in sorted(model.items())}
+    assert {r.offset for r in survivors} == set(latest.values()), "exactly the latest of each key"
+    headers = records.scan_batches(read_all(plog))[0]
+    assert {h.magic for h in headers} == {1}  # the latest values were all written in magic 1
+    plog.close()

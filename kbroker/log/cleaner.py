@@ -60,7 +60,7 @@ from kbroker._core import records
 from kbroker._core.index import OffsetIndex, TimeIndex
 from kbroker.crashpoints import crash_point
 
-from . import batches
+from . import batches, legacy
 from .config import INT64_MAX, LogConfig
 from .names import CLEANED_SUFFIX, TopicPartition, segment_file_stem, segment_paths
 from .producer_snapshot import TXN_INDEX_SUFFIX
@@ -303,8 +303,13 @@ def build_offset_map(job: CleanJob) -> tuple[dict[bytes, int], dict[int, int], s
     offset_map: dict[bytes, int] = {}
     for source in job.sources[job.dirty_from:]:
         for header, mm in _source_batches(job, source):
-            if header.is_control or header.base_offset in unsafe or header.magic < 2:
-                continue  # magic 0/1 entries (message.format.version < 0.11) are kept as they are
+            if header.is_control or header.base_offset in unsafe:
+                continue
+            if header.magic < 2:  # magic 0/1 messages (message.format.version < 0.11)
+                for m in legacy.read_records(mm[header.position:header.position + header.size], verify_crc=False):
+                    if m.key is not None:
+                        offset_map[m.key] = m.offset
+                continue
             section = batches.records_section(mm[header.position:header.position + header.size], header)
             for _, _, offset_delta, _, key, _ in batches.iter_records(section, header.record_count):
                 if key is not None:
@@ -389,7 +394,14 @@ def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], l
             retain_deletes = source.mtime_ns // 1_000_000 > job.delete_horizon_ms
             for header, mm in _source_batches(job, source):
                 batch = mm[header.position:header.position + header.size]
-                if header.base_offset in unsafe or header.magic < 2:
+                if header.magic < 2:  # magic 0/1 messages: the same rules, message by message
+                    kept = legacy.retained(batch, _legacy_rule(offset_map, retain_deletes))
+                    stats.records_read += kept.read
+                    stats.records_removed += kept.read - kept.kept
+                    if kept.data:
+                        writer.add(kept.data, kept.last_offset, kept.max_timestamp)
+                    continue
+                if header.base_offset in unsafe:
                     stats.records_read += header.record_count
                     out = (batch, header.max_timestamp)
                 else:
@@ -402,6 +414,18 @@ def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], l
         writer.close()
         remove_segment_files(job.directory, sources[0].base_offset, CLEANED_SUFFIX)
         raise
+
+
+def _legacy_rule(offset_map: dict[bytes, int], retain_deletes: bool) -> legacy.Keep:
+    """_filter_batch's rules for one magic 0/1 message: keyed, its key's latest, no tombstone past the horizon."""
+    def keep(offset: int, key: bytes | None, value: bytes | None) -> bool:
+        if key is None:
+            return False
+        latest = offset_map.get(key)
+        if latest is not None and offset < latest:
+            return False
+        return value is not None or retain_deletes
+    return keep
 
 
 def _filter_batch(batch: bytes, header: records.BatchHeader, offset_map: dict[bytes, int],

@@ -8,6 +8,8 @@ happens to them.
   is the coordinators' acks=all write to their internal topics.
 - Fetch reads: ``fetchable`` (one partition of a Fetch, checked) and ``record_follower_fetch`` (a follower's fetch
   offset is its log end offset: the high watermark, the ISR and waiting produces move with it).
+- Replication throttles (KIP-73): ``quotas`` (leader, follower, log-dir moves; bounds from the dynamic config),
+  ``should_leader_throttle`` and ``record_leader_replication`` for the Fetch handler.
 - Roles from the controller: ``become_leader_or_follower`` (LeaderAndIsr) and ``stop_replica``; the
   fetchers and the ISR manager exist in ZooKeeper mode only (``enable_replication``).
 - Markers: ``write_markers`` appends transaction markers to the partitions led here.

@@ -65,21 +65,28 @@ def keys(tmp_path_factory) -> Keys:
 def dyn_cluster(zookeeper_server: ZooKeeperServer, tmp_path_factory, keys: Keys) -> Iterator[Cluster]:
     c = Cluster(zookeeper_server, tmp_path_factory.mktemp("dyn"), overrides={"log.retention.check.interval.ms": "300"})
     c.client_ports, c.ssl_ports, c.status_ports, c.first_certs = {}, {}, {}, {}
-    for broker_id, broker in c.brokers.items():
-        client, tls, status = free_port(), free_port(), free_port()
-        keystore, der = keys.keystore(f"broker-{broker_id}.pem")
-        c.client_ports[broker_id], c.ssl_ports[broker_id], c.status_ports[broker_id] = client, tls, status
-        c.first_certs[broker_id] = der
-        broker.overrides.update({
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},CLIENT://127.0.0.1:{client},SSL://127.0.0.1:{tls}",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,SSL:SSL",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.name.ssl.ssl.keystore.type": "PEM",
-            "listener.name.ssl.ssl.keystore.location": str(keystore),
-            "status.listener": f"http://127.0.0.1:{status}",
-        })
     try:
-        c.start()
+        for broker_id, broker in c.brokers.items():
+            keystore, c.first_certs[broker_id] = keys.keystore(f"broker-{broker_id}.pem")
+            for attempt in range(3):  # ports picked just before the start; another process may take one first
+                client, tls, status = free_port(), free_port(), free_port()
+                c.client_ports[broker_id], c.ssl_ports[broker_id], c.status_ports[broker_id] = client, tls, status
+                broker.overrides.update({
+                    "listeners": f"PLAINTEXT://127.0.0.1:{broker.port},CLIENT://127.0.0.1:{client},"
+                                 f"SSL://127.0.0.1:{tls}",
+                    "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT,SSL:SSL",
+                    "inter.broker.listener.name": "PLAINTEXT",
+                    "listener.name.ssl.ssl.keystore.type": "PEM",
+                    "listener.name.ssl.ssl.keystore.location": str(keystore),
+                    "status.listener": f"http://127.0.0.1:{status}",
+                })
+                try:
+                    broker.start()
+                    break
+                except AssertionError as exc:
+                    if "address already in use" not in str(exc) or attempt == 2:
+                        raise
+        c.wait_all_known()
         yield c
     finally:
         c.stop()

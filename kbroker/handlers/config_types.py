@@ -60,6 +60,18 @@ _BROKER_TYPES: dict[str, ConfigType] = {
     "queued.max.requests": INT, "background.threads": INT, "inter.broker.protocol.version": S,
     "zookeeper.set.acl": B, "zookeeper.max.in.flight.requests": INT, "log.cleaner.dedupe.buffer.size": L,
     "fetch.purgatory.purge.interval.requests": INT, "producer.purgatory.purge.interval.requests": INT,
+    # dynamic keys Kafka declares that kbroker stores without using (a key of no known type would be answered as
+    # sensitive, and kafka-configs.sh --alter then asks for its value again: "All sensitive broker config entries
+    # must be specified")
+    "log.cleaner.io.buffer.load.factor": D, "log.cleaner.io.buffer.size": INT, "max.connection.creation.rate": INT,
+    "metric.reporters": LS, "principal.builder.class": ConfigType.CLASS, "sasl.kerberos.kinit.cmd": S,
+    "sasl.kerberos.min.time.before.relogin": L, "sasl.kerberos.principal.to.local.rules": LS,
+    "sasl.kerberos.service.name": S, "sasl.kerberos.ticket.renew.jitter": D,
+    "sasl.kerberos.ticket.renew.window.factor": D, "sasl.login.refresh.buffer.seconds": SH,
+    "sasl.login.refresh.min.period.seconds": SH, "sasl.login.refresh.window.factor": D,
+    "sasl.login.refresh.window.jitter": D, "ssl.engine.factory.class": ConfigType.CLASS,
+    "ssl.keymanager.algorithm": S, "ssl.provider": S, "ssl.secure.random.implementation": S,
+    "ssl.trustmanager.algorithm": S,
     # the broker defaults of the topic keys
     "log.segment.bytes": INT, "log.roll.ms": L, "log.roll.hours": INT, "log.roll.jitter.ms": L,
     "log.roll.jitter.hours": INT,

@@ -245,3 +245,21 @@ def test_create_topics_v5_answers_the_same_entries(static_broker):
     assert configs["segment.bytes"] == ("2000000", 4, False, False)
     assert configs["retention.ms"] == (str(24 * 3600_000), 5, False, False)  # log.retention.ms is set nowhere
     assert configs["max.message.bytes"] == ("1048588", 5, False, False)
+
+
+def test_a_dynamic_key_kafka_declares_but_kbroker_does_not_use_is_shown_with_its_type(dynamic_broker):
+    """librdkafka's admin client sets sasl.kerberos.min.time.before.relogin (Kafka: a LONG, dynamically updatable):
+    described back it is no secret, so kafka-configs.sh can alter the broker again without giving it anew."""
+    admin = AdminClient({"bootstrap.servers": dynamic_broker.bootstrap})
+    _incremental(admin, ResourceType.BROKER, "5", {"sasl.kerberos.min.time.before.relogin": "60001"})
+    deadline = time.monotonic() + 15
+    while True:
+        answer = request(dynamic_broker.bootstrap, 32, 3, {"resources": [{
+            "resource_type": 4, "resource_name": "5", "configuration_keys": ["sasl.kerberos.min.time.before.relogin"]}],
+            "include_synonyms": False, "include_documentation": False})
+        [entry] = answer.results[0].configs or [None]
+        if entry is not None and entry.config_source == 2:
+            break
+        assert time.monotonic() < deadline, entry
+        time.sleep(0.2)
+    assert (entry.value, entry.is_sensitive, entry.config_type) == ("60001", False, 5)  # 5: LONG

@@ -51,7 +51,15 @@ def test_followers_copy_a_mixed_format_log_and_take_over(cluster):
     for future in admin.incremental_alter_configs(
             [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=entries)]).values():
         future.result(15)
-    _produce(cluster.bootstrap, topic, 300, 300, "gzip")
+    # The other brokers take the change from ZooKeeper's /config/changes, as Kafka's do: the producer goes on
+    # writing until the leader stores magic 1.
+    leader = cluster.brokers[partition_state(cluster, topic, 0).leader]
+    sent = 300
+    while _magics(segment_bytes(leader, topic, 0))[-1] != 1:
+        assert sent < 600, "the leader never took message.format.version=0.10.0"
+        _produce(cluster.bootstrap, topic, sent, 10, "none")
+        sent += 10
+    _produce(cluster.bootstrap, topic, sent, 600 - sent, "gzip")
     _produce(cluster.bootstrap, topic, 600, 100, "none")
 
     data = _identical(cluster, topic)

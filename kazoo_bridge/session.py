@@ -1,7 +1,7 @@
 """``SessionManager``: what a broker does when its ZooKeeper session comes and goes.
 
 Kafka's rules (KafkaController's session-expiration handler, ``processExpire`` and
-``processRegisterBrokerAndReelect``; shared/reference/zookeeper-layout.md §3.2, §6.1):
+``processRegisterBrokerAndReelect``; the znodes of apache/kafka ``core/src/main/scala/kafka/zk/ZkData.scala``):
 
 * LOST (the session expired: ``/brokers/ids/<id>`` and ``/controller`` are gone, or about to
   be): the controller resigns at once -- it may already have been replaced, and every write it

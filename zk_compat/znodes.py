@@ -2,8 +2,8 @@
 
 Each class has ``path(...)``; those that carry data also have ``encode(...) -> bytes`` and
 ``decode(...)``, which returns one of the small dataclasses below. The facts (paths, JSON keys,
-versions, which values are strings) are Kafka's ``ZkData.scala``, as collected in
-``shared/reference/zookeeper-layout.md``.
+versions, which values are strings) are Kafka's (apache/kafka
+``core/src/main/scala/kafka/zk/ZkData.scala``).
 
 Encoding produces the bytes Kafka 2.8 writes, including key order: Jackson walks Scala/Java hash
 maps, so the order on disk is a hash order, which ``_jvm_order`` reproduces for the Scala 2.13

@@ -1,6 +1,7 @@
 """Persistence of consumer groups in the internal compacted topic ``__consumer_offsets``.
 
-Byte formats are Kafka's (shared/reference/protocol.md §7). Every key and value starts with an
+Byte formats are Kafka's (apache/kafka core/src/main/scala/kafka/coordinator/group/GroupMetadataManager.scala,
+its key and value schemas). Every key and value starts with an
 int16 version and uses the classic encodings: strings int16 length + UTF-8 (-1 = null), bytes
 int32 length, arrays int32 count, all big-endian.
 

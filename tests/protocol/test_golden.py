@@ -1,4 +1,6 @@
-"""Byte-exact frames written out by hand from the layouts in shared/reference/protocol.md (§1, §5).
+"""Byte-exact frames written out by hand from Kafka's protocol guide (kafka.apache.org/protocol: framing,
+request and response headers, primitive types) and the message definitions in apache/kafka
+clients/src/main/resources/common/message/.
 
 Each hex string is split by field so that it can be checked against the reference by eye.
 """

@@ -1,6 +1,6 @@
-"""The layering of STYLE.md §4.1 as tests: import-linter's contracts ([tool.importlinter] in pyproject.toml) hold on
-the tree, each kind of contract fails on a tree that breaks it, and no module of the broker imports itself back
-through a chain of others.
+"""The layering of the README's Architecture table as tests: import-linter's contracts ([tool.importlinter] in
+pyproject.toml) hold on the tree, each kind of contract fails on a tree that breaks it, and no module of the broker
+imports itself back through a chain of others.
 
 `make lint` (or `.venv/bin/lint-imports`) prints the broken contracts with every offending import and its line.
 """

@@ -1,4 +1,5 @@
-"""Every znode's encoding against the bytes in shared/reference/zookeeper-layout.md, decoding of
+"""Every znode's encoding against the bytes Kafka 2.8 writes (apache/kafka core/src/main/scala/kafka/zk/ZkData.scala),
+decoding of
 what older Kafka versions wrote, and clear errors on garbage.
 
 Where Kafka builds the JSON from a hash map, its key order is a hash order (see

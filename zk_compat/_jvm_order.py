@@ -28,16 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from .jvm import java_string_hash
+
 _MASK32 = 0xFFFFFFFF
-
-
-def java_string_hash(s: str) -> int:
-    """``java.lang.String.hashCode`` as an unsigned 32-bit value (UTF-16 code units)."""
-    data = s.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & _MASK32
-    return h
+__all__ = ["java_hashmap_order", "java_properties_order", "java_string_hash", "scala_immutable_map_order",
+           "scala_mutable_map_order"]
 
 
 def _signed(h: int) -> int:

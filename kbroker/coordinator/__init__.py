@@ -18,10 +18,10 @@ from kbroker.coordinator.group import (
                                        MemberDescription,
                                        SyncResult,
 )
-from kbroker.coordinator.offsets_log import OffsetAndMetadata, OffsetsLog, java_string_hash, partition_for
+from kbroker.coordinator.offsets_log import OffsetAndMetadata, OffsetsLog, partition_for
 
 __all__ = [
     "GroupCoordinator", "NO_OFFSET", "GroupConfig", "GroupDescription", "GroupOverview", "GroupState",
     "JoinMember", "JoinResult", "LeaveMemberResult", "LeaveResult", "MemberDescription", "SyncResult",
-    "OffsetAndMetadata", "OffsetsLog", "java_string_hash", "partition_for",
+    "OffsetAndMetadata", "OffsetsLog", "partition_for",
 ]

@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Se
 from dataclasses import dataclass, field
 
 from kbroker.log import batches as record_batches
+from zk_compat.jvm import java_int_hash
 
 log = logging.getLogger(__name__)
 
@@ -47,19 +48,10 @@ AppendFn = Callable[[int, bytearray], "int | Awaitable[int]"]
 
 # --- partition choice ----------------------------------------------------------------------
 
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode()``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as int32."""
-    h = 0
-    units = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
-
-
 def partition_for(group_id: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition of a group: Kafka's ``Utils.abs(hash) % n``, where
     ``Utils.abs(Integer.MIN_VALUE)`` is 0 rather than Java's negative ``Math.abs``."""
-    h = java_string_hash(group_id)
+    h = java_int_hash(group_id)
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 

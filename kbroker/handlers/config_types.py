@@ -6,13 +6,13 @@ one-line docs are the ones declared with each key in ``kbroker.config`` and ``kb
 from __future__ import annotations
 
 import re
-from decimal import Decimal
 from enum import IntEnum
 from typing import Any
 
 from kbroker.config import DEFS
 from kbroker.dynamic_config import ALL_DYNAMIC_KEYS, REPLICATION_QUOTA_KEYS
 from kbroker.log.config import KEYS as LOG_KEYS
+from zk_compat.jvm import java_double
 
 
 class ConfigType(IntEnum):
@@ -152,20 +152,6 @@ NULL_DEFAULT_KEYS: frozenset[str] = frozenset({
     "ssl.truststore.location", "ssl.truststore.password", "ssl.keystore.certificate.chain", "ssl.keystore.key",
     "ssl.truststore.certificates",
 })
-
-
-def java_double(value: float) -> str:
-    """Java's Double.toString: plain between 10^-3 and 10^7 ("0.5", "100.0"), else "1.7976931348623157E308"."""
-    if value != value:
-        return "NaN"
-    if value in (float("inf"), float("-inf")):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0 or 1e-3 <= abs(value) < 1e7:
-        return repr(float(value))  # Python writes this range as Java does
-    sign, digits, exponent = Decimal(repr(float(value))).as_tuple()
-    figures = "".join(map(str, digits)).rstrip("0") or "0"
-    power = len(digits) - 1 + int(exponent)
-    return f"{'-' if sign else ''}{figures[0]}.{figures[1:] or '0'}E{power}"
 
 
 def kafka_string(value: Any) -> str:

@@ -8,7 +8,6 @@ Describing needs DESCRIBE_CONFIGS on the cluster, altering ALTER_CONFIGS (CLUSTE
 """
 from __future__ import annotations
 
-import decimal
 import logging
 import math
 from typing import Any
@@ -18,6 +17,7 @@ from kbroker.protocol.messages.quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXA
 from kbroker.security.entity_configs import DEFAULT
 from kbroker.security.quotas import QUOTA_KEYS
 from zk_compat import layout
+from zk_compat.jvm import java_double
 from zk_compat.store import NoNodeError
 from zk_compat.znodes import (
     ConfigEntityChangeNotificationSequenceZNode as ChangeSeq,
@@ -34,25 +34,6 @@ log = logging.getLogger(__name__)
 USER, CLIENT_ID = "user", "client-id"
 CLUSTER_DENIED = "Cluster authorization failed."
 _MISSING = object()  # an entity without this part (a user-only entity has no client id)
-
-
-def java_double(value: float) -> str:
-    """Java's ``Double.toString``: what Kafka writes for a DOUBLE quota (``50.0``, ``1.0E7``)."""
-    if math.isnan(value):
-        return "NaN"
-    if math.isinf(value):
-        return "Infinity" if value > 0 else "-Infinity"
-    if value == 0:
-        return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    a = abs(value)
-    sign = "-" if value < 0 else ""
-    if 1e-3 <= a < 1e7:
-        text = repr(a)
-        return sign + (text if "." in text else text + ".0")
-    _, digits, exponent = decimal.Decimal(repr(a)).as_tuple()
-    ds = "".join(map(str, digits)).rstrip("0") or "0"
-    exp10 = len(digits) - 1 + int(exponent)
-    return f"{sign}{ds[0]}.{ds[1:] or '0'}E{exp10}"
 
 
 def _name(part: str) -> str | None:

@@ -30,6 +30,7 @@ from kbroker.log import TopicPartition
 from kbroker.partition import Partition
 from kbroker.replication.client import BrokerConnection
 from kbroker.replication.throttle import ReplicationQuotas, throttled
+from zk_compat.jvm import java_int_hash
 
 log = logging.getLogger(__name__)
 
@@ -346,18 +347,9 @@ class LeaderFetcher:
         return found[0], found[1]
 
 
-def java_string_hash(text: str) -> int:
-    """Java's String.hashCode (a signed 32-bit sum over UTF-16 code units)."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
 def fetcher_id(tp: TopicPartition, num_fetchers: int) -> int:
     """Kafka's AbstractFetcherManager.getFetcherId: abs(31 * topic.hashCode + partition) % num.replica.fetchers."""
-    n = (31 * java_string_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
+    n = (31 * java_int_hash(tp.topic) + tp.partition) & 0xFFFFFFFF
     n = n - (1 << 32) if n >= 1 << 31 else n
     return (0 if n == -(1 << 31) else abs(n)) % num_fetchers
 

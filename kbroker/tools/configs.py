@@ -35,9 +35,7 @@ broker or the network (one line on stderr), 2 bad arguments.
 from __future__ import annotations
 
 import argparse
-import decimal
 import hashlib
-import math
 import re
 import secrets
 import sys
@@ -46,6 +44,7 @@ from typing import TextIO
 
 from kbroker.config import parse_properties
 from kbroker.protocol import API_KEYS
+from zk_compat.jvm import java_double
 
 from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
 from .security import SecurityConfigError, load_command_config
@@ -290,22 +289,6 @@ def alter_scram(admin: AdminClient, user: str, add: dict[str, str], delete: list
 
 # -- describe -------------------------------------------------------------------------------
 
-def _format_double(value: float) -> str:
-    """Java's Double.toString, as kafka-configs.sh prints quotas (1048576.0, 50.5, 1.0E7)."""
-    if not math.isfinite(value):
-        return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
-    if value == 0:
-        return "0.0"
-    a = abs(value)
-    sign = "-" if value < 0 else ""
-    if 1e-3 <= a < 1e7:
-        text = repr(a)
-        return sign + (text if "." in text else text + ".0")
-    _, digits, exponent = decimal.Decimal(repr(a)).as_tuple()
-    ds = "".join(map(str, digits)).rstrip("0") or "0"
-    return f"{sign}{ds[0]}.{ds[1:] or '0'}E{len(digits) - 1 + int(exponent)}"
-
-
 def describe(admin: AdminClient, types: list[str], names: list[str], out: TextIO) -> None:
     components = []
     for i, t in enumerate(types):
@@ -328,7 +311,7 @@ def describe(admin: AdminClient, types: list[str], names: list[str], out: TextIO
                 name = parts[kind]
                 described = DESCRIBED_AS[kind]
                 where.append(f"{described} '{name}'" if name is not None else f"the default {described}")
-        values = ", ".join(f"{v.key}={_format_double(v.value)}" for v in entry.values)
+        values = ", ".join(f"{v.key}={java_double(v.value)}" for v in entry.values)
         lines.append(f"Quota configs for {', '.join(where)} are {values}")
     for line in sorted(lines):
         print(line, file=out)

@@ -12,7 +12,7 @@ import enum
 import struct
 from dataclasses import dataclass, field
 
-from kbroker.coordinator.offsets_log import java_string_hash
+from zk_compat.jvm import java_int_hash
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -45,7 +45,7 @@ class TxnMetadata:
 
 def partition_for(transactional_id: str, num_partitions: int) -> int:
     """Kafka's ``Utils.abs(transactionalId.hashCode) % transactionTopicPartitionCount``."""
-    h = java_string_hash(transactional_id)
+    h = java_int_hash(transactional_id)
     return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 

@@ -8,15 +8,16 @@ from types import SimpleNamespace
 
 from kbroker.cluster import LiveBroker
 from kbroker.log import TopicPartition
-from kbroker.replication.fetcher import ReplicaFetcherManager, fetcher_id, java_string_hash
+from kbroker.replication.fetcher import ReplicaFetcherManager, fetcher_id
 from kbroker.replication.throttle import ReplicationQuota
+from zk_compat.jvm import java_int_hash
 
 from .test_fetcher_add import LEADER, _follower_partition, _IdleLeader
 
 
 def test_the_fetcher_id_is_kafkas() -> None:
-    assert java_string_hash("hello") == 99162322            # java.lang.String.hashCode
-    assert java_string_hash("\u00e9t\u00e9") == 0xE9 * 961 + ord("t") * 31 + 0xE9
+    assert java_int_hash("hello") == 99162322            # java.lang.String.hashCode
+    assert java_int_hash("\u00e9t\u00e9") == 0xE9 * 961 + ord("t") * 31 + 0xE9
     # 31 * 99162322 overflows an int to -1220935314; Kafka's Utils.abs takes it back
     assert fetcher_id(TopicPartition("hello", 0), 7) == 1220935314 % 7
     assert fetcher_id(TopicPartition("hello", 5), 1) == 0

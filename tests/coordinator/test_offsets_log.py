@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from kbroker.coordinator import GroupConfig, GroupCoordinator, OffsetAndMetadata, java_string_hash, partition_for
+from kbroker.coordinator import GroupConfig, GroupCoordinator, OffsetAndMetadata, partition_for
 from kbroker.coordinator.offsets_log import (
     GroupKey,
     GroupMetadataRecord,
@@ -24,6 +24,7 @@ from kbroker.coordinator.offsets_log import (
     iter_batches,
 )
 from tests.oracles import batch_oracle
+from zk_compat.jvm import java_int_hash
 
 from .conftest import Env, ManualTimer, settle
 from .helpers import stable_group
@@ -50,18 +51,18 @@ def java_hash_reference(text: str) -> int:
     ("polygenelubricants", -2 ** 31),  # hashes to Integer.MIN_VALUE
 ])
 def test_java_string_hash_known_values(text, expected):
-    assert java_string_hash(text) == expected
+    assert java_int_hash(text) == expected
 
 
 @pytest.mark.parametrize("text", ["console-consumer-12345", "test-consumer-group", "my-group", "group-ü",
                                   "\U0001F600", "x" * 100])
 def test_java_string_hash_matches_the_definition(text):
-    assert java_string_hash(text) == java_hash_reference(text)
+    assert java_int_hash(text) == java_hash_reference(text)
 
 
 def test_partition_for_uses_kafkas_abs():
     assert partition_for("hello", 50) == 99162322 % 50 == 22
-    assert java_string_hash("test-consumer-group") < 0
+    assert java_int_hash("test-consumer-group") < 0
     assert partition_for("test-consumer-group", 50) == abs(java_hash_reference("test-consumer-group")) % 50
     assert partition_for("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) == 0, not negative
     assert partition_for("polygenelubricants", 7) == 0

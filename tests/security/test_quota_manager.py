@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker.config import build_config
-from kbroker.handlers.quotas import java_double
 from kbroker.protocol.outcome import NO_RESPONSE
 from kbroker.security.principal import KafkaPrincipal, Session
 from kbroker.security.quotas import (
@@ -20,6 +19,7 @@ from kbroker.security.quotas import (
     produce_request_size,
     with_throttle,
 )
+from zk_compat.jvm import java_double
 
 D = "<default>"
 MB = 1048576.0

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from kbroker.config import BrokerConfig
 from kbroker.log.config import ConfigError
 from kbroker.security.credentials import SCRAM_MECHANISMS
+from zk_compat.jvm import java_string_hash
 
 from .authenticator import ListenerSasl, SaslConnection, SaslServerAuthenticator
 from .base import SaslAuthenticationError, SaslError
@@ -52,18 +53,13 @@ def _int_value(config: BrokerConfig, listener: str, key: str, default: int, mech
 def java_hashset_order(names: list[str]) -> list[str]:
     """The order of ``new ArrayList<>(new HashSet<>(names))`` in Java, which is how Kafka lists the
     enabled mechanisms in SaslHandshake responses."""
-    def java_hash(s: str) -> int:
-        h = 0
-        for unit in s.encode("utf-16-be").hex(" ", 2).split():
-            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
-        return h
     unique = list(dict.fromkeys(names))
     capacity = 16
     while capacity < int(len(unique) / 0.75) + 1:
         capacity *= 2
 
     def bucket(s: str) -> int:
-        h = java_hash(s)
+        h = java_string_hash(s)
         return (h ^ (h >> 16)) & (capacity - 1)
     return sorted(unique, key=bucket)   # stable: same-bucket names keep insertion order
 

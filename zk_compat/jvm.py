@@ -1,13 +1,16 @@
 """Java's own forms of a string's hash and of a double, which Kafka's bytes carry: ``String.hashCode`` picks a
 group's ``__consumer_offsets`` partition, a transactional id's ``__transaction_state`` partition, a replica fetcher
 and every JVM hash map's iteration order (``_jvm_order``); ``Double.toString`` writes DOUBLE config and quota values
-("0.5", "100.0", "1.0E7", "-0.0", "1.7976931348623157E308"). One copy each, for zk_compat and kbroker alike."""
+("0.5", "100.0", "1.0E7", "-0.0", "1.7976931348623157E308"); ``new BigInteger(130, SecureRandom).toString(36)``
+is a SCRAM salt or nonce. One copy each, for zk_compat and kbroker alike."""
 from __future__ import annotations
 
 import decimal
 import math
+import secrets
 
 _MASK32 = 0xFFFFFFFF
+_BASE36 = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 
 def java_string_hash(s: str) -> int:
@@ -39,3 +42,14 @@ def java_double(value: float) -> str:
     _, digits, exponent = decimal.Decimal(repr(a)).as_tuple()
     figures = "".join(map(str, digits)).rstrip("0") or "0"
     return f"{sign}{figures[0]}.{figures[1:] or '0'}E{len(digits) - 1 + int(exponent)}"
+
+
+def random_base36() -> str:
+    """Kafka's ``new BigInteger(130, new SecureRandom()).toString(36)`` (ScramFormatter.secureRandomString): the
+    salt kafka-configs.sh stores and the SCRAM server's nonce; lower-case digits, no leading zeros, "0" for zero."""
+    n = secrets.randbits(130)
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = _BASE36[r] + out
+    return out or "0"

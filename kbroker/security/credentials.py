@@ -21,12 +21,12 @@ import binascii
 import hashlib
 import hmac
 import logging
-import secrets
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kbroker.config import BrokerConfig
+from zk_compat.jvm import random_base36
 from zk_compat.layout import create_config_change_notification
 from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from zk_compat.znodes import ConfigEntityZNode, sanitize_entity_name
@@ -84,17 +84,6 @@ def server_key(mechanism: str, salted: bytes) -> bytes:
 def credential_from_salted(mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
     return ScramCredential(salt, digest(mechanism, client_key(mechanism, salted)), server_key(mechanism, salted),
                            iterations)
-
-
-def random_base36() -> str:
-    """Kafka's ``new BigInteger(130, SecureRandom).toString(36)``: SCRAM salts and server nonces."""
-    n = secrets.randbits(130)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    out = ""
-    while n:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-    return out or "0"
 
 
 def new_salt() -> bytes:

@@ -37,14 +37,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import re
-import secrets
 import sys
 from pathlib import Path
 from typing import TextIO
 
 from kbroker.config import parse_properties
 from kbroker.protocol import API_KEYS
-from zk_compat.jvm import java_double
+from zk_compat.jvm import java_double, random_base36
 
 from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
 from .security import SecurityConfigError, load_command_config
@@ -251,17 +250,6 @@ def scram_salted_password(mechanism: str, password: str, salt: bytes, iterations
     return hashlib.pbkdf2_hmac(SCRAM_MECHANISMS[mechanism][1], password.encode("utf-8"), salt, iterations)
 
 
-def _new_salt() -> bytes:
-    """What Kafka's tools use: the base-36 text of a random 130-bit number."""
-    n = secrets.randbits(130)
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
-    text = ""
-    while n:
-        n, d = divmod(n, 36)
-        text = digits[d] + text
-    return (text or "0").encode()
-
-
 def alter_scram(admin: AdminClient, user: str, add: dict[str, str], delete: list[str]) -> None:
     upsertions = []
     for mechanism, text in add.items():
@@ -274,7 +262,7 @@ def alter_scram(admin: AdminClient, user: str, add: dict[str, str], delete: list
         if iterations < MIN_ITERATIONS:
             raise ConfigCommandError(f"Iterations {iterations} is less than the minimum {MIN_ITERATIONS} required "
                                      f"for {mechanism}")
-        salt = _new_salt()
+        salt = random_base36().encode()  # what Kafka's tools use: base-36 text of 130 random bits
         upsertions.append({"name": user, "mechanism": SCRAM_MECHANISMS[mechanism][0], "iterations": iterations,
                            "salt": salt, "salted_password": scram_salted_password(mechanism, m.group(2), salt,
                                                                                   iterations)})

@@ -30,10 +30,10 @@ from kbroker.security.credentials import (
     constant_time_equals,
     digest,
     hmac_digest,
-    random_base36,
     salted_password,
     server_key,
 )
+from zk_compat.jvm import random_base36
 
 from .base import SaslAuthenticationError, SaslError
 from .plain import AUTHZID_DIFFERS

@@ -91,15 +91,15 @@ def _endpoint(info: BrokerInfo, epoch: int = -1, inter_broker: str | None = None
 
 class ClusterView:
     def __init__(self, store: MetadataStore, loop: asyncio.AbstractEventLoop,
-                 on_change: Callable[[Snapshot], Awaitable[None] | None], inter_broker_listener: str | None = None
-                 ) -> None:
+                 on_change: Callable[[Snapshot], Awaitable[None] | None], inter_broker_listener: str | None = None,
+                 wants_states: Callable[[int | None], bool] = lambda controller_id: True) -> None:
         self.store = store
         self.inter_broker_listener = inter_broker_listener
         self.loop = loop
         self.on_change = on_change
         # Partition states matter only to the controller (brokers hear theirs through
         # LeaderAndIsr/UpdateMetadata): given the controller id read, read and watch them?
-        self.wants_states: Callable[[int | None], bool] = lambda controller_id: True
+        self.wants_states = wants_states
         self.snapshot = Snapshot()
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-view")
         self._watcher = self._on_watch  # one object, so re-arming is one entry in kazoo's tables

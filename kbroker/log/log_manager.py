@@ -66,7 +66,8 @@ class LogManager:
     def __init__(self, log_dirs: Iterable[str | os.PathLike[str]], config: LogConfig | None = None, *,
                  appender: Appender | None = None, clock: Callable[[], int] = wall_ms,
                  cleaner_thread: bool = True, cleaner_threads: int = 1,
-                 last_stable_offset: Callable[[TopicPartition], int | None] | None = None) -> None:
+                 last_stable_offset: Callable[[TopicPartition], int | None] | None = None,
+                 on_all_dirs_offline: Callable[[], None] | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("log.dirs is empty: give at least one directory")
@@ -91,7 +92,7 @@ class LogManager:
         self.future_appender = open_appender("pwritev")
         self.offline_dirs: set[Path] = set()
         # called once every log dir is offline: the broker cannot serve anything (Kafka halts then)
-        self.on_all_dirs_offline: Callable[[], None] | None = None
+        self.on_all_dirs_offline = on_all_dirs_offline
         self._locks: dict[Path, int] = {}
         self.topic_overrides: dict[str, Mapping[str, str]] = {}
         # Compaction: first dirty offset per log (cleaner-offset-checkpoint), the workers, the jobs

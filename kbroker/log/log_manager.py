@@ -654,3 +654,13 @@ class LogManager:
                 self.remove_future_log(tp)
         if self.on_all_dirs_offline is not None and set(self.log_dirs) <= self.offline_dirs:
             self.on_all_dirs_offline()
+
+
+def halt_without_log_dirs(log_dirs: Iterable[Path]) -> None:
+    """What a broker does once every log dir failed (a full or broken disk): halt, as Kafka's
+    ``LogManager.handleLogDirFailure`` does. A broker left running would keep its ZooKeeper registration and its
+    leaderships while serving none of them, so nothing would move them; gone, its session ends and the controller
+    elects other leaders. Restarting it (after the disk is fixed) recovers its logs."""
+    log.critical("every log dir (%s) is offline: halting the broker", ", ".join(map(str, log_dirs)))
+    logging.shutdown()
+    os._exit(1)

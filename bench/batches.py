@@ -1,43 +1,27 @@
-"""Client-shaped record batches (magic 2, uncompressed, ~1 KiB records) for benchmarks."""
+"""Client-shaped record batches (magic 2, uncompressed, ~1 KiB records) for benchmarks, built by the broker's own
+v2 codec (kbroker.log.batches.build_batch) as a producer with no idempotence sends them."""
 from __future__ import annotations
 
 import os
-import struct
 import time
 
-from kbroker._core.records import HEADER_SIZE, crc32c
+from kbroker.log.batches import HEADER_SIZE, build_batch
 
 RECORD_VALUE_BYTES = 1000
 
 
-def _varint(value: int) -> bytes:
-    value = (value << 1) ^ (value >> 63)  # zigzag, as Kafka's varints
-    out = bytearray()
-    while value & ~0x7F:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
-def _record(offset_delta: int, value: bytes) -> bytes:
-    body = b"\x00" + _varint(0) + _varint(offset_delta) + _varint(-1) + _varint(len(value)) + value + _varint(0)
-    return _varint(len(body)) + body
-
-
 def client_batch(max_size: int, timestamp: int | None = None) -> bytearray:
-    """A batch no larger than ``max_size`` bytes filled with ~1 KiB random records."""
+    """A batch no larger than ``max_size`` bytes filled with as many ~1 KiB random records as fit (keyless, one
+    timestamp)."""
     timestamp = time.time_ns() // 1_000_000 if timestamp is None else timestamp
-    payload = bytearray()
-    count = 0
-    while True:
-        record = _record(count, os.urandom(RECORD_VALUE_BYTES))
-        if HEADER_SIZE + len(payload) + len(record) > max_size:
-            break
-        payload += record
-        count += 1
-    if count == 0:
-        raise ValueError(f"{max_size} bytes cannot hold a {RECORD_VALUE_BYTES}-byte record")
-    after_crc = struct.pack(">hiqqqhii", 0, count - 1, timestamp, timestamp, -1, -1, -1, count) + payload
-    head = struct.pack(">qiib", 0, len(after_crc) + 9, -1, 2)
-    return bytearray(head + struct.pack(">I", crc32c(after_crc)) + after_crc)
+    values = []
+    # every record is at least as large as the first (its offset delta's varint only grows): an upper bound
+    smallest = len(build_batch([(None, bytes(RECORD_VALUE_BYTES), timestamp)])) - HEADER_SIZE
+    for _ in range(max(0, max_size - HEADER_SIZE) // smallest):
+        values.append(os.urandom(RECORD_VALUE_BYTES))
+    while values:
+        batch = build_batch([(None, value, timestamp) for value in values])
+        if len(batch) <= max_size:
+            return batch
+        values.pop()
+    raise ValueError(f"{max_size} bytes cannot hold a {RECORD_VALUE_BYTES}-byte record")

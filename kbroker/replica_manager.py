@@ -3,9 +3,11 @@ happens to them.
 
 - The partition table: ``partitions`` (every hosted replica), ``partition(tp)`` (only what this broker
   leads: what Produce, Fetch and ListOffsets serve) and ``not_hosted_error`` (why it found nothing).
-- Append with acks: ``append_as_leader`` writes a client's batches; ``wait_for_isr`` parks an acks=all
-  answer in the purgatory until the high watermark passes it (``DelayedProduce``); ``append_internal``
-  is the coordinators' acks=all write to their internal topics.
+- Produce (Kafka's appendRecords): ``append_records`` owns the data-path rules of a client's write: the acks
+  check, the refusal of internal topics, the batch checks, the per-topic produce meters and, for acks=all, the
+  wait in the purgatory until the high watermark passes every write (``DelayedProduce``); the Produce handler
+  only authorizes and shapes the answer. ``append_internal`` is the coordinators' acks=all write to their
+  internal topics.
 - Fetch reads: ``fetchable`` (one partition of a Fetch, checked) and ``record_follower_fetch`` (a follower's fetch
   offset is its log end offset: the high watermark, the ISR and waiting produces move with it).
 - Replication throttles (KIP-73): ``quotas`` (leader, follower, log-dir moves; bounds from the dynamic config),
@@ -24,18 +26,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol, TypeVar
 
 from kbroker import errors
+from kbroker._core import records as core_records
 from kbroker.clock import monotonic_ms
 from kbroker.cluster import LiveBroker
 from kbroker.config import BrokerConfig
 from kbroker.dynamic_config import DynamicBrokerConfig
-from kbroker.log import LogManager, TopicPartition, producer_snapshot
+from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
-from kbroker.partition import Partition
+from kbroker.metrics import BrokerMetrics
+from kbroker.partition import Partition, error_code_of
 from kbroker.purgatory import Purgatory
 from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
 from kbroker.replication.fetcher import ReplicaFetcherManager
@@ -44,9 +48,41 @@ from kbroker.replication.throttle import ReplicationQuotas, throttled
 from zk_compat.znodes import PartitionState
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 LeadershipListener = Callable[[Partition, bool], None]
 MarkerListener = Callable[[int, bool, TopicPartition], Awaitable[None]]
+
+
+class ProducePartition(Protocol):
+    """One partition of a Produce request: its index and its records (a view into the request frame)."""
+    index: int
+    records: Any
+
+
+class ProduceTopic(Protocol):
+    name: str
+    partition_data: list[Any]  # ProducePartition each
+
+
+class KnownTopic(Protocol):
+    @property
+    def internal(self) -> bool: ...
+
+
+class TopicTable(Protocol):
+    """What a Produce asks of the topic admin (``kbroker.topic_admin``, which builds on this module)."""
+    @property
+    def topics(self) -> Mapping[str, KnownTopic]: ...
+
+    def auto_create(self, name: str) -> object: ...
+
+    def exists(self, topic: str, index: int) -> bool: ...
+
+
+# Refusals Kafka's ReplicaManager makes for a partition its metadata knows, after the request's checks (so
+# counted in TotalProduceRequests) though kbroker makes them before looking at the records
+_REFUSED_AT_THE_LOG = (errors.InvalidTopicError, errors.NotLeaderOrFollowerError, errors.KafkaStorageError)
 
 
 class LiveLeader(Protocol):
@@ -165,8 +201,80 @@ class ReplicaManager:
         self.on_append(partition)
         return result
 
-    def wait_for_isr(self, response: dict, waiting: list[PendingAck], version: int,
-                     timeout_ms: int) -> asyncio.Future[Any]:
+    def append_records(self, topics: Iterable[ProduceTopic], acks: int, version: int, timeout_ms: int,
+                       respond: Callable[[list[list[dict]], bool], R], admin: TopicTable,
+                       metrics: BrokerMetrics | None) -> R | asyncio.Future[R]:
+        """A client's Produce, as Kafka's ReplicaManager.appendRecords: each partition's records written
+        (or refused with its error), ``respond(answers, failed)`` shapes the answer from the per-topic
+        lists of partition answers (in request order; ``failed``: a partition was refused), and acks=all
+        parks that answer in the purgatory until the ISR has every write (or ``timeout_ms``), whose
+        REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER then lands in the partition answers it holds."""
+        waiting: list[PendingAck] = []
+        failed = False
+        answers = []
+        for topic in topics:
+            outs = []
+            name = topic.name
+            for data in topic.partition_data:
+                out = self._append_one(version, acks, name, data.index, data.records, waiting, admin, metrics)
+                failed |= out["error_code"] != 0
+                outs.append(out)
+            answers.append(outs)
+        response = respond(answers, failed)
+        if not waiting:
+            return response
+        return self.wait_for_isr(response, waiting, version, timeout_ms)
+
+    def _append_one(self, version: int, acks: int, topic: str, index: int, batches: Any, waiting: list[PendingAck],
+                    admin: TopicTable, metrics: BrokerMetrics | None) -> dict:
+        out: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                               "log_start_offset": -1}
+        counted = False  # reached the log, as Kafka counts TotalProduceRequests (past its request checks)
+        try:
+            if acks not in (-1, 0, 1):
+                raise errors.InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}")
+            known = admin.topics.get(topic)
+            if known is not None and known.internal:  # Kafka: internalTopicsAllowed only for the coordinators
+                raise errors.InvalidTopicError(f"{topic} is internal: clients may not produce to it")
+            if known is None and self.dynamic_config.current.auto_create_topics_enable:
+                admin.auto_create(topic)
+            tp = TopicPartition(topic, index)
+            partition = self.leader(tp)  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION before the records
+            if batches is None or len(batches) == 0:
+                raise errors.InvalidRecordError("no record batch")
+            if version >= 3:
+                _check_single_v2_batch(batches, version)
+            elif legacy.is_legacy(batches) and partition.log.config.record_magic >= 2:
+                batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
+            counted = True
+            result = self.append_as_leader(partition, batches, acks)
+            if metrics is not None:
+                metrics.produced(topic, result.size, result.record_count)
+            out["base_offset"] = result.first_offset
+            out["log_append_time_ms"] = result.log_append_time
+            out["log_start_offset"] = partition.log.log_start_offset
+            if acks == -1 and partition.high_watermark <= result.last_offset:
+                waiting.append(PendingAck(partition, result.last_offset + 1, out))
+        except errors.KafkaError as exc:
+            out["error_code"] = exc.code
+            if metrics is not None and (counted or (isinstance(exc, _REFUSED_AT_THE_LOG)
+                                                    and admin.exists(topic, index))):
+                metrics.produce_refused(topic, exc.code, len(batches) if batches is not None else 0)
+            if version >= 8:
+                out["error_message"] = exc.message
+                # Records refused one by one (keyless on a compacted topic, timestamps): each named by its index
+                out["record_errors"] = [{"batch_index": i, "batch_index_error_message": text}
+                                        for i, text in getattr(exc, "record_errors", ())]
+            log.debug("produce to %s-%d refused: %s", topic, index, exc)
+        except Exception as exc:  # a bug must cost one partition its answer, not the broker
+            log.exception("produce to %s-%d failed", topic, index)
+            out["error_code"] = error_code_of(exc)
+            if metrics is not None and counted:
+                metrics.produce_refused(topic, out["error_code"], len(batches))
+        return out
+
+    def wait_for_isr(self, response: R, waiting: list[PendingAck], version: int,
+                     timeout_ms: int) -> asyncio.Future[R]:
         """acks=all: answer ``response`` once the ISR has every ``waiting`` append (or at the timeout)."""
         delayed = DelayedProduce(self.partitions, response, waiting, version)
         return self.purgatory.watch(delayed, [ack.partition.tp for ack in waiting], timeout_ms)
@@ -401,3 +509,16 @@ class ReplicaManager:
                 await listener(producer_id, commit, tp)
         return {key: out["error_code"] for key, out in results.items()}
 
+
+def _check_single_v2_batch(batches: Any, version: int) -> None:
+    """Produce v3+: exactly one batch, magic 2; zstd needs v7+."""
+    try:
+        header = core_records.parse_header(batches)
+    except core_records.RecordBatchError as exc:
+        raise errors.for_code(exc.code)(str(exc)) from None
+    if header.size < len(batches):
+        raise errors.InvalidRecordError(
+            f"produce v{version} carries exactly one record batch; "
+            f"got {len(batches)} bytes for a batch of {header.size}")
+    if header.compression == 4 and version < 7:
+        raise errors.UnsupportedCompressionTypeError("zstd needs Produce v7 or later")

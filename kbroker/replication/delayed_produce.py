@@ -5,6 +5,7 @@ the request's ``timeout_ms`` answers REQUEST_TIMED_OUT for partitions still shor
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from kbroker import errors
 from kbroker.log import TopicPartition
@@ -22,7 +23,7 @@ class PendingAck:
 
 
 class DelayedProduce(DelayedOperation):
-    def __init__(self, hosted: Mapping[TopicPartition, Partition], response: dict, pending: list[PendingAck],
+    def __init__(self, hosted: Mapping[TopicPartition, Partition], response: Any, pending: list[PendingAck],
                  version: int) -> None:
         super().__init__()
         self.hosted = hosted  # the replica manager's partitions: one gone or replaced has lost its leadership
@@ -60,7 +61,7 @@ class DelayedProduce(DelayedOperation):
         if self.version >= 8:
             ack.out["error_message"] = exc.message
 
-    def result(self) -> dict:
+    def result(self) -> Any:
         for ack in self.pending:  # timed out
             self._fail(ack, errors.RequestTimedOutError(
                 f"{ack.partition.tp}: the ISR did not reach offset {ack.required_offset} in time"))

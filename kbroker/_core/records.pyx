@@ -888,6 +888,64 @@ def scan_batches(buf, bint verify_crc=True):
 
 
 # ------------------------------------------------------------------------------------------------
+# One batch's records, walked: the header both readers below need and where its records lie
+
+cdef struct BatchWalk:
+    const unsigned char* base     # what a bad record's byte offset counts from
+    const unsigned char* q        # the next record
+    const unsigned char* end      # the end of the records section
+    const unsigned char* batch
+    Py_ssize_t size
+    int attributes
+    int32_t count
+    int64_t base_offset, base_ts, max_ts
+    bint log_append_time
+
+
+cdef int _walk_header(const Py_buffer* bview, BatchWalk* w, Problem* pr) except -1:
+    """Checks the batch's frame and reads the header fields the record walks use."""
+    cdef const unsigned char* p = <const unsigned char*>bview.buf
+    pr.position = 0
+    pr.batch_index = 0
+    w.size = 0
+    if _check_frame(p, bview.len, &w.size, pr) < 0:
+        _raise_problem(pr)
+    w.batch = p
+    w.attributes = be_i16(p + OFF_ATTRIBUTES)
+    w.log_append_time = (w.attributes & ATTR_LOG_APPEND_TIME) != 0
+    w.base_offset = be_i64(p + OFF_BASE_OFFSET)
+    w.base_ts = be_i64(p + OFF_BASE_TIMESTAMP)
+    w.max_ts = be_i64(p + OFF_MAX_TIMESTAMP)
+    w.count = be_i32(p + OFF_RECORD_COUNT)
+    return 0
+
+
+cdef int _walk_records_section(object records, Py_buffer* rview, BatchWalk* w, bint name_codec) except -1:
+    """Points the walk at the records: the decompressed section passed as ``records`` (acquired into ``rview``:
+    returns 1, the caller releases it), else the batch's own (0); a compressed batch without ``records`` raises
+    ValueError (``name_codec``: the message names the codec)."""
+    if records is not None:
+        _acquire(records, rview, False)
+        w.base = w.q = <const unsigned char*>rview.buf
+        w.end = w.q + rview.len
+        return 1
+    if w.attributes & ATTR_CODEC_MASK:
+        if name_codec:
+            raise ValueError(f"compressed batch (codec {w.attributes & ATTR_CODEC_MASK}): pass the "
+                             f"decompressed records section as `records`")
+        raise ValueError("compressed batch: pass the decompressed records section as `records`")
+    w.base = w.batch
+    w.q = w.batch + BATCH_HEADER_SIZE
+    w.end = w.batch + w.size
+    return 0
+
+
+cdef inline int64_t _record_timestamp(const BatchWalk* w, const RecordInfo* ri) noexcept nogil:
+    # A LogAppendTime batch's records all read as its maxTimestamp (DefaultRecordBatch).
+    return w.max_ts if w.log_append_time else <int64_t>(<uint64_t>w.base_ts + <uint64_t>ri.timestamp_delta)
+
+
+# ------------------------------------------------------------------------------------------------
 # first_offset_at_or_after
 
 def first_offset_at_or_after(batch, int64_t target_timestamp, records=None):
@@ -907,51 +965,23 @@ def first_record_at_or_after(batch, int64_t target_timestamp, records=None):
     cdef Py_buffer bview, rview
     cdef bint have_records = False
     cdef Problem pr
-    cdef Py_ssize_t sz = 0
-    cdef const unsigned char* p
-    cdef const unsigned char* q
-    cdef const unsigned char* base      # what a bad record's byte offset counts from
-    cdef const unsigned char* end
-    cdef int attributes
-    cdef int32_t count, i
-    cdef int64_t base_offset, base_ts, max_ts, ts
-    cdef bint log_append_time
+    cdef BatchWalk w
+    cdef int32_t i
+    cdef int64_t ts
     cdef RecordInfo ri
     _acquire(batch, &bview, False)
     try:
-        p = <const unsigned char*>bview.buf
-        pr.position = 0
-        pr.batch_index = 0
-        if _check_frame(p, bview.len, &sz, &pr) < 0:
-            _raise_problem(&pr)
-        attributes = be_i16(p + OFF_ATTRIBUTES)
-        log_append_time = (attributes & ATTR_LOG_APPEND_TIME) != 0
-        base_offset = be_i64(p + OFF_BASE_OFFSET)
-        base_ts = be_i64(p + OFF_BASE_TIMESTAMP)
-        max_ts = be_i64(p + OFF_MAX_TIMESTAMP)
-        count = be_i32(p + OFF_RECORD_COUNT)
-        if max_ts < target_timestamp:
+        _walk_header(&bview, &w, &pr)
+        if w.max_ts < target_timestamp:
             return None
-        if records is not None:
-            _acquire(records, &rview, False)
-            have_records = True
-            base = q = <const unsigned char*>rview.buf
-            end = q + rview.len
-        elif attributes & ATTR_CODEC_MASK:
-            raise ValueError(f"compressed batch (codec {attributes & ATTR_CODEC_MASK}): pass the "
-                             f"decompressed records section as `records`")
-        else:
-            base = p
-            q = p + BATCH_HEADER_SIZE
-            end = p + sz
-        for i in range(count):
-            q = _walk_record(q, end, base, i, &ri, &pr)
-            if q == NULL:
+        have_records = _walk_records_section(records, &rview, &w, True) == 1
+        for i in range(w.count):
+            w.q = _walk_record(w.q, w.end, w.base, i, &ri, &pr)
+            if w.q == NULL:
                 _raise_problem(&pr)
-            ts = max_ts if log_append_time else <int64_t>(<uint64_t>base_ts +
-                                                          <uint64_t>ri.timestamp_delta)
+            ts = _record_timestamp(&w, &ri)
             if ts >= target_timestamp:
-                return (base_offset + ri.offset_delta, ts)
+                return (w.base_offset + ri.offset_delta, ts)
         return None
     finally:
         if have_records:
@@ -982,61 +1012,37 @@ def record_problems(batch, records=None, bint compacted=False, bint check_timest
     cdef Py_buffer bview, rview
     cdef bint have_records = False
     cdef Problem pr
-    cdef Py_ssize_t sz = 0
-    cdef const unsigned char* p
-    cdef const unsigned char* q
+    cdef BatchWalk w
     cdef const unsigned char* rec
-    cdef const unsigned char* base
-    cdef const unsigned char* end
-    cdef int32_t count, i
-    cdef int64_t base_ts, max_ts, ts
-    cdef bint log_append_time
+    cdef int32_t i
+    cdef int64_t ts
     cdef int problem
     cdef RecordInfo ri
     out = []
     _acquire(batch, &bview, False)
     try:
-        p = <const unsigned char*>bview.buf
-        pr.position = 0
-        pr.batch_index = 0
-        if _check_frame(p, bview.len, &sz, &pr) < 0:
-            _raise_problem(&pr)
-        log_append_time = (be_i16(p + OFF_ATTRIBUTES) & ATTR_LOG_APPEND_TIME) != 0
-        base_ts = be_i64(p + OFF_BASE_TIMESTAMP)
-        max_ts = be_i64(p + OFF_MAX_TIMESTAMP)
-        count = be_i32(p + OFF_RECORD_COUNT)
-        if records is not None:
-            _acquire(records, &rview, False)
-            have_records = True
-            base = q = <const unsigned char*>rview.buf
-            end = q + rview.len
-        elif be_i16(p + OFF_ATTRIBUTES) & ATTR_CODEC_MASK:
-            raise ValueError("compressed batch: pass the decompressed records section as `records`")
-        else:
-            base = p
-            q = p + BATCH_HEADER_SIZE
-            end = p + sz
-        for i in range(count):
-            rec = q
-            q = _walk_record(q, end, base, i, &ri, &pr)
-            if q == NULL:
+        _walk_header(&bview, &w, &pr)
+        have_records = _walk_records_section(records, &rview, &w, False) == 1
+        for i in range(w.count):
+            rec = w.q
+            w.q = _walk_record(w.q, w.end, w.base, i, &ri, &pr)
+            if w.q == NULL:
                 _raise_problem(&pr)
             if ri.offset_delta != i:
-                _fail(&pr, R_REC_OFFSET, i, rec - base, ri.offset_delta, i)
+                _fail(&pr, R_REC_OFFSET, i, rec - w.base, ri.offset_delta, i)
                 _raise_problem(&pr)
-            # A LogAppendTime batch's records all read as its maxTimestamp (DefaultRecordBatch).
-            ts = max_ts if log_append_time else <int64_t>(<uint64_t>base_ts + <uint64_t>ri.timestamp_delta)
+            ts = _record_timestamp(&w, &ri)
             problem = 0
             if compacted and ri.key_length < 0:
                 problem = KEYLESS_ON_COMPACTED
             elif check_timestamps and ts != -1 and (ts < min_timestamp or ts > max_timestamp):
                 problem = TIMESTAMP_OUT_OF_RANGE
-            elif log_append_time:
+            elif w.log_append_time:
                 problem = CLAIMS_LOG_APPEND_TIME
             if problem:
                 out.append((i, problem, ri.offset_delta, ts, ri.key_length, ri.value_length))
-        if q != end:
-            _fail(&pr, R_REC_TRAILING, count, q - base, end - q, 0)
+        if w.q != w.end:
+            _fail(&pr, R_REC_TRAILING, w.count, w.q - w.base, w.end - w.q, 0)
             _raise_problem(&pr)
         return out
     finally:

@@ -30,9 +30,9 @@ Throttling is KIP-219's: the response goes out at once with ``throttle_time_ms``
 connection is muted (nothing more read from it) for that long. A throttled consumer Fetch is
 answered empty and its bytes are taken back (``FetchQuota``). Follower fetches and the
 controller's requests are never throttled. ``enabled`` stays False until some quota is
-configured, so the broker's dispatch pays one attribute test per request until then.
+configured, so the dispatcher pays one attribute test per request until then.
 
-Where it hooks in: ``Broker.dispatch`` hands every request to ``QuotaManager.run`` once ``enabled``
+Where it hooks in: the ``Dispatcher`` (handlers) hands every request to ``QuotaManager.run`` once ``enabled``
 (it times the handler for request_percentage, records a Produce request's size, sets the
 response's ``throttle_time_ms``, also on an awaited response, and mutes the connection); the
 Fetch handler asks ``fetch_quota`` for a consumer's ``FetchQuota``, which caps the fetch and, when
@@ -322,7 +322,7 @@ class QuotaManager:
     # -- enforcement -----------------------------------------------------------------------
 
     def run(self, handler: Callable[..., Any], ctx: Any, header: Any, body: Any, conn: Any) -> Any:
-        """Run one request's handler under the quotas (the broker's dispatch calls this when
+        """Run one request's handler under the quotas (the dispatcher calls this when
         ``enabled``): record its bytes and time, and throttle (KIP-219) when over a quota."""
         api = header.api_key
         if api in EXEMPT_APIS or (api == FETCH and body.replica_id >= 0):

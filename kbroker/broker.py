@@ -1,10 +1,11 @@
-"""The broker: wiring only. It builds the parts, starts them in order, stops them in reverse, and is
-the ``BrokerContext`` the request handlers see (``kbroker.handlers.context``).
+"""The broker: wiring only (tests/quality keeps it under 300 lines). It builds the parts, starts them in order,
+stops them in reverse, and is the ``BrokerContext`` the request handlers see (``kbroker.handlers.context``).
 
     LogManager -> ReplicaManager (partitions, append with acks, fetch reads, roles, markers)
                -> TopicAdmin (SingleNodeTopics, or ZooKeeperTopics beside the controller)
                -> CoordinatorBridge, TransactionBridge (group and transaction coordinators)
-               -> NetworkServer (dispatching each request to its handler)
+               -> NetworkServer per listener (security.connection_security builds its TLS and SASL)
+                  -> Dispatcher (handlers.dispatcher: startup gate, quotas, then the API's handler)
 
 Single-node mode (no ``zookeeper.connect``) keeps Kafka's ZooKeeper layout in the embedded store
 under the first log dir; this broker is then the controller and the leader of every partition.
@@ -13,10 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from kbroker.clock import wall_ms
@@ -25,25 +24,27 @@ from kbroker.config import BrokerConfig, parse_status_listener
 from kbroker.controlled_shutdown import controlled_shutdown
 from kbroker.controller import Controller
 from kbroker.controller.channel import ControllerChannel
+from kbroker.controller.zookeeper_mode import ZooKeeperParts
 from kbroker.coordinator.bridge import CoordinatorBridge
 from kbroker.dynamic_config import DynamicBrokerConfig
 from kbroker.fetch_sessions import FetchSessionCache
 from kbroker.handlers import load_all
+from kbroker.handlers.dispatcher import Dispatcher
 from kbroker.housekeeping import housekeeping
 from kbroker.log import LogManager
 from kbroker.log.config import ConfigError
+from kbroker.log.log_manager import halt_without_log_dirs
 from kbroker.metadata_cache import MetadataCache
 from kbroker.metrics import BrokerMetrics
 from kbroker.network.limits import ConnectionLimits
 from kbroker.network.server import NetworkServer
 from kbroker.producer_ids import ProducerIdAllocator
-from kbroker.protocol.outcome import CLOSE
 from kbroker.purgatory import Purgatory
 from kbroker.replica_manager import ReplicaManager
-from kbroker.replication.client import ClientSecurity, use_inter_broker_security
+from kbroker.replication.client import use_inter_broker_security
 from kbroker.security import ListenerTls, Security
-from kbroker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, ListenerConfig, Listeners, parse_listeners
-from kbroker.security.tls import PrincipalMapper, TlsConfigError, client_context, server_context
+from kbroker.security.connection_security import inter_broker_client_security, listener_security
+from kbroker.security.listeners import Listeners, parse_listeners
 from kbroker.status import StatusServer
 from kbroker.topic_admin import SingleNodeTopics, TopicAdmin, ZooKeeperTopics
 from kbroker.txn.bridge import TransactionBridge
@@ -55,16 +56,6 @@ from zk_compat.znodes import BrokerInfo, EndPoint
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-@dataclass
-class ZooKeeperParts:
-    """What only a broker of a ZooKeeper-mode cluster has (``handlers.context.ZooKeeperMode``)."""
-    controller: Controller
-    cluster: ClusterView
-    metadata: MetadataCache
-    channel: ControllerChannel
-    session: Any  # kazoo_bridge.SessionManager
 
 
 class Broker:
@@ -82,13 +73,9 @@ class Broker:
         self.server: NetworkServer | None = None  # the first
         self._store_server: EmbeddedServer | None = None
         self._tasks: list[asyncio.Task] = []
-        self._handlers = load_all()
-        # ZooKeeper mode listens (to learn its port for the registration) before it has registered and read the
-        # cluster: requests wait for this, as Kafka's socket server processes none before startup completes
-        self._started = asyncio.Event()
         self.log_manager = LogManager(config.log_dirs, config.log, cleaner_threads=config.log_cleaner_threads,
-                                      last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp))
-        self.log_manager.on_all_dirs_offline = self._halt_without_log_dirs
+                                      last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp),
+                                      on_all_dirs_offline=lambda: halt_without_log_dirs(self.log_manager.log_dirs))
         self.dynamic_config.subscribe(self.log_manager.reconfigure)
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
@@ -101,20 +88,11 @@ class Broker:
         self.next_producer_id: ProducerIdAllocator
         self.endpoint: LiveBroker
         self.security: Security
+        self.dispatcher: Dispatcher
 
     @property
     def config(self) -> BrokerConfig:
         return self.dynamic_config.current
-
-    def _halt_without_log_dirs(self) -> None:
-        """Every log dir failed (a full or broken disk): halt, as Kafka does. A broker left running would keep
-        its ZooKeeper registration and its leaderships while serving none of them, so nothing would move them;
-        gone, its session ends and the controller elects other leaders. Restarting it (after the disk is
-        fixed) recovers its logs."""
-        log.critical("every log dir (%s) is offline: halting the broker",
-                     ", ".join(map(str, self.log_manager.log_dirs)))
-        logging.shutdown()
-        os._exit(1)
 
     # -- start and stop ----------------------------------------------------------------------
 
@@ -153,9 +131,9 @@ class Broker:
         self.log_manager.startup()
         host, port = await self._start_server()
         controller = Controller(self.store, self.broker_id, self.config.log.unclean_leader_election_enable)
-        self._inter_broker_client()
-        cluster = ClusterView(self.store, loop, self._on_cluster_change, self.listeners.inter_broker)
-        cluster.wants_states = lambda controller_id: controller_id in (None, self.broker_id)
+        use_inter_broker_security(inter_broker_client_security(cfg, self.listeners))
+        cluster = ClusterView(self.store, loop, self._on_cluster_change, self.listeners.inter_broker,
+                              wants_states=lambda controller_id: controller_id in (None, self.broker_id))
         metadata = MetadataCache()
         self.topics = ZooKeeperTopics(cfg, self.store, self.replicas, cluster, metadata)
         self.replicas.exists_in_cluster = self.topics.exists
@@ -165,12 +143,12 @@ class Broker:
             on_reelect=cluster.trigger, on_reconnect=cluster.trigger)
         self.zookeeper = ZooKeeperParts(controller, cluster, metadata,
                                         ControllerChannel(self.broker_id, cfg.request_timeout_ms), session)
-        self.dynamic_config.subscribe(self._follow_unclean_default)
+        self.dynamic_config.subscribe(self.zookeeper.follow_unclean_default)
         await session.start_async()
         await cluster.start()
         self.replicas.start()
         await self._start_services()
-        self._started.set()
+        self.dispatcher.open()
         log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
                  "listening on %s:%d", self.broker_id, self.cluster_id, self.topics.controller_id(),
                  len(self.topics.live_brokers()), len(self.topics.topics), host, port)
@@ -181,13 +159,6 @@ class Broker:
         self.next_producer_id = ProducerIdAllocator(self.store, self.broker_id)
         self.security = Security(self.config, self.store)
         self.security.entity_configs.subscribe_brokers(self.dynamic_config.apply_entity)
-
-    def _follow_unclean_default(self, config: BrokerConfig, changed: frozenset[str]) -> None:
-        """KafkaController.enableDefaultUncleanLeaderElection: a new default is looked at for offline partitions."""
-        zk = self.zookeeper
-        if zk is not None and "unclean.leader.election.enable" in changed:
-            zk.controller.unclean_leader_election = config.log.unclean_leader_election_enable
-            zk.cluster.trigger()
 
     def _registration(self, host: str, port: int) -> BrokerInfo:
         """Every advertised endpoint and the listener map, as Kafka writes /brokers/ids/<id>."""
@@ -204,27 +175,19 @@ class Broker:
             limits = ConnectionLimits.from_config(cfg)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        # in ZooKeeper mode requests wait until start() has registered and read the cluster
+        self.dispatcher = Dispatcher(self, load_all(), self.security.quotas, gated=bool(cfg.zookeeper_connect))
         for spec in self.listeners.specs:
-            settings = self.listeners.settings[spec.name]
-            context = principal_of = new_authenticator = None
-            try:
-                if spec.tls:
-                    context = server_context(settings, spec.protocol)
-                if spec.protocol == "SSL":
-                    principal_of = PrincipalMapper(settings.get("ssl.principal.mapping.rules")).principal
-            except (TlsConfigError, ValueError) as exc:
-                raise ConfigError(str(exc)) from None
-            if spec.sasl:
-                from kbroker.security.sasl import authenticator_factory
-                new_authenticator = authenticator_factory(cfg, spec.name, spec.protocol, self.security)
-            server = NetworkServer(spec.bind.host, spec.bind.port, self.dispatch,
+            secured = listener_security(cfg, spec, self.listeners.settings[spec.name], self.security)
+            server = NetworkServer(spec.bind.host, spec.bind.port, self.dispatcher,
                                    max_request_bytes=cfg.socket_request_max_bytes,
                                    send_buffer_bytes=cfg.socket_send_buffer_bytes,
                                    receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
                                    idle_ms=cfg.connections_max_idle_ms, listener_name=spec.name,
-                                   security_protocol=spec.protocol, ssl_context=context, principal_of=principal_of,
-                                   new_authenticator=new_authenticator, limits=limits,
-                                   inter_broker=spec.name == self.listeners.inter_broker, metrics=self.metrics)
+                                   security_protocol=spec.protocol, ssl_context=secured.ssl_context,
+                                   principal_of=secured.principal_of, new_authenticator=secured.new_authenticator,
+                                   limits=limits, inter_broker=spec.name == self.listeners.inter_broker,
+                                   metrics=self.metrics)
             await server.start()
             self.servers.append(server)
             if spec.announced:
@@ -239,47 +202,6 @@ class Broker:
         _, host, port, _ = next((e for e in endpoints if e[0] == self.listeners.inter_broker), endpoints[0])
         self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None, endpoints=tuple(endpoints))
         return host, port
-
-    def _inter_broker_client(self) -> None:
-        """How this broker connects to the others' inter-broker listener: TLS with a client context,
-        SASL with sasl.mechanism.inter.broker.protocol and its JAAS username and password."""
-        cfg = self.config
-        name, protocol = self.listeners.inter_broker, self.listeners.inter_broker_protocol
-        settings = self.listeners.settings.get(name) or ListenerConfig(cfg, name)
-        context, check = None, False
-        if protocol in TLS_PROTOCOLS:
-            try:
-                tls = client_context(settings)
-            except TlsConfigError as exc:
-                raise ConfigError(str(exc)) from None
-            context, check = tls.context, tls.check_hostname
-        authenticate = None
-        if protocol in SASL_PROTOCOLS:
-            authenticate = self._inter_broker_sasl(name)
-        use_inter_broker_security(ClientSecurity(context, check, authenticate, protocol))
-
-    def _inter_broker_sasl(self, listener: str) -> Any:
-        from kbroker.security.sasl import listener_value
-        from kbroker.security.sasl.jaas import JaasError, parse_jaas_config
-        from kbroker.security.sasl_client import authenticate
-        cfg = self.config
-        mechanism = cfg.sasl_mechanism_inter_broker_protocol.strip().upper()
-        key = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
-        text = listener_value(cfg, listener, "sasl.jaas.config", mechanism) or cfg.raw.get("sasl.jaas.config")
-        if not text:
-            raise ConfigError(f"the inter-broker listener {listener} uses SASL {mechanism}: set {key} with the "
-                              "username and password this broker authenticates with")
-        try:
-            options = parse_jaas_config(text).options
-        except JaasError as exc:
-            raise ConfigError(f"{key}: {exc}") from None
-        username, password = options.get("username"), options.get("password")
-        if not username or password is None:
-            raise ConfigError(f"{key}: the inter-broker login needs username=\"...\" and password=\"...\"")
-
-        def login(request: Any) -> Any:
-            return authenticate(request, mechanism, username, password)
-        return login
 
     async def _start_services(self) -> None:
         """The coordinators, the optional ZooKeeper offsets mirror and status endpoint, housekeeping."""
@@ -305,21 +227,12 @@ class Broker:
         zk = self.zookeeper
         assert zk is not None and isinstance(self.topics, ZooKeeperTopics)
         self.topics.apply_snapshot(snap)
-        # the controller's writes come back through the watches as the next snapshot
-        await zk.cluster.run_blocking(lambda: zk.controller.on_snapshot(snap))
-        if zk.controller.active:
-            zk.channel.sync(snap, zk.controller.epoch)
-        else:
-            zk.channel.stop()
+        await zk.on_snapshot(snap)
 
     async def _rebalance_leaders(self) -> None:
         """auto.leader.rebalance.enable, on the active controller only."""
-        zk = self.zookeeper
-        assert zk is not None
-        if zk.controller.active:
-            snap = zk.cluster.snapshot
-            percentage = self.config.leader_imbalance_per_broker_percentage
-            await zk.cluster.run_blocking(lambda: zk.controller.auto_rebalance(snap, percentage))
+        assert self.zookeeper is not None
+        await self.zookeeper.rebalance_leaders(self.config.leader_imbalance_per_broker_percentage)
 
     async def stop(self) -> None:
         """Graceful shutdown: hand leaderships over (ZooKeeper mode), stop serving, flush,
@@ -359,38 +272,10 @@ class Broker:
 
     # -- what handlers see besides the parts (BrokerContext) ------------------------------------
 
-    def dispatch(self, header: Any, body: Any, conn: Any) -> Any:
-        if self.config.zookeeper_connect and not self._started.is_set():
-            return self._dispatch_once_started(header, body, conn)
-        handler = self._handlers.get(header.api_key)
-        if handler is None:
-            log.info("closing a connection that sent api key %d, which is not served", header.api_key)
-            return CLOSE
-        quotas = self.security.quotas
-        if quotas.enabled:  # client quotas configured: measure, throttle (KIP-219)
-            return quotas.run(handler, self, header, body, conn)
-        return handler(self, header, body, conn)
-
-    async def _dispatch_once_started(self, header: Any, body: Any, conn: Any) -> Any:
-        """Before the first cluster view a Metadata request would see no live broker and no topic, and try to
-        auto-create what exists (INVALID_REPLICATION_FACTOR, which clients take as final for their sends)."""
-        await self._started.wait()
-        result = self.dispatch(header, body, conn)
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
-            result = await result
-        return result
-
     async def run_blocking(self, fn: Callable[[], T]) -> T:
         if self.zookeeper is not None:
             return await self.zookeeper.cluster.run_blocking(fn)
         return fn()
-
-    def broker_config_strings(self) -> dict[str, str]:
-        out = {}
-        for key, value in self.config.values.items():
-            text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
-            out[key.replace("_", ".")] = text.lower() if isinstance(value, bool) else text
-        return out
 
 
 async def serve(config: BrokerConfig) -> None:

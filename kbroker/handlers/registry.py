@@ -1,4 +1,4 @@
-"""The handler registry: ``@handles(api_key)`` puts a handler in ``HANDLERS``, which the broker
+"""The handler registry: ``@handles(api_key)`` puts a handler in ``HANDLERS``, which the dispatcher
 dispatches from and ApiVersions advertises from."""
 from __future__ import annotations
 

@@ -1,0 +1,42 @@
+"""What only a broker of a ZooKeeper-mode cluster has (``handlers.context.ZooKeeperMode``), and how its
+controller role follows the cluster: each snapshot of the ZooKeeper view goes to the controller (which acts only
+when it is the active one), a changed ``unclean.leader.election.enable`` default is looked at at once
+(apache/kafka ``core/src/main/scala/kafka/controller/KafkaController.scala``, ``enableDefaultUncleanLeaderElection``)
+and ``auto.leader.rebalance.enable`` runs on the active controller only."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kbroker.cluster import ClusterView, Snapshot
+from kbroker.config import BrokerConfig
+from kbroker.controller import Controller
+from kbroker.controller.channel import ControllerChannel
+from kbroker.metadata_cache import MetadataCache
+
+
+@dataclass
+class ZooKeeperParts:
+    controller: Controller
+    cluster: ClusterView
+    metadata: MetadataCache
+    channel: ControllerChannel
+    session: Any  # kazoo_bridge.SessionManager
+
+    async def on_snapshot(self, snap: Snapshot) -> None:
+        # the controller's writes come back through the watches as the next snapshot
+        await self.cluster.run_blocking(lambda: self.controller.on_snapshot(snap))
+        if self.controller.active:
+            self.channel.sync(snap, self.controller.epoch)
+        else:
+            self.channel.stop()
+
+    async def rebalance_leaders(self, percentage: int) -> None:
+        if self.controller.active:
+            snap = self.cluster.snapshot
+            await self.cluster.run_blocking(lambda: self.controller.auto_rebalance(snap, percentage))
+
+    def follow_unclean_default(self, config: BrokerConfig, changed: frozenset[str]) -> None:
+        if "unclean.leader.election.enable" in changed:
+            self.controller.unclean_leader_election = config.log.unclean_leader_election_enable
+            self.cluster.trigger()

@@ -8,8 +8,11 @@ happens to them.
   wait in the purgatory until the high watermark passes every write (``DelayedProduce``); the Produce handler
   only authorizes and shapes the answer. ``append_internal`` is the coordinators' acks=all write to their
   internal topics.
-- Fetch reads: ``fetchable`` (one partition of a Fetch, checked) and ``record_follower_fetch`` (a follower's fetch
-  offset is its log end offset: the high watermark, the ISR and waiting produces move with it).
+- Fetch (Kafka's fetchMessages): ``fetch_messages`` owns a Fetch past its authorization: a follower's fetch
+  offset recorded as its log end offset (``record_follower_fetch``: the high watermark, the ISR and waiting
+  produces move with it), the read (``kbroker.replication.fetch_read``, each partition checked by
+  ``fetchable``), the per-topic fetch meters, the consumer quota's cap and throttle it is handed, and the
+  wait for ``min_bytes`` in the purgatory (``DelayedFetch``).
 - Replication throttles (KIP-73): ``quotas`` (leader, follower, log-dir moves; bounds from the dynamic config),
   ``should_leader_throttle`` and ``record_leader_replication`` for the Fetch handler.
 - Roles from the controller: ``become_leader_or_follower`` (LeaderAndIsr) and ``stop_replica``; the
@@ -35,13 +38,15 @@ from kbroker.clock import monotonic_ms
 from kbroker.cluster import LiveBroker
 from kbroker.config import BrokerConfig
 from kbroker.dynamic_config import DynamicBrokerConfig
+from kbroker.fetch_sessions import FetchSession
 from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metrics import BrokerMetrics
 from kbroker.partition import Partition, error_code_of
 from kbroker.purgatory import Purgatory
-from kbroker.replication.delayed_produce import DelayedProduce, PendingAck
+from kbroker.replication.delayed import DelayedFetch, DelayedProduce, PendingAck
+from kbroker.replication.fetch_read import FetchRead
 from kbroker.replication.fetcher import ReplicaFetcherManager
 from kbroker.replication.isr import IsrManager
 from kbroker.replication.throttle import ReplicationQuotas, throttled
@@ -301,6 +306,35 @@ class ReplicaManager:
         return first_offset
 
     # -- fetch ---------------------------------------------------------------------------------
+
+    def fetch_messages(self, version: int, request: Any, wanted: list[tuple[str, int, int, int, int]], *,
+                       session: FetchSession | None, incremental: bool, denied: list[tuple[str, int]],
+                       quota_bytes: int | None, throttle: Callable[[list[tuple[str, dict]], int], dict | None] | None,
+                       metrics: BrokerMetrics | None, known: Callable[[str, int], bool]) -> dict | asyncio.Future[dict]:
+        """A Fetch of ``wanted`` (topic, partition, fetch offset, max bytes, leader epoch), authorized, as Kafka's
+        ReplicaManager.fetchMessages: the answer (``denied`` partitions TOPIC_AUTHORIZATION_FAILED), or a future
+        of it when less than ``min_bytes`` can be read now and ``max_wait_ms`` allows a wait. ``quota_bytes`` caps
+        a consumer's read at what its quota window allows; ``throttle`` answers instead when it is over;
+        ``known`` says whether the metadata knows a partition (only those count in the fetch meters)."""
+        replica_id = request.replica_id
+        if replica_id >= 0:
+            self.record_follower_fetch(replica_id, [(TopicPartition(t, p), offset, epoch)
+                                                    for t, p, offset, _, epoch in wanted])
+        evaluation = FetchRead(self, version, request, session, incremental, wanted)
+        evaluation.denied = denied
+        evaluation.quota_bytes = quota_bytes
+        evaluation.throttle = throttle
+        evaluation.metrics = metrics
+        if metrics is not None:  # once per partition read, as Kafka (only partitions its metadata knows are read)
+            for t, p, *_ in wanted:
+                if known(t, p):
+                    metrics.fetch_read(t)
+        evaluation.run()
+        min_bytes = max(request.min_bytes, 1)
+        if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= min_bytes:
+            return evaluation.response()
+        delayed = DelayedFetch(evaluation, min_bytes)
+        return self.purgatory.watch(delayed, [TopicPartition(t, p) for t, p, *_ in wanted], request.max_wait_ms)
 
     def fetchable(self, tp: TopicPartition, leader_epoch: int, replica_id: int, max_bytes: int) -> Partition:
         """One partition of a Fetch, checked before its read: led here, the fetcher's epoch current, a

@@ -4,10 +4,11 @@ watermark, acks=all waits until the ISR has a batch.
     client.py           an asynchronous connection from one broker to another (Kafka protocol)
     fetcher.py          the follower side: one fetch loop per leader, truncation by leader epoch
     isr.py              the leader side's ISR changes, written to ZooKeeper first
-    delayed_produce.py  acks=all requests waiting in the purgatory for the high watermark
+    fetch_read.py       a Fetch's read of the logs led here (Kafka's readFromLocalLog)
+    delayed.py          the delayed operations: acks=all produces waiting for the high watermark, fetches for min_bytes
     throttle.py         the replication throttles (KIP-73): leader, follower and log-dir-move byte-rate quotas
 
 ``kbroker.replica_manager`` owns these: it makes partitions leaders or followers (LeaderAndIsr),
-records a follower's fetch offset as its log end offset, and parks acks=all answers. The
-bookkeeping per partition is in ``kbroker.partition``.
+records a follower's fetch offset as its log end offset, and parks acks=all answers and fetches
+waiting for min_bytes. The bookkeeping per partition is in ``kbroker.partition``.
 """

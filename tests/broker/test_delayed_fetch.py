@@ -13,6 +13,7 @@ from kbroker.log import LogConfig, PartitionLog, TopicPartition
 from kbroker.partition import Partition
 from kbroker.purgatory import Purgatory
 from kbroker.replica_manager import ReplicaManager
+from kbroker.replication.fetch_read import FetchRead
 from kbroker.security.entity_configs import EntityConfigs
 from kbroker.security.quotas import QuotaManager
 from tests.log.helpers import make_batch
@@ -32,6 +33,7 @@ class _Broker:
         # no ACLs (every check passes), no quota configured
         self.security = SimpleNamespace(authorizer=None, quotas=QuotaManager(load_config(), EntityConfigs(None)))
         self.metrics = None
+        self.topics = SimpleNamespace(exists=lambda topic, index: topic == TP.topic and index == TP.partition)
 
     def on_append(self, partition) -> None:
         self.replicas.on_append(partition)
@@ -135,13 +137,13 @@ def test_a_waiting_fetch_reads_again_only_when_what_it_reads_moved(tmp_path, app
         p = _leader(tmp_path, appender)
         broker = _Broker(p)
         runs = []
-        real_run = fetch_handler._Fetch.run
+        real_run = FetchRead.run
 
         def counting_run(self):
             runs.append(self.request.replica_id)
             return real_run(self)
 
-        monkeypatch.setattr(fetch_handler._Fetch, "run", counting_run)
+        monkeypatch.setattr(FetchRead, "run", counting_run)
         consumer = _fetch(broker, -1, 0)
         assert runs == [-1]  # the handler's evaluation; the purgatory's first look does not read again
         broker.on_append(p)  # nothing moved

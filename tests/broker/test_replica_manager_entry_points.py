@@ -115,3 +115,72 @@ def test_append_records_with_acks_all_waits_for_the_isr_in_the_purgatory(parts):
         assert out["error_code"] == errors.RequestTimedOutError.code and out["base_offset"] == -1
 
     asyncio.run(main())
+
+
+def _fetch(parts: _Parts, wanted, max_wait_ms: int = 0, denied=(), quota_bytes=None, throttle=None):
+    request = SimpleNamespace(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
+                              isolation_level=0)
+    return parts.replicas.fetch_messages(4, request, wanted, session=None, incremental=False, denied=list(denied),
+                                         quota_bytes=quota_bytes, throttle=throttle, metrics=parts.metrics,
+                                         known=parts.topics.exists)
+
+
+def _answers(response: dict) -> dict[tuple[str, int], dict]:
+    return {(t["topic"], out["partition_index"]): out for t in response["responses"] for out in t["partitions"]}
+
+
+def test_fetch_messages_reads_meters_and_refuses_what_the_handler_denied(parts):
+    async def main():
+        parts.topics.create_now("orders", 1, 1)
+        parts.produce("orders", 0, memoryview(make_batch(3)))
+        response = _fetch(parts, [("orders", 0, 0, 1 << 20, -1), ("missing", 0, 0, 1 << 20, -1)],
+                          denied=[("secret", 0)])
+        got = _answers(response)
+        assert got[("orders", 0)]["error_code"] == 0 and got[("orders", 0)]["high_watermark"] == 3
+        assert got[("orders", 0)]["records"].length > 0
+        assert got[("missing", 0)]["error_code"] == errors.UnknownTopicOrPartitionError.code
+        assert got[("secret", 0)]["error_code"] == errors.TopicAuthorizationFailedError.code
+        # the meters: one fetch request for the partition the metadata knows, its bytes out
+        assert parts.metrics.fetch_requests == {"orders": 1}
+        assert parts.metrics.bytes_out["orders"] == got[("orders", 0)]["records"].length
+
+    asyncio.run(main())
+
+
+def test_fetch_messages_waits_in_the_purgatory_until_an_append(parts):
+    async def main():
+        parts.topics.create_now("orders", 1, 1)
+        waiting = _fetch(parts, [("orders", 0, 0, 1 << 20, -1)], max_wait_ms=10_000)
+        assert isinstance(waiting, asyncio.Future) and not waiting.done()
+        parts.produce("orders", 0, memoryview(make_batch(2)))
+        assert waiting.done(), "the append must complete the delayed fetch"
+        out = _answers(waiting.result())[("orders", 0)]
+        assert out["high_watermark"] == 2 and out["records"].length > 0
+
+        expiring = _fetch(parts, [("orders", 0, 2, 1 << 20, -1)], max_wait_ms=20)
+        out = _answers(await asyncio.wait_for(expiring, 5))[("orders", 0)]
+        assert out["error_code"] == 0 and out["records"] == b""
+
+    asyncio.run(main())
+
+
+def test_fetch_messages_keeps_a_consumer_within_its_quota_hooks(parts):
+    async def main():
+        parts.topics.create_now("orders", 1, 1)
+        parts.produce("orders", 0, memoryview(make_batch(20)))
+        capped = _answers(_fetch(parts, [("orders", 0, 0, 1 << 20, -1)], quota_bytes=0))[("orders", 0)]
+        whole = _answers(_fetch(parts, [("orders", 0, 0, 1 << 20, -1)]))[("orders", 0)]
+        assert capped["records"].length == whole["records"].length  # the first batch always goes (KIP-74)
+        muted = {"throttle_time_ms": 100, "error_code": 0, "session_id": 0, "responses": []}
+        sizes: list[int] = []
+
+        def throttle(partitions, session_id):
+            sizes.append(sum(out["records"].length for _, out in partitions))
+            return muted
+
+        before = parts.metrics.bytes_out["orders"]
+        assert _fetch(parts, [("orders", 0, 0, 1 << 20, -1)], throttle=throttle) is muted
+        assert sizes == [whole["records"].length]
+        assert parts.metrics.bytes_out["orders"] == before  # a muted answer sends no records
+
+    asyncio.run(main())

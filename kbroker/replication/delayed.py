@@ -1,0 +1,138 @@
+"""The delayed operations of the data path (Kafka's DelayedProduce and DelayedFetch): the replica manager
+parks them in the purgatory (``kbroker.purgatory``), whose checks and timeouts complete them.
+
+acks=all (``DelayedProduce``): a Produce whose batches are written on the leader waits until the high
+watermark passes each partition's last offset, i.e. until every replica of the ISR has it. ``check`` runs
+on every high watermark move and leadership change; the request's ``timeout_ms`` answers REQUEST_TIMED_OUT
+for partitions still short.
+
+min_bytes (``DelayedFetch``): a Fetch with less than ``min_bytes`` to read waits until an append or a high
+watermark move gives it enough, or ``max_wait_ms``.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kbroker import errors
+from kbroker.log import TopicPartition
+from kbroker.partition import Partition
+from kbroker.purgatory import DelayedOperation
+
+from .fetch_read import FetchRead
+
+
+class PendingAck:
+    __slots__ = ("partition", "required_offset", "out")
+
+    def __init__(self, partition: Partition, required_offset: int, out: dict) -> None:
+        self.partition = partition
+        self.required_offset = required_offset
+        self.out = out
+
+
+class DelayedProduce(DelayedOperation):
+    def __init__(self, hosted: Mapping[TopicPartition, Partition], response: Any, pending: list[PendingAck],
+                 version: int) -> None:
+        super().__init__()
+        self.hosted = hosted  # the replica manager's partitions: one gone or replaced has lost its leadership
+        self.response = response
+        self.pending = pending
+        self.version = version
+
+    def ready(self) -> bool:
+        still = []
+        for ack in self.pending:
+            error = self._check(ack)
+            if error is False:
+                still.append(ack)
+            elif error is not None:
+                self._fail(ack, error)
+        self.pending = still
+        return not still
+
+    def _check(self, ack: PendingAck):
+        """None: acknowledged; False: keep waiting; an error: answer it."""
+        p = ack.partition
+        if self.hosted.get(p.tp) is not p or not p.is_leader:
+            return errors.NotLeaderOrFollowerError(f"{p.tp}: leadership moved while waiting for the ISR")
+        if p.high_watermark >= ack.required_offset:
+            if len(p.isr) < p.log.config.min_insync_replicas:
+                return errors.NotEnoughReplicasAfterAppendError(
+                    f"{p.tp}: written, but the ISR {p.isr} shrank below min.insync.replicas="
+                    f"{p.log.config.min_insync_replicas}")
+            return None
+        return False
+
+    def _fail(self, ack: PendingAck, exc: errors.KafkaError) -> None:
+        ack.out["error_code"] = exc.code
+        ack.out["base_offset"] = -1
+        if self.version >= 8:
+            ack.out["error_message"] = exc.message
+
+    def result(self) -> Any:
+        for ack in self.pending:  # timed out
+            self._fail(ack, errors.RequestTimedOutError(
+                f"{ack.partition.tp}: the ISR did not reach offset {ack.required_offset} in time"))
+        self.pending = []
+        return self.response
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for ``min_bytes`` (Kafka's DelayedFetch).
+
+    ``ready`` runs in every purgatory check of its partitions: after each append and each high
+    watermark move, so several times per produced batch on a replicated partition. As Kafka's
+    tryComplete compares offsets before reading anything, it first compares what the evaluation
+    depends on (``_inputs``: the partition hosted as leader, its epoch, whether its log is
+    online, its log start offset and the end a read stops at: the log end offset for a follower,
+    the high watermark or last stable offset for a consumer) with the last evaluation's, and
+    evaluates the fetch again only when one of them moved: a follower's fetch is not read again
+    for a high watermark move, a consumer's not for an append below the high watermark.
+
+    ``fetch`` is ``fetch_messages``' evaluation, just made: ``_inputs`` are taken at construction, so
+    the purgatory's first ``ready`` (in ``watch``) does not read the logs a second time."""
+
+    def __init__(self, fetch: FetchRead, min_bytes: int) -> None:
+        super().__init__()
+        self.fetch = fetch
+        self.min_bytes = min_bytes
+        self._tps = [TopicPartition(topic, index) for topic, index, *_ in fetch.wanted]
+        self._last_inputs = self._inputs()
+        self._satisfied = False  # the last ``ready`` evaluated the fetch and found enough
+
+    def _inputs(self) -> tuple:
+        fetch = self.fetch
+        replicas = fetch.replicas
+        replica_id = fetch.request.replica_id
+        read_committed = fetch.request.isolation_level == 1
+        out: list[tuple[object, ...] | None] = []
+        for tp in self._tps:
+            p = replicas.partition(tp)
+            if p is None:
+                out.append(None)
+                continue
+            plog = p.log
+            end: tuple[int, bool] | int
+            if fetch.from_follower:
+                end = (plog.log_end_offset, replica_id in p.followers)
+            else:
+                end = p.last_stable_offset if read_committed else plog.high_watermark
+            out.append((p, p.leader_epoch, plog.offline, plog.log_start_offset, end))
+        return tuple(out)
+
+    def ready(self) -> bool:
+        inputs = self._inputs()
+        if inputs == self._last_inputs:
+            return False  # the first evaluation (or the last check) found too little, and nothing it read moved
+        self._last_inputs = inputs
+        self.fetch.run()
+        self._satisfied = self.fetch.bytes >= self.min_bytes or self.fetch.errors
+        return self._satisfied
+
+    def result(self) -> dict:
+        if not self._satisfied:
+            # Timed out: evaluate once more so the answer carries the current offsets (a follower's
+            # high watermark may have moved since the first evaluation without a new read).
+            self.fetch.run()
+        return self.fetch.response()

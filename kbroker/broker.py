@@ -131,7 +131,7 @@ class Broker:
         self.log_manager.startup()
         host, port = await self._start_server()
         controller = Controller(self.store, self.broker_id, self.config.log.unclean_leader_election_enable)
-        use_inter_broker_security(inter_broker_client_security(cfg, self.listeners))
+        use_inter_broker_security(inter_broker_client_security(self.config, self.listeners))
         cluster = ClusterView(self.store, loop, self._on_cluster_change, self.listeners.inter_broker,
                               wants_states=lambda controller_id: controller_id in (None, self.broker_id))
         metadata = MetadataCache()

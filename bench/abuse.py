@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import resource
-import signal
 import socket
 import statistics
 import struct
@@ -41,20 +40,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from bench.broker_process import HOST, free_port, launch, python_serve, serve_argv, terminate, wait_serving
 from kbroker.log.batches import build_batch
 from kbroker.protocol import encode_request
 from kbroker.tools.client import AdminClient, Connection
 
-REPO = Path(__file__).resolve().parents[1]
-HOST = "127.0.0.1"
 TOPIC = "abuse"
 MiB = 1 << 20
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 def raise_nofile(want: int) -> int:
@@ -90,9 +82,7 @@ class Broker:
         return self.proc.pid
 
     def start(self, timeout: float = 60.0) -> None:
-        cmd = [sys.executable, "-m", "kbroker.cli", "serve"]
-        for key, value in self.overrides.items():
-            cmd += ["--override", f"{key}={value}"]
+        cmd = serve_argv(python_serve(), self.overrides)
         nofile = self.nofile
 
         def limit() -> None:
@@ -101,36 +91,33 @@ class Broker:
             elif nofile is not None:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, max(nofile, resource.getrlimit(
                     resource.RLIMIT_NOFILE)[1])))
-        with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=limit)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.proc.returncode} at start:\n{self.log()[-3000:]}")
-            if b"serving on" in self.log_path.read_bytes():
-                try:
-                    with AdminClient(self.bootstrap, timeout=5.0) as admin:
-                        admin.metadata([])
-                    return
-                except Exception:  # noqa: BLE001 - not up yet
-                    pass
-            time.sleep(0.1)
+        self.proc = launch(cmd, self.log_path, env=dict(os.environ, PYTHONUNBUFFERED="1"), preexec_fn=limit)
+        outcome = wait_serving(self.proc, self._answers, timeout, 0.1)
+        if outcome == "serving":
+            return
+        if outcome == "exited":
+            raise RuntimeError(f"broker exited with {self.proc.returncode} at start:\n{self.log()[-3000:]}")
         self.stop()
         raise RuntimeError(f"broker did not serve within {timeout}s:\n{self.log()[-3000:]}")
+
+    def _answers(self) -> bool:
+        if b"serving on" not in self.log_path.read_bytes():
+            return False
+        try:
+            with AdminClient(self.bootstrap, timeout=5.0) as admin:
+                admin.metadata([])
+            return True
+        except Exception:  # noqa: BLE001 - not up yet
+            return False
 
     def stop(self, timeout: float = 30.0) -> int | None:
         proc, self.proc = self.proc, None
         if proc is None:
             return None
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        return proc.returncode
+        try:
+            return terminate(proc, timeout)
+        except subprocess.TimeoutExpired:
+            return proc.returncode
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None

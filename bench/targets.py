@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 import os
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -15,7 +14,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, TopicPartition
 
 from bench import security, throughput
-from bench.throughput import BrokerProcess, free_port
+from bench.broker_process import free_port
+from bench.throughput import BrokerProcess
 from kazoo_bridge.local_server import ZooKeeperServer
 
 TOPOLOGIES = ("single", "cluster")
@@ -68,18 +68,6 @@ class Target:
             self.zookeeper.stop()
 
 
-def kbroker_argv(port: int, logs: Path, extra: dict[str, str], tree: Path | None = None) -> list[str]:
-    """``tree``: run the kbroker of that source tree (a worktree of another commit) instead of this one."""
-    launcher = [sys.executable, "-c", throughput.TREE_LAUNCHER, str(tree)] if tree is not None else [
-        str(Path(sys.executable).parent / "kbroker")]
-    argv = [*launcher, "serve",
-            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}", "--override", f"log.dirs={logs}",
-            "--override", "group.initial.rebalance.delay.ms=0"]
-    for key, value in extra.items():
-        argv += ["--override", f"{key}={value}"]
-    return argv
-
-
 def start_single(name: str, workdir: Path, secure: bool = False, tree: Path | None = None) -> Target:
     """One broker; ``secure`` (kbroker only) adds SSL and SASL_SSL listeners beside PLAINTEXT (bench.security)."""
     if not secure or not name.startswith("kbroker"):
@@ -103,7 +91,7 @@ def start_cluster(workdir: Path, size: int = 3, name: str = "kbroker", tree: Pat
     try:
         for broker_id in range(1, size + 1):
             port = free_port()
-            argv = kbroker_argv(port, workdir / f"cluster-{broker_id}", {
+            argv = throughput.kbroker_argv(port, workdir / f"cluster-{broker_id}", {
                 "broker.id": str(broker_id), "zookeeper.connect": f"{zookeeper.hosts}/kbench",
                 "offsets.topic.replication.factor": str(min(3, size))}, tree)
             broker = BrokerProcess(f"{name}-{broker_id}", argv, port, workdir, env)

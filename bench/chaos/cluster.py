@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,6 +14,7 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
+from bench.broker_process import accepts, launch, serve_argv, terminate, wait_serving
 from bench.chaos.proxy import ProxyHub
 from kazoo_bridge.local_server import ZooKeeperServer, free_port
 
@@ -82,27 +82,17 @@ class Broker:
             self.mounted = False
 
     def start(self, timeout: float = 60.0) -> None:
-        argv = [str(Path(sys.executable).parent / "kbroker"), "serve"]
-        for key, value in self.settings.items():
-            argv += ["--override", f"{key}={value}"]
+        argv = serve_argv([str(Path(sys.executable).parent / "kbroker"), "serve"], self.settings)
         env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"),
                    KBROKER_CHAOS_SESSION_FILE=str(self.session_file))
-        with open(self.out_path, "ab") as out:
-            out.write(f"\n=== start {time.strftime('%H:%M:%S')} ===\n".encode())
-            out.flush()
-            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                         start_new_session=True, env=env)
+        self.proc = launch(argv, self.out_path, env=env, append=True, cwd=None, start_new_session=True,
+                           banner=f"\n=== start {time.strftime('%H:%M:%S')} ===\n")
         self.stopped = False
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"broker {self.id} exited with {self.proc.returncode} at start: {self.tail()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"broker {self.id} did not listen within {timeout}s: {self.tail()}")
+        outcome = wait_serving(self.proc, lambda: accepts("127.0.0.1", self.port), timeout, 0.1)
+        if outcome == "exited":
+            raise RuntimeError(f"broker {self.id} exited with {self.proc.returncode} at start: {self.tail()}")
+        if outcome == "timeout":
+            raise RuntimeError(f"broker {self.id} did not listen within {timeout}s: {self.tail()}")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -123,11 +113,10 @@ class Broker:
         if self.stopped:
             self.proc.send_signal(signal.SIGCONT)
             self.stopped = False
-        self.proc.terminate()
         try:
-            self.proc.wait(timeout)
+            terminate(self.proc, timeout)
         except subprocess.TimeoutExpired:
-            self.kill()
+            pass  # killed and reaped
 
     def tail(self, lines: int = 8) -> str:
         try:

@@ -10,26 +10,18 @@ from __future__ import annotations
 
 import itertools
 import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-HOST = "127.0.0.1"
-REPO = Path(__file__).resolve().parents[2]
+# the one broker-process harness; the CLI tests import free_port from here
+from bench.broker_process import HOST, REPO, free_port, launch, python_serve, serve_argv, terminate, wait_serving
+
 START_TIMEOUT = 30.0
 CLI_TIMEOUT = 60.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
 
 
 @dataclass
@@ -62,35 +54,25 @@ def _start(base: Path) -> Broker:
     port = free_port()
     log_dir = base / "data"
     output = base / "broker.out"
-    cmd = [sys.executable, "-m", "kbroker.cli", "serve",
-           "--override", f"listeners=PLAINTEXT://{HOST}:{port}",
-           "--override", f"log.dirs={log_dir}",
-           "--override", "group.initial.rebalance.delay.ms=0"]
-    with open(output, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=REPO,
-                                env=dict(os.environ, PYTHONUNBUFFERED="1"))
+    cmd = serve_argv(python_serve(), {"listeners": f"PLAINTEXT://{HOST}:{port}", "log.dirs": str(log_dir),
+                                      "group.initial.rebalance.delay.ms": "0"})
+    proc = launch(cmd, output, env=dict(os.environ, PYTHONUNBUFFERED="1"))
     broker = Broker(HOST, port, log_dir, output, proc)
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the broker exited with {proc.returncode}:\n{broker.output_tail()}")
-        if _answers(HOST, port):
-            return broker
-        time.sleep(0.1)
+    outcome = wait_serving(proc, lambda: _answers(HOST, port), START_TIMEOUT, 0.1)
+    if outcome == "serving":
+        return broker
+    if outcome == "exited":
+        raise RuntimeError(f"the broker exited with {proc.returncode}:\n{broker.output_tail()}")
     _stop(broker)
     raise RuntimeError(f"the broker did not answer on {broker.bootstrap} within {START_TIMEOUT:g} s:\n"
                        f"{broker.output_tail()}")
 
 
 def _stop(broker: Broker) -> int:
-    if broker.proc.poll() is None:
-        broker.proc.send_signal(signal.SIGTERM)
-        try:
-            broker.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.proc.kill()
-            broker.proc.wait()
-    return broker.proc.returncode
+    try:
+        return terminate(broker.proc, 30)
+    except subprocess.TimeoutExpired:
+        return broker.proc.returncode
 
 
 @pytest.fixture(scope="session")

@@ -9,33 +9,26 @@ asserts it exited 0; the broker's log is printed when a test or the shutdown fai
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-HOST = "127.0.0.1"
+# the one broker-process harness (bench/broker_process.py); REPO and free_port are imported from here by tests too
+from bench.broker_process import (  # noqa: F401
+    HOST,
+    REPO,
+    accepts,
+    free_port,
+    launch,
+    python_serve,
+    serve_argv,
+    terminate,
+    wait_serving,
+)
+
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 30.0
-REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((HOST, 0))
-        return s.getsockname()[1]
-
-
-def accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 class BrokerProcess:
@@ -63,31 +56,25 @@ class BrokerProcess:
             "group.initial.rebalance.delay.ms": "0",
             **self.overrides,
         }
-        cmd = [sys.executable, "-m", "kbroker.cli", "serve"]
-        for key, value in settings.items():
-            cmd += ["--override", f"{key}={value}"]
-        return cmd
+        return serve_argv(python_serve(), settings)
 
     def start(self) -> None:
         assert self.proc is None, "already running"
         self.starts += 1
-        log = open(self.log_path, "ab")
-        self._log_start = log.tell()
-        log.write(f"===== start #{self.starts}: {' '.join(self.command())}\n".encode())
-        log.flush()
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     cwd=REPO, env=env)
-        log.close()
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                rc = self.proc.returncode
-                self.proc = None
-                raise AssertionError(f"broker exited with {rc} while starting\n{self.log()}")
-            if b"serving on" in self.log_path.read_bytes()[self._log_start:] and accepts(self.host, self.port):
-                return
-            time.sleep(0.05)
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
+        command = self.command()
+        self.proc = launch(command, self.log_path, env=dict(os.environ, PYTHONUNBUFFERED="1"), append=True,
+                           banner=f"===== start #{self.starts}: {' '.join(command)}\n")
+
+        def serving() -> bool:
+            return b"serving on" in self.log_path.read_bytes()[self._log_start:] and accepts(self.host, self.port)
+        outcome = wait_serving(self.proc, serving, START_TIMEOUT, 0.05)
+        if outcome == "serving":
+            return
+        if outcome == "exited":
+            rc = self.proc.returncode
+            self.proc = None
+            raise AssertionError(f"broker exited with {rc} while starting\n{self.log()}")
         self.kill()
         raise AssertionError(f"broker did not accept connections within {START_TIMEOUT}s\n{self.log()}")
 
@@ -96,12 +83,9 @@ class BrokerProcess:
         proc, self.proc = self.proc, None
         if proc is None:
             return 0
-        proc.send_signal(signal.SIGTERM)
         try:
-            return proc.wait(timeout)
+            return terminate(proc, timeout)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
             raise AssertionError(f"broker did not exit within {timeout}s of SIGTERM\n{self.log()}") from None
 
     def stop_cleanly(self) -> None:
@@ -161,7 +145,12 @@ def broker_errors(text: str) -> list[str]:
 
 
 def _make_broker(base: Path, overrides: dict[str, str] | None = None):
-    proc = BrokerProcess(base, overrides)
+    yield from run_broker(BrokerProcess(base, overrides))
+
+
+def run_broker(proc: BrokerProcess):
+    """Start ``proc``, yield it, stop it with SIGTERM: it must still run then, exit 0 and have logged no ERROR or
+    traceback (the log's tail goes into the failure)."""
     proc.start()
     try:
         yield proc

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import LOG_TAIL, BrokerProcess, broker_errors, free_port
+from tests.integration.conftest import BrokerProcess, free_port, run_broker
 
 from .pki import Pki, make_pki
 
@@ -37,20 +37,6 @@ class TlsBroker(BrokerProcess):
     @property
     def ssl_bootstrap(self) -> str:
         return f"{self.host}:{self.ssl_port}"
-
-
-def run_broker(proc: BrokerProcess) -> Iterator[BrokerProcess]:
-    proc.start()
-    try:
-        yield proc
-    finally:
-        try:
-            assert proc.running, f"the broker died\n{proc.log()[-LOG_TAIL:]}"
-            proc.stop_cleanly()
-        finally:
-            proc.kill()
-        found = broker_errors(proc.log())
-        assert not found, f"the broker logged errors: {found[:5]}\n{proc.log()[-LOG_TAIL:]}"
 
 
 @pytest.fixture(scope="module")

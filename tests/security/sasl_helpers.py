@@ -6,11 +6,10 @@ from __future__ import annotations
 import socket
 import struct
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 from kbroker.protocol import decode_response, encode_request
-from tests.integration.conftest import LOG_TAIL, BrokerProcess, broker_errors, free_port
+from tests.integration.conftest import BrokerProcess, free_port, run_broker  # noqa: F401 (run_broker: for the tests)
 
 PLAIN_USERS = {"admin": "admin-secret", "alice": "alice-secret"}
 JAAS = ("org.apache.kafka.common.security.plain.PlainLoginModule required "
@@ -32,21 +31,6 @@ def sasl_broker(base: Path, overrides: dict[str, str] | None = None) -> BrokerPr
         **(overrides or {}),
     })
     return bp
-
-
-def run_broker(bp: BrokerProcess) -> Iterator[BrokerProcess]:
-    """Start, yield, stop cleanly; the broker must not have logged an ERROR or a traceback."""
-    bp.start()
-    try:
-        yield bp
-    finally:
-        try:
-            assert bp.running, f"the broker died\n{bp.log()[-LOG_TAIL:]}"
-            bp.stop_cleanly()
-        finally:
-            bp.kill()
-    found = broker_errors(bp.log())
-    assert not found, f"the broker logged errors: {found[:5]}"
 
 
 def sasl_bootstrap(bp: BrokerProcess) -> str:

@@ -27,7 +27,7 @@ from confluent_kafka.admin import (
 
 from kbroker.protocol import API_KEYS
 from kbroker.tools.client import Connection
-from tests.integration.conftest import LOG_TAIL, BrokerProcess, broker_errors
+from tests.integration.conftest import BrokerProcess, run_broker
 
 from .sasl_helpers import sasl_bootstrap, sasl_broker
 
@@ -41,17 +41,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:kafka.proto
 
 
 def _run(bp: BrokerProcess) -> Iterator[BrokerProcess]:
-    bp.start()
-    try:
-        yield bp
-    finally:
-        try:
-            assert bp.running, f"the broker died\n{bp.log()[-LOG_TAIL:]}"
-            bp.stop_cleanly()
-        finally:
-            bp.kill()
-    found = broker_errors(bp.log())
-    assert not found, f"the broker logged errors: {found[:5]}"
+    yield from run_broker(bp)
     own = "\n".join(line for line in bp.log().splitlines() if not line.startswith("===== start"))  # not argv
     assert "alice-secret" not in own and "trust-secret" not in own
 

@@ -154,4 +154,12 @@ async def _alter_broker(ctx: BrokerContext, request, resource, incremental: bool
     except DynamicConfigError as exc:
         raise errors.InvalidRequestError(f"Invalid config value for resource {where}: {exc}") from None
     dynamic.reload_files(same)
-    await ctx.run_blocking(lambda: layout.change_broker_config(ctx.store, broker_id, persistent))
+    entity = f"brokers/{layout.broker_config_entity(broker_id)}"
+
+    def write_and_apply() -> None:
+        layout.change_broker_config(ctx.store, broker_id, persistent)
+        # Every broker applies the layer when it follows the change notice; the one that wrote it does so before it
+        # answers, so that what its client does next (reassign --replica-alter-log-dirs-throttle, then
+        # AlterReplicaLogDirs on this broker) already runs under the new value.
+        ctx.security.entity_configs.reload(entity)
+    await ctx.run_blocking(write_and_apply)

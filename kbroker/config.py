@@ -288,6 +288,11 @@ def parse_properties(text: str, source: str = "<properties>") -> dict[str, tuple
 
 def load_config(path: str | None = None, overrides: list[str] | None = None) -> BrokerConfig:
     """server.properties (optional) plus ``key=value`` overrides; raises ConfigError on bad values."""
+    return build_config(read_properties(path, overrides))
+
+
+def read_properties(path: str | None = None, overrides: list[str] | None = None) -> dict[str, tuple[str, str]]:
+    """server.properties (optional) plus ``key=value`` overrides, as written: key -> (value, where)."""
     raw: dict[str, tuple[str, str]] = {}
     if path is not None:
         raw.update(parse_properties(Path(path).read_text(), path))
@@ -296,7 +301,7 @@ def load_config(path: str | None = None, overrides: list[str] | None = None) -> 
         if not sep or not key.strip():
             raise ConfigError(f"--override: expected key=value, got {text!r}")
         raw[key.strip()] = (value.strip(), "--override")
-    return build_config(raw)
+    return raw
 
 
 def build_config(raw: dict[str, tuple[str, str]]) -> BrokerConfig:

@@ -83,7 +83,8 @@ PROFILED = 10  # the profiled phase sends this many times --messages: thousands 
 
 # where the hooks are: every line of these files that feeds or tests for the metrics
 HOOK_FILES = ("kbroker/network/connection.py", "kbroker/handlers/produce.py", "kbroker/handlers/fetch.py",
-              "kbroker/replica_manager.py", "kbroker/replication/fetch_read.py")  # the data path's meters live there
+              # the data path's meters live there
+              "kbroker/replicas/replica_manager.py", "kbroker/replication/fetch_read.py")
 HOOK_LINE = re.compile(r"metrics|\.received|\.dispatched|\.returned|\.ready_at|\.queued|\.sent\b|_sending|fetch_key")
 
 

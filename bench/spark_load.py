@@ -1,4 +1,4 @@
-"""PySpark load generator: N rows written to a topic from local[*] executors through kbroker.spark, read back.
+"""PySpark load generator: N rows written to a topic from local[*] executors through kbroker_spark, read back.
 
     python -m bench.spark_load [--rows 1000000] [--size 100] [--partitions 8] [--bootstrap HOST:PORT]
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    import kbroker.spark
+    import kbroker_spark
 
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-spark-load-", dir=REPO))
     broker = None
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
         admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
         spark = (SparkSession.builder.master(args.master).appName("kbroker-spark-load")
                  .config("spark.ui.enabled", "false").getOrCreate())
-        kbroker.spark.register(spark)
+        kbroker_spark.register(spark)
         pad = "x" * max(0, args.size - 12)
         df = spark.range(args.rows, numPartitions=args.partitions).selectExpr(
             "cast(cast(id as string) as binary) as key", f"cast(concat(lpad(cast(id as string), 12, '0'), '{pad}') "

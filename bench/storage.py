@@ -23,11 +23,10 @@ import threading
 import time
 from pathlib import Path
 
+from bench.batches import client_batch
 from kbroker._core import index as core_index, sendfile as core_sendfile, timewheel as core_timewheel
 from kbroker._core.appender import io_uring_available, open_appender
 from kbroker.log import LogConfig, LogManager, TopicPartition
-
-from .batches import client_batch
 
 MIB = 1 << 20
 

@@ -19,36 +19,36 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from kbroker.clock import wall_ms
-from kbroker.cluster import ClusterView, LiveBroker, Snapshot
-from kbroker.config import BrokerConfig, parse_status_listener
-from kbroker.controlled_shutdown import controlled_shutdown
-from kbroker.controller import Controller
+from kbroker.config.broker import BrokerConfig, parse_status_listener
+from kbroker.config.dynamic import DynamicBrokerConfig
+from kbroker.config.errors import ConfigError
 from kbroker.controller.channel import ControllerChannel
+from kbroker.controller.controller import Controller
 from kbroker.controller.zookeeper_mode import ZooKeeperParts
-from kbroker.coordinator.bridge import CoordinatorBridge
-from kbroker.dynamic_config import DynamicBrokerConfig
-from kbroker.fetch_sessions import FetchSessionCache
+from kbroker.coordinator.group.bridge import CoordinatorBridge
+from kbroker.coordinator.group.zk_offsets import ZkOffsetMirror
+from kbroker.coordinator.transaction.bridge import TransactionBridge
+from kbroker.coordinator.transaction.producer_ids import ProducerIdAllocator
 from kbroker.handlers import load_all
 from kbroker.handlers.dispatcher import Dispatcher
-from kbroker.housekeeping import housekeeping
+from kbroker.lifecycle.controlled_shutdown import controlled_shutdown
+from kbroker.lifecycle.housekeeping import housekeeping
 from kbroker.log import LogManager
-from kbroker.log.config import ConfigError
 from kbroker.log.log_manager import halt_without_log_dirs
-from kbroker.metadata_cache import MetadataCache
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.zk_view import ClusterView, LiveBroker, Snapshot
 from kbroker.metrics import BrokerMetrics
 from kbroker.network.limits import ConnectionLimits
 from kbroker.network.server import NetworkServer
-from kbroker.producer_ids import ProducerIdAllocator
-from kbroker.purgatory import Purgatory
-from kbroker.replica_manager import ReplicaManager
+from kbroker.replicas.replica_manager import ReplicaManager
+from kbroker.replicas.topic_admin import SingleNodeTopics, TopicAdmin, ZooKeeperTopics
 from kbroker.replication.client import use_inter_broker_security
+from kbroker.replication.fetch_sessions import FetchSessionCache
+from kbroker.replication.purgatory import Purgatory
 from kbroker.security import ListenerTls, Security
 from kbroker.security.connection_security import inter_broker_client_security, listener_security
 from kbroker.security.listeners import Listeners, parse_listeners
-from kbroker.status import StatusServer
-from kbroker.topic_admin import SingleNodeTopics, TopicAdmin, ZooKeeperTopics
-from kbroker.txn.bridge import TransactionBridge
-from kbroker.zk_offsets import ZkOffsetMirror
+from kbroker.status.endpoint import StatusServer
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.znodes import BrokerInfo, EndPoint

@@ -94,8 +94,8 @@ def serve(args: argparse.Namespace) -> int:
     import logging
 
     from kbroker.broker import serve as run_broker
-    from kbroker.config import load_config
-    from kbroker.log.config import ConfigError
+    from kbroker.config.broker import load_config
+    from kbroker.config.errors import ConfigError
 
     logging.basicConfig(level=os.environ.get("KBROKER_LOG_LEVEL", "INFO"),
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
@@ -105,7 +105,7 @@ def serve(args: argparse.Namespace) -> int:
         print(f"kbroker: {exc}", file=sys.stderr)
         return 2
     for line in config.unknown_keys:
-        logging.getLogger("kbroker.config").warning("%s: ignored", line)
+        logging.getLogger("kbroker.config.broker").warning("%s: ignored", line)
     try:
         asyncio.run(run_broker(config))
     except ConfigError as exc:  # listeners, TLS and SASL settings are checked as the broker starts

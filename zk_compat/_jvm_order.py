@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .jvm import java_string_hash
+from zk_compat.jvm import java_string_hash
 
 _MASK32 = 0xFFFFFFFF
 __all__ = ["java_hashmap_order", "java_properties_order", "java_string_hash", "scala_immutable_map_order",

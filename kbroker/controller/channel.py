@@ -18,7 +18,7 @@ import logging
 from dataclasses import dataclass
 
 from kbroker import errors
-from kbroker.cluster import LiveBroker, Snapshot
+from kbroker.metadata.zk_view import LiveBroker, Snapshot
 from kbroker.replication.client import BrokerConnection
 from zk_compat.znodes import PartitionState
 

@@ -22,12 +22,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kbroker import errors
-from kbroker.cluster import Snapshot
+from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
 from zk_compat.znodes import PartitionState
 
 if TYPE_CHECKING:
-    from kbroker.controller import Controller
+    from kbroker.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 

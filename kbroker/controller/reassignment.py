@@ -14,9 +14,9 @@ named in the assignment delete their copy.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from kbroker.cluster import Snapshot
+from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
 from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from zk_compat.znodes import (
@@ -27,10 +27,20 @@ from zk_compat.znodes import (
     TopicZNode,
 )
 
-if TYPE_CHECKING:
-    from kbroker.controller import Controller
-
 log = logging.getLogger(__name__)
+
+
+class Controller(Protocol):
+    """What reassignment reads and writes of the Controller (controller.py calls in here: a Protocol, no import)."""
+
+    store: MetadataStore
+    broker_id: int
+    active: bool
+    epoch: int
+    epoch_zk_version: int
+    shutting_down: set[int]
+
+    def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool: ...
 
 
 def start_requested(ctl: Controller, snap: Snapshot) -> bool:

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kbroker.cluster import ClusterView, Snapshot
-from kbroker.config import BrokerConfig
-from kbroker.controller import Controller
+from kbroker.config.broker import BrokerConfig
 from kbroker.controller.channel import ControllerChannel
-from kbroker.metadata_cache import MetadataCache
+from kbroker.controller.controller import Controller
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.zk_view import ClusterView, Snapshot
 
 
 @dataclass

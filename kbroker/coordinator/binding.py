@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Awaitable
 
 from kbroker import errors
-from kbroker.cluster import LiveBroker
-from kbroker.config import BrokerConfig
-from kbroker.internal_topics import ensure_internal_topic
+from kbroker.config.broker import BrokerConfig
 from kbroker.log import TopicPartition
-from kbroker.partition import Partition
-from kbroker.replica_manager import ReplicaManager
-from kbroker.topic_admin import TopicAdmin
+from kbroker.metadata.zk_view import LiveBroker
+from kbroker.replicas.internal_topics import ensure_internal_topic
+from kbroker.replicas.replica_manager import ReplicaManager
+from kbroker.replicas.topic_admin import TopicAdmin
+from kbroker.replication.partition import Partition
 
 
 class InternalTopicBinding:

@@ -16,7 +16,7 @@ from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 
 def load_all() -> dict[int, Handler]:
     """Import every handler module (each registers its APIs) and return the registry."""
-    from . import (  # noqa: F401
+    from kbroker.handlers import (  # noqa: F401
         acls,
         admin,
         alter_configs,

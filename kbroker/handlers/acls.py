@@ -13,6 +13,8 @@ from functools import partial
 from typing import Any
 
 from kbroker import errors
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.messages.acls import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -24,9 +26,6 @@ from kbroker.protocol.messages.acls import (
 from kbroker.security.authorizer import AclFilter, Authorizer, Binding
 from kbroker.security.principal import KafkaPrincipal
 from zk_compat.acls import AclEntry, ResourcePattern
-
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 

@@ -8,15 +8,14 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kbroker import errors
+from kbroker.config.errors import ConfigError
+from kbroker.handlers.acls import allowed, cluster_allowed
+from kbroker.handlers.config_entries import topic_entries
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.log import TopicPartition
-from kbroker.log.config import ConfigError
 from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
-from kbroker.topic_admin import Visible
-
-from .acls import allowed, cluster_allowed
-from .config_entries import topic_entries
-from .context import BrokerContext
-from .registry import handles
+from kbroker.replicas.topic_admin import Visible
 
 log = logging.getLogger(__name__)
 

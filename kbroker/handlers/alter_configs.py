@@ -13,14 +13,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from kbroker import errors
-from kbroker.dynamic_config import LIST_KEYS, DynamicConfigError, base_name, default_text, is_listener_keystore, usable
-from kbroker.log.config import list_operation
+from kbroker.config.dynamic import LIST_KEYS, DynamicConfigError, base_name, default_text, is_listener_keystore, usable
+from kbroker.config.topic import list_operation
+from kbroker.handlers.admin import (
+    APPEND,
+    BROKER_RESOURCE,
+    DELETE,
+    SET,
+    SUBTRACT,
+    TOPIC_RESOURCE,
+    _each,
+    _require_config_resource,
+)
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.messages.acls import AclOperation
 from zk_compat import layout
-
-from .admin import APPEND, BROKER_RESOURCE, DELETE, SET, SUBTRACT, TOPIC_RESOURCE, _each, _require_config_resource
-from .context import BrokerContext
-from .registry import handles
 
 OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 RESOURCE_TYPES = {TOPIC_RESOURCE: "TOPIC", BROKER_RESOURCE: "BROKER", 8: "BROKER_LOGGER"}

@@ -13,13 +13,12 @@ from __future__ import annotations
 import logging
 
 from kbroker import errors
+from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from zk_compat import layout
 from zk_compat.store import BadVersionError, NoNodeError
 from zk_compat.znodes import PartitionState
-
-from .acls import Op, cluster_allowed
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 import re
 
 from kbroker import errors
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import HANDLERS, handles
 from kbroker.protocol import SUPPORTED_VERSIONS
-
-from .context import BrokerContext
-from .registry import HANDLERS, handles
 
 # KIP-511: client software name and version must look like this, else INVALID_REQUEST.
 _SOFTWARE = re.compile(r"^[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?$")

@@ -12,11 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kbroker.config import DEFS
-from kbroker.dynamic_config import DynamicBrokerConfig
-from kbroker.log.config import KEYS as LOG_KEYS
-
-from .config_types import (
+from kbroker.config.broker import DEFS
+from kbroker.config.dynamic import DynamicBrokerConfig
+from kbroker.config.topic import KEYS as LOG_KEYS
+from kbroker.handlers.config_types import (
     BROKER_DEFAULTS,
     DYNAMIC_BROKER_KEYS,
     NULL_DEFAULT_KEYS,

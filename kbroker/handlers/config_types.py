@@ -2,16 +2,16 @@
 KIP-569), its synonyms (the broker keys standing behind a topic key or a listener override) and whether it can
 change at run time. Facts from apache/kafka 2.8 ``KafkaConfig.scala``, ``log/LogConfig.scala`` (the key types and
 ``TopicConfigSynonyms``) and ``DynamicBrokerConfig.scala`` (``brokerConfigSynonyms``, ``AllDynamicConfigs``); the
-one-line docs are the ones declared with each key in ``kbroker.config`` and ``kbroker.log.config``."""
+one-line docs are the ones declared with each key in ``kbroker.config.broker`` and ``kbroker.config.topic``."""
 from __future__ import annotations
 
 import re
 from enum import IntEnum
 from typing import Any
 
-from kbroker.config import DEFS
-from kbroker.dynamic_config import ALL_DYNAMIC_KEYS, REPLICATION_QUOTA_KEYS
-from kbroker.log.config import KEYS as LOG_KEYS
+from kbroker.config.broker import DEFS
+from kbroker.config.dynamic import ALL_DYNAMIC_KEYS, REPLICATION_QUOTA_KEYS
+from kbroker.config.topic import KEYS as LOG_KEYS
 from zk_compat.jvm import java_double
 
 

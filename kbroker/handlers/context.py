@@ -5,19 +5,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from kbroker.cluster import ClusterView
-from kbroker.config import BrokerConfig
-from kbroker.controller import Controller
-from kbroker.coordinator.bridge import CoordinatorBridge
-from kbroker.dynamic_config import DynamicBrokerConfig
-from kbroker.fetch_sessions import FetchSessionCache
+from kbroker.config.broker import BrokerConfig
+from kbroker.config.dynamic import DynamicBrokerConfig
+from kbroker.controller.controller import Controller
+from kbroker.coordinator.group.bridge import CoordinatorBridge
+from kbroker.coordinator.transaction.bridge import TransactionBridge
 from kbroker.log import LogManager
-from kbroker.metadata_cache import MetadataCache
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.zk_view import ClusterView
 from kbroker.metrics import BrokerMetrics
-from kbroker.replica_manager import ReplicaManager
+from kbroker.replicas.replica_manager import ReplicaManager
+from kbroker.replicas.topic_admin import TopicAdmin
+from kbroker.replication.fetch_sessions import FetchSessionCache
 from kbroker.security import Security
-from kbroker.topic_admin import TopicAdmin
-from kbroker.txn.bridge import TransactionBridge
 from zk_compat.store import MetadataStore
 
 T = TypeVar("T")

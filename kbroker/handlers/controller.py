@@ -6,13 +6,12 @@ import logging
 
 from kbroker import errors
 from kbroker.controller.reassignment import request_moves
+from kbroker.handlers import control_versions
+from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.log import TopicPartition
 from kbroker.log.log_manager import HOSTING_CHUNK
-
-from . import control_versions
-from .acls import Op, cluster_allowed
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 _DENIED = errors.ClusterAuthorizationFailedError.code

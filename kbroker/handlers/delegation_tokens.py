@@ -5,10 +5,9 @@ is DELEGATION_TOKEN_AUTH_DISABLED (DelegationTokenManager with token authenticat
 from __future__ import annotations
 
 from kbroker import errors
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.security.principal import ANONYMOUS
-
-from .context import BrokerContext
-from .registry import handles
 
 NOT_ALLOWED = errors.DelegationTokenRequestNotAllowedError.code
 DISABLED = errors.DelegationTokenAuthDisabledError.code

@@ -5,13 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker import errors
+from kbroker.handlers.admin import BROKER_RESOURCE, TOPIC_RESOURCE, _error, _require_config_resource
+from kbroker.handlers.config_entries import ConfigEntry, broker_entries, topic_entries, wanted
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.messages.acls import AclOperation
 from zk_compat.layout import get_entity_config
-
-from .admin import BROKER_RESOURCE, TOPIC_RESOURCE, _error, _require_config_resource
-from .config_entries import ConfigEntry, broker_entries, topic_entries, wanted
-from .context import BrokerContext
-from .registry import handles
 
 
 @handles(32)

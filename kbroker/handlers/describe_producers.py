@@ -9,12 +9,11 @@ replica with a log answers, the leader or a follower, as Kafka's does."""
 from __future__ import annotations
 
 from kbroker import errors
+from kbroker.handlers.acls import Op, Res, allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.log import TopicPartition
 from kbroker.log.producer_state import ProducerStateManager
-
-from .acls import Op, Res, allowed
-from .context import BrokerContext
-from .registry import handles
 
 
 def _active_producers(state: ProducerStateManager) -> list[dict]:

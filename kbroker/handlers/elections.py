@@ -20,10 +20,9 @@ import time
 from kbroker import errors
 from kbroker.controller import election
 from kbroker.controller.election import PREFERRED, UNCLEAN, Outcome, Refusal
-
-from .acls import Op, cluster_allowed
-from .context import BrokerContext
-from .registry import handles
+from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 
 TP = tuple[str, int]
 _POLL_S = 0.02  # how often a waiting election looks at the metadata again

@@ -12,14 +12,13 @@ import logging
 from collections.abc import Callable
 
 from kbroker import errors
+from kbroker.handlers.acls import Op, cluster_allowed, topic_filter
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.log import TopicPartition
 from kbroker.log.partition_log import LATEST_TIMESTAMP, MAX_TIMESTAMP
-from kbroker.partition import Partition, error_code_of
+from kbroker.replication.partition import Partition, error_code_of
 from kbroker.security.quotas import FetchQuota, fetch_response_size
-
-from .acls import Op, cluster_allowed, topic_filter
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 

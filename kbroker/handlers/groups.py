@@ -2,18 +2,18 @@
 LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
 OffsetFetch (9), DeleteGroups (42), OffsetDelete (47), InitProducerId (22; transactional ids go
 to the transaction coordinator). The coordinators hold the logic; these translate requests and versions.
-OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.zk_offsets``)."""
+OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.coordinator.group.zk_offsets``)."""
 from __future__ import annotations
 
-from kbroker import errors, zk_offsets
-from kbroker.coordinator.coordinator import GroupCoordinator, OffsetCommitEntry
+from kbroker import errors
+from kbroker.coordinator.group import zk_offsets
+from kbroker.coordinator.group.coordinator import GroupCoordinator, OffsetCommitEntry
+from kbroker.handlers.acls import Op, Res, allowed, authorized_operations, cluster_allowed, topic_filter
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.metadata import listener_of
+from kbroker.handlers.registry import handles
+from kbroker.handlers.txn import for_version as txn_error_for_version
 from kbroker.log import TopicPartition
-
-from .acls import Op, Res, allowed, authorized_operations, cluster_allowed, topic_filter
-from .context import BrokerContext
-from .metadata import listener_of
-from .registry import handles
-from .txn import for_version as txn_error_for_version
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 _GROUP_DENIED = errors.GroupAuthorizationFailedError.code

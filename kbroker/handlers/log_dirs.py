@@ -6,12 +6,11 @@ import logging
 from pathlib import Path
 
 from kbroker import errors
+from kbroker.handlers.acls import cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.log import PartitionLog, TopicPartition
 from kbroker.protocol.messages.acls import AclOperation
-
-from .acls import cluster_allowed
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 import uuid
 
 from kbroker import errors
-from kbroker.internal_topics import INTERNAL_TOPICS
+from kbroker.handlers.acls import Op, Res, allowed, authorized_operations, cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.messages.acls import CLUSTER_NAME
-
-from .acls import Op, Res, allowed, authorized_operations, cluster_allowed
-from .context import BrokerContext
-from .registry import handles
+from kbroker.replicas.internal_topics import INTERNAL_TOPICS
 
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any
 
 from kbroker import errors
+from kbroker.handlers.acls import Op, Res, allowed, cluster_allowed, topic_filter
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
-
-from .acls import Op, Res, allowed, cluster_allowed, topic_filter
-from .context import BrokerContext
-from .registry import handles
 
 
 @handles(0)

@@ -13,6 +13,9 @@ import math
 from typing import Any
 
 from kbroker import errors
+from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.messages.quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
 from kbroker.security.entity_configs import DEFAULT
 from kbroker.security.quotas import QUOTA_KEYS
@@ -24,10 +27,6 @@ from zk_compat.znodes import (
     ConfigEntityZNode,
     desanitize_entity_name,
 )
-
-from .acls import Op, cluster_allowed
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 

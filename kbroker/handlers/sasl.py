@@ -8,9 +8,8 @@ re-authentication: Kafka answers ILLEGAL_SASL_STATE (34) to both.
 from __future__ import annotations
 
 from kbroker import errors
-
-from .context import BrokerContext
-from .registry import handles
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 
 ILLEGAL_SASL_STATE = errors.IllegalSaslStateError.code
 

@@ -11,6 +11,9 @@ from __future__ import annotations
 import logging
 
 from kbroker import errors
+from kbroker.handlers.acls import cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.messages.acls import AclOperation
 from kbroker.security.credentials import (
     MAX_ITERATIONS,
@@ -25,10 +28,6 @@ from kbroker.security.credentials import (
 )
 from zk_compat.store import NoNodeError
 from zk_compat.znodes import desanitize_entity_name, sanitize_entity_name
-
-from .acls import cluster_allowed
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,11 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from kbroker import errors
+from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
+from kbroker.handlers.acls import Op, Res, allowed, cluster_allowed, topic_filter
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.log import TopicPartition
-from kbroker.txn.coordinator import TransactionCoordinator
-
-from .acls import Op, Res, allowed, cluster_allowed, topic_filter
-from .context import BrokerContext
-from .registry import handles
 
 log = logging.getLogger(__name__)
 

@@ -11,11 +11,10 @@ from __future__ import annotations
 import re
 
 from kbroker import errors
+from kbroker.handlers.acls import cluster_allowed
+from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.registry import handles
 from kbroker.protocol.messages.acls import AclOperation
-
-from .acls import cluster_allowed
-from .context import BrokerContext
-from .registry import handles
 
 INVALID_REQUEST = errors.InvalidRequestError.code
 _VERSION = re.compile(r"^(\d+)\.(\d+)")

@@ -47,8 +47,7 @@ from typing import NamedTuple
 
 from kbroker import errors
 from kbroker._core import records as core_records
-
-from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress_records, decompress_records
+from kbroker.log.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress_records, decompress_records
 
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "MAGIC", "HEADER", "HEADER_FIELDS", "HEADER_SIZE", "LOG_OVERHEAD",

@@ -12,8 +12,7 @@ import os
 from pathlib import Path
 
 from kbroker import crashpoints
-
-from .names import TopicPartition
+from kbroker.log.names import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -58,17 +58,16 @@ from typing import TYPE_CHECKING
 
 from kbroker._core import records
 from kbroker._core.index import OffsetIndex, TimeIndex
+from kbroker.config.topic import INT64_MAX, LogConfig
 from kbroker.crashpoints import crash_point
-
-from . import batches, legacy
-from .config import INT64_MAX, LogConfig
-from .names import CLEANED_SUFFIX, TopicPartition, segment_file_stem, segment_paths
-from .producer_snapshot import TXN_INDEX_SUFFIX
-from .swap import remove_segment_files
+from kbroker.log import batches, legacy
+from kbroker.log.names import CLEANED_SUFFIX, TopicPartition, segment_file_stem, segment_paths
+from kbroker.log.producer_snapshot import TXN_INDEX_SUFFIX
+from kbroker.log.swap import remove_segment_files
 
 if TYPE_CHECKING:
-    from .partition_log import PartitionLog
-    from .segment import Segment
+    from kbroker.log.partition_log import PartitionLog
+    from kbroker.log.segment import Segment
 
 log = logging.getLogger(__name__)
 

@@ -24,9 +24,8 @@ from pathlib import Path
 
 from kbroker._core import records
 from kbroker.crashpoints import crash_point
-
-from .names import TopicPartition, validate_topic_name
-from .partition_log import PartitionLog
+from kbroker.log.names import TopicPartition, validate_topic_name
+from kbroker.log.partition_log import PartitionLog
 
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"

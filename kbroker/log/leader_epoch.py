@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from .checkpoint import VERSION, entry_lines, write_durably
+from kbroker.log.checkpoint import VERSION, entry_lines, write_durably
 
 log = logging.getLogger(__name__)
 

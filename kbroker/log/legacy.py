@@ -32,15 +32,23 @@ from typing import NamedTuple
 
 from kbroker import errors
 from kbroker._core import records as core_records
-
-from . import batches
-from .batches import (
+from kbroker.log import batches
+from kbroker.log.batches import (
     CODEC_MASK,
     LOG_APPEND_TIME as TIMESTAMP_TYPE_MASK,  # magic 1 attributes and batch attributes alike
     LOG_OVERHEAD,
     NO_TIMESTAMP,
 )
-from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress_records, decompress_records, decompressed_limit
+from kbroker.log.compression import (
+    GZIP,
+    LZ4,
+    NONE,
+    SNAPPY,
+    ZSTD,
+    compress_records,
+    decompress_records,
+    decompressed_limit,
+)
 
 RECORD_OVERHEAD = {0: 14, 1: 22}     # crc + magic + attributes + [timestamp] + key length + value length
 MAGIC_OFFSET = 16                    # the magic byte sits at byte 16 in both formats

@@ -22,12 +22,11 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kbroker import errors
-
-from . import batches, legacy
-from .batches import LOG_APPEND_TIME, NO_TIMESTAMP
-from .compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
-from .config import LogConfig
-from .legacy import Entry, LegacyRecord
+from kbroker.config.topic import LogConfig
+from kbroker.log import batches, legacy
+from kbroker.log.batches import LOG_APPEND_TIME, NO_TIMESTAMP
+from kbroker.log.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
+from kbroker.log.legacy import Entry, LegacyRecord
 
 _CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 

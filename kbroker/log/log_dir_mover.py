@@ -21,11 +21,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from kbroker import errors
-
-from . import future_replica
-from .log_manager import LogManager
-from .names import TopicPartition
-from .partition_log import PartitionLog
+from kbroker.log import future_replica
+from kbroker.log.log_manager import LogManager
+from kbroker.log.names import TopicPartition
+from kbroker.log.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 

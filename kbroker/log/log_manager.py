@@ -30,14 +30,22 @@ from typing import Protocol
 from kbroker import errors
 from kbroker._core.appender import Appender, open_appender
 from kbroker.clock import wall_ms
+from kbroker.config.errors import ConfigError
+from kbroker.config.topic import LogConfig
 from kbroker.crashpoints import crash_point
-
-from . import checkpoint, future_replica
-from .cleaner import CleanerThread, CleanJob, CleanStats, apply_job, cleanable_range, prepare_job, should_clean
-from .config import ConfigError, LogConfig
-from .names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
-from .partition_log import PartitionLog, WriteTracker
-from .swap import fsync_dir
+from kbroker.log import checkpoint, future_replica
+from kbroker.log.cleaner import (
+    CleanerThread,
+    CleanJob,
+    CleanStats,
+    apply_job,
+    cleanable_range,
+    prepare_job,
+    should_clean,
+)
+from kbroker.log.names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
+from kbroker.log.partition_log import PartitionLog, WriteTracker
+from kbroker.log.swap import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +59,7 @@ HOSTING_CHUNK = 16
 
 
 class LogSettings(Protocol):
-    """What the log manager takes of a broker config (kbroker.config.BrokerConfig) at run time."""
+    """What the log manager takes of a broker config (kbroker.config.broker.BrokerConfig) at run time."""
     @property
     def log(self) -> LogConfig: ...
 

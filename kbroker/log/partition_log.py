@@ -26,13 +26,12 @@ from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import CorruptIndexError
 from kbroker.clock import wall_ms
+from kbroker.config.topic import LogConfig
 from kbroker.crashpoints import crash_point
-
-from . import legacy, legacy_append, record_checks
-from .config import LogConfig
-from .leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from .legacy_append import LegacyAppendInfo
-from .names import (
+from kbroker.log import legacy, legacy_append, record_checks
+from kbroker.log.leader_epoch import CHECKPOINT_NAME as LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
+from kbroker.log.legacy_append import LegacyAppendInfo
+from kbroker.log.names import (
     CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -42,8 +41,8 @@ from .names import (
     TopicPartition,
     segment_paths,
 )
-from .segment import FileSlice, Segment
-from .swap import complete_interrupted_swaps, fsync_dir, rename_segment_files
+from kbroker.log.segment import FileSlice, Segment
+from kbroker.log.swap import complete_interrupted_swaps, fsync_dir, rename_segment_files
 
 log = logging.getLogger(__name__)
 

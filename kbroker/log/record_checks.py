@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from kbroker import errors
 from kbroker._core import records
-
-from .compression import decompress_records
+from kbroker.log.compression import decompress_records
 
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)

@@ -19,11 +19,10 @@ from kbroker import crashpoints
 from kbroker._core import records
 from kbroker._core.appender import Appender
 from kbroker._core.index import OffsetIndex, TimeIndex
-
-from . import legacy
-from .compression import decompress_records
-from .config import LogConfig
-from .names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_stem
+from kbroker.config.topic import LogConfig
+from kbroker.log import legacy
+from kbroker.log.compression import decompress_records
+from kbroker.log.names import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file_stem
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kbroker._core import records
-
-from .names import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, segment_paths
+from kbroker.log.names import CLEANED_SUFFIX, LOG_SUFFIX, SWAP_SUFFIX, segment_paths
 
 log = logging.getLogger(__name__)
 

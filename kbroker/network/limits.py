@@ -16,7 +16,7 @@ import collections
 import socket
 from collections.abc import Callable
 
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
 
 UNLIMITED = 2**31 - 1  # Kafka's default for both keys (Int.MaxValue)
 

@@ -22,10 +22,9 @@ from collections.abc import Callable
 from typing import Any
 
 from kbroker.metrics import BrokerMetrics
+from kbroker.network.connection import Connection, FrameInterceptor
+from kbroker.network.limits import ConnectionLimits
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
-
-from .connection import Connection, FrameInterceptor
-from .limits import ConnectionLimits
 
 log = logging.getLogger(__name__)
 

@@ -19,12 +19,12 @@ classes as attributes (`FetchResponse.PartitionData`); encoders also take plain 
 """
 from __future__ import annotations
 
-from . import codec
-from .codec import *  # noqa: F403 - the tables and functions of codec.__all__
-from .header import RequestHeader
-from .messages import APIS
-from .schema import Api, Struct
-from .types import ProtocolError
+from kbroker.protocol import codec
+from kbroker.protocol.codec import *  # noqa: F403 - the tables and functions of codec.__all__
+from kbroker.protocol.header import RequestHeader
+from kbroker.protocol.messages import APIS
+from kbroker.protocol.schema import Api, Struct
+from kbroker.protocol.types import ProtocolError
 
 __all__ = [
     *codec.__all__,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .header import (
+from kbroker.protocol.header import (
     API_VERSIONS_KEY,
     CORRELATION,
     REQUEST_PREFIX,
@@ -22,9 +22,9 @@ from .header import (
     skip_header_tags,
     write_request_header,
 )
-from .messages import APIS
-from .schema import Api, Struct
-from .types import INT32, ProtocolError
+from kbroker.protocol.messages import APIS
+from kbroker.protocol.schema import Api, Struct
+from kbroker.protocol.types import INT32, ProtocolError
 
 __all__ = [
     "SUPPORTED_VERSIONS",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 import struct
 
-from .types import INT16, ProtocolError, read_uvarint, skip_tagged_fields
+from kbroker.protocol.types import INT16, ProtocolError, read_uvarint, skip_tagged_fields
 
 API_VERSIONS_KEY = 18
 _utf8 = codecs.utf_8_decode

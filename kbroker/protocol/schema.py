@@ -36,8 +36,8 @@ import sys
 import uuid
 from typing import Any
 
-from . import types as _t
-from .types import FIXED_FORMATS, ZERO_UUID, ProtocolError
+from kbroker.protocol import types as _t
+from kbroker.protocol.types import FIXED_FORMATS, ZERO_UUID, ProtocolError
 
 MAX_VERSION = 0x7FFF
 _PRIMITIVES = set(FIXED_FORMATS) | {"string", "bytes", "records", "uuid"}

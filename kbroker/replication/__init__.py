@@ -8,7 +8,7 @@ watermark, acks=all waits until the ISR has a batch.
     delayed.py          the delayed operations: acks=all produces waiting for the high watermark, fetches for min_bytes
     throttle.py         the replication throttles (KIP-73): leader, follower and log-dir-move byte-rate quotas
 
-``kbroker.replica_manager`` owns these: it makes partitions leaders or followers (LeaderAndIsr),
+``kbroker.replicas.replica_manager`` owns these: it makes partitions leaders or followers (LeaderAndIsr),
 records a follower's fetch offset as its log end offset, and parks acks=all answers and fetches
-waiting for min_bytes. The bookkeeping per partition is in ``kbroker.partition``.
+waiting for min_bytes. The bookkeeping per partition is in ``kbroker.replication.partition``.
 """

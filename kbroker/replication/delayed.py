@@ -1,5 +1,5 @@
 """The delayed operations of the data path (Kafka's DelayedProduce and DelayedFetch): the replica manager
-parks them in the purgatory (``kbroker.purgatory``), whose checks and timeouts complete them.
+parks them in the purgatory (``kbroker.replication.purgatory``), whose checks and timeouts complete them.
 
 acks=all (``DelayedProduce``): a Produce whose batches are written on the leader waits until the high
 watermark passes each partition's last offset, i.e. until every replica of the ISR has it. ``check`` runs
@@ -16,10 +16,9 @@ from typing import Any
 
 from kbroker import errors
 from kbroker.log import TopicPartition
-from kbroker.partition import Partition
-from kbroker.purgatory import DelayedOperation
-
-from .fetch_read import FetchRead
+from kbroker.replication.fetch_read import FetchRead
+from kbroker.replication.partition import Partition
+from kbroker.replication.purgatory import DelayedOperation
 
 
 class PendingAck:

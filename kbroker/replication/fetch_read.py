@@ -13,16 +13,16 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from kbroker import errors
-from kbroker.fetch_sessions import FetchSession
 from kbroker.log import TopicPartition, legacy
 from kbroker.metrics import BrokerMetrics
-from kbroker.partition import Partition, error_code_of
+from kbroker.replication.fetch_sessions import FetchSession
+from kbroker.replication.partition import Partition, error_code_of
 
 log = logging.getLogger(__name__)
 
 
 class LeaderReplicas(Protocol):
-    """What a read asks of the replica manager (``kbroker.replica_manager``, which builds on this package)."""
+    """What a read asks of the replica manager (``kbroker.replicas.replica_manager``, which builds on this package)."""
 
     def partition(self, tp: TopicPartition) -> Partition | None: ...
 

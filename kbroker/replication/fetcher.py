@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kbroker import errors
-from kbroker.cluster import LiveBroker
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
 from kbroker.log import TopicPartition
-from kbroker.partition import Partition
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replication.client import BrokerConnection
+from kbroker.replication.partition import Partition
 from kbroker.replication.throttle import ReplicationQuotas, throttled
 from zk_compat.jvm import java_int_hash
 

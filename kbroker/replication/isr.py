@@ -15,7 +15,7 @@ from typing import Any
 
 from kbroker.clock import monotonic_ms
 from kbroker.log import TopicPartition
-from kbroker.partition import Partition
+from kbroker.replication.partition import Partition
 from zk_compat import layout
 from zk_compat.store import BadVersionError, MetadataStore, NoNodeError
 from zk_compat.znodes import PartitionState

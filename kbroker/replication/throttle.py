@@ -22,7 +22,7 @@ import functools
 import time
 from collections.abc import Callable
 
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
 
 UNBOUNDED = 2**63 - 1  # Kafka's QuotaBytesPerSecondDefault (Long.MaxValue): no throttle
 

@@ -10,15 +10,14 @@
 """
 from __future__ import annotations
 
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
+from kbroker.security.authorizer import Authorizer, build_authorizer
+from kbroker.security.credentials import CredentialCache
+from kbroker.security.entity_configs import EntityConfigs
+from kbroker.security.listeners import ListenerTls
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal, Session
+from kbroker.security.quotas import QuotaManager
 from zk_compat.store import MetadataStore
-
-from .authorizer import Authorizer, build_authorizer
-from .credentials import CredentialCache
-from .entity_configs import EntityConfigs
-from .listeners import ListenerTls
-from .principal import ANONYMOUS, KafkaPrincipal, Session
-from .quotas import QuotaManager
 
 
 class Security:

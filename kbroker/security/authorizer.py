@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable
 
 from kbroker.clock import wall_ms
-from kbroker.config import BrokerConfig
-from kbroker.log.config import ConfigError
+from kbroker.config.broker import BrokerConfig
+from kbroker.config.errors import ConfigError
 from kbroker.protocol.messages.acls import AclOperation, PatternType, PermissionType, ResourceType
 from kbroker.security.principal import KafkaPrincipal, Session
 from zk_compat import acls as zk_acls

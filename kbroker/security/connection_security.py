@@ -13,8 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kbroker.config import BrokerConfig
-from kbroker.log.config import ConfigError
+from kbroker.config.broker import BrokerConfig
+from kbroker.config.errors import ConfigError
 from kbroker.replication.client import ClientSecurity, Request
 from kbroker.security import Security
 from kbroker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, ListenerConfig, Listeners, ListenerSpec

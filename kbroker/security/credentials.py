@@ -25,13 +25,12 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
+from kbroker.security.entity_configs import DEFAULT, EntityConfigs, parse_entity_path
 from zk_compat.jvm import random_base36
 from zk_compat.layout import create_config_change_notification
 from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
 from zk_compat.znodes import ConfigEntityZNode, sanitize_entity_name
-
-from .entity_configs import DEFAULT, EntityConfigs, parse_entity_path
 
 log = logging.getLogger(__name__)
 

@@ -15,10 +15,9 @@ import ssl
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from kbroker.config import SECURITY_PROTOCOLS, BrokerConfig, Listener
-from kbroker.log.config import ConfigError
-
-from .tls import TlsConfigError, keystore_identity, server_context
+from kbroker.config.broker import SECURITY_PROTOCOLS, BrokerConfig, Listener
+from kbroker.config.errors import ConfigError
+from kbroker.security.tls import TlsConfigError, keystore_identity, server_context
 
 log = logging.getLogger(__name__)
 

@@ -46,10 +46,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
-
-from .entity_configs import DEFAULT, EntityConfigs, parse_entity_path
+from kbroker.security.entity_configs import DEFAULT, EntityConfigs, parse_entity_path
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from kbroker.security.credentials import SCRAM_MECHANISMS
-
-from .sasl.base import SaslAuthenticationError, SaslError
-from .sasl.jaas import parse_jaas_config
-from .sasl.scram import ScramClient
+from kbroker.security.sasl.base import SaslAuthenticationError, SaslError
+from kbroker.security.sasl.jaas import parse_jaas_config
+from kbroker.security.sasl.scram import ScramClient
 
 Request = Callable[[int, int, Any], Awaitable[Any]]
 SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36

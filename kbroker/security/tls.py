@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .principal import ANONYMOUS, KafkaPrincipal
+from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 class Settings(Protocol):

@@ -35,9 +35,8 @@ from kbroker.protocol.messages.acls import (
     PermissionType,
     ResourceType,
 )
-
-from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
-from .security import SecurityConfigError, load_command_config
+from kbroker.tools.client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
+from kbroker.tools.security import SecurityConfigError, load_command_config
 
 ERROR_PREFIX = "Error while executing ACL command: "
 NL = "\n"

@@ -23,8 +23,7 @@ from typing import Any
 from kbroker import errors
 from kbroker.log.names import TopicPartition
 from kbroker.protocol import API_KEYS, API_NAMES, SUPPORTED_VERSIONS, ProtocolError, decode_response, encode_request
-
-from . import security as secure
+from kbroker.tools import security as secure
 
 __all__ = [
     "AdminClient",

@@ -41,12 +41,11 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from kbroker.config import parse_properties
+from kbroker.config.broker import parse_properties
 from kbroker.protocol import API_KEYS
+from kbroker.tools.client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
+from kbroker.tools.security import SecurityConfigError, load_command_config
 from zk_compat.jvm import java_double, random_base36
-
-from .client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
-from .security import SecurityConfigError, load_command_config
 
 ERROR_PREFIX = "Error while executing config command : "
 QUOTA_KEYS = ("producer_byte_rate", "consumer_byte_rate", "request_percentage", "controller_mutation_rate")
@@ -149,7 +148,7 @@ def _check_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tu
             from_file = parse_properties(text, args.add_config_file)
         except OSError as exc:
             parser.error(f"cannot read --add-config-file {args.add_config_file}: {exc.strerror}")
-        except ValueError as exc:  # kbroker.config's ConfigError: file and line
+        except ValueError as exc:  # kbroker.config.broker's ConfigError: file and line
             parser.error(str(exc))
         for key, (value, _) in from_file.items():
             if key in add:

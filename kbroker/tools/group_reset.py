@@ -25,8 +25,7 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 from kbroker.protocol import API_KEYS
-
-from .client import AdminClient, ClientError, KafkaApiError, TopicPartition
+from kbroker.tools.client import AdminClient, ClientError, KafkaApiError, TopicPartition
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

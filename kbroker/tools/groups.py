@@ -30,8 +30,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
-from . import group_reset
-from .client import (
+from kbroker.tools import group_reset
+from kbroker.tools.client import (
     AdminClient,
     ClientError,
     TopicPartition,

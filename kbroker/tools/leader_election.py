@@ -27,8 +27,7 @@ from typing import Any, TextIO
 
 from kbroker import errors
 from kbroker.protocol import API_KEYS
-
-from .client import (
+from kbroker.tools.client import (
     AdminClient,
     ClientError,
     KafkaApiError,

@@ -17,8 +17,7 @@ from typing import Any, TextIO
 
 from kbroker import errors
 from kbroker.protocol import API_KEYS
-
-from .client import AdminClient, ClientError, add_command_config, add_tool_parser, command_config
+from kbroker.tools.client import AdminClient, ClientError, add_command_config, add_tool_parser, command_config
 
 DESCRIBE_LOG_DIRS = API_KEYS["DescribeLogDirs"]
 ERROR_PREFIX = "Error: "

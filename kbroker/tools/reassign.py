@@ -36,9 +36,8 @@ from typing import Any, TextIO, TypeGuard
 
 from kbroker import errors
 from kbroker.protocol import API_KEYS
-
-from . import reassign_throttle as throttles
-from .client import (
+from kbroker.tools import reassign_throttle as throttles
+from kbroker.tools.client import (
     AdminClient,
     ClientError,
     KafkaApiError,

@@ -23,8 +23,7 @@ from collections.abc import Iterable, Mapping
 from typing import TextIO
 
 from kbroker.protocol import API_KEYS
-
-from .client import AdminClient, ClientError, KafkaApiError
+from kbroker.tools.client import AdminClient, ClientError, KafkaApiError
 
 INCREMENTAL_ALTER_CONFIGS = API_KEYS["IncrementalAlterConfigs"]
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4

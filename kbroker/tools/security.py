@@ -24,7 +24,7 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kbroker.config import parse_properties
+from kbroker.config.broker import parse_properties
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

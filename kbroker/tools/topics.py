@@ -28,7 +28,7 @@ import sys
 import uuid
 from typing import Any, TextIO
 
-from .client import (
+from kbroker.tools.client import (
     AdminClient,
     ClientError,
     KafkaApiError,

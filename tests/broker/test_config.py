@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from kbroker.config import load_config, parse_properties
-from kbroker.log.config import ConfigError
+from kbroker.config.broker import load_config, parse_properties
+from kbroker.config.errors import ConfigError
 
 
 def test_properties_file_and_overrides(tmp_path):

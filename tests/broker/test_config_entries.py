@@ -4,8 +4,8 @@ sets a synonym; a topic's override (1) comes first. The layers are a real Dynami
 ZooKeeper side fills it."""
 from __future__ import annotations
 
-from kbroker.config import build_config
-from kbroker.dynamic_config import DynamicBrokerConfig
+from kbroker.config.broker import build_config
+from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.handlers.config_entries import ConfigEntry, broker_entries, topic_entries
 from kbroker.handlers.config_types import ConfigType
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from kbroker.metadata_cache import MetadataCache
-from kbroker.topic_admin import ZooKeeperTopics
+from kbroker.metadata.cache import MetadataCache
+from kbroker.replicas.topic_admin import ZooKeeperTopics
 
 
 def _topics(view_controller: int | None, announced: int) -> ZooKeeperTopics:

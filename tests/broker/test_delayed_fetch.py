@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from kbroker.config import load_config
+from kbroker.config.broker import load_config
 from kbroker.handlers import fetch as fetch_handler
 from kbroker.log import LogConfig, PartitionLog, TopicPartition
-from kbroker.partition import Partition
-from kbroker.purgatory import Purgatory
-from kbroker.replica_manager import ReplicaManager
+from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replication.fetch_read import FetchRead
+from kbroker.replication.partition import Partition
+from kbroker.replication.purgatory import Purgatory
 from kbroker.security.entity_configs import EntityConfigs
 from kbroker.security.quotas import QuotaManager
 from tests.log.helpers import make_batch

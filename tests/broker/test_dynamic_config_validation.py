@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from kbroker.config import load_config
-from kbroker.dynamic_config import DynamicBrokerConfig, DynamicConfigError
+from kbroker.config.broker import load_config
+from kbroker.config.dynamic import DynamicBrokerConfig, DynamicConfigError
 
 
 @pytest.fixture

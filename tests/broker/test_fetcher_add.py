@@ -7,11 +7,11 @@ import asyncio
 import struct
 from types import SimpleNamespace
 
-from kbroker.cluster import LiveBroker
 from kbroker.log import LogConfig, PartitionLog, TopicPartition
-from kbroker.partition import Partition
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.protocol.codec import decode_request
 from kbroker.replication.fetcher import LeaderFetcher
+from kbroker.replication.partition import Partition
 from kbroker.replication.throttle import ReplicationQuota
 
 LEADER = 9

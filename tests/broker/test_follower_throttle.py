@@ -7,8 +7,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from kbroker.cluster import LiveBroker
 from kbroker.log import LogConfig, TopicPartition
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replication.fetcher import LeaderFetcher
 from kbroker.replication.throttle import ReplicationQuota
 

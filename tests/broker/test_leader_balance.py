@@ -3,8 +3,8 @@ the cluster: a broker whose share of "preferred but not led" partitions exceeds
 leader.imbalance.per.broker.percentage gets them back."""
 from __future__ import annotations
 
-from kbroker.cluster import LiveBroker, Snapshot
 from kbroker.controller.reassignment import imbalanced_partitions
+from kbroker.metadata.zk_view import LiveBroker, Snapshot
 from zk_compat.znodes import PartitionState
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from kbroker.log import LogConfig, PartitionLog
-from kbroker.partition import Partition
+from kbroker.replication.partition import Partition
 from kbroker.replication.throttle import ReplicationQuota
 
 from .test_delayed_fetch import TP, _Broker, _fetch, _only, _produce

@@ -13,7 +13,7 @@ import pytest
 from kbroker import errors
 from kbroker.handlers.fetch import _epoch_of_answer
 from kbroker.log import LogConfig, PartitionLog, TopicPartition
-from kbroker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
+from kbroker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
 from tests.log.helpers import make_batch
 
 TP = TopicPartition("lo", 0)

@@ -7,7 +7,7 @@ import pytest
 
 from kbroker import errors
 from kbroker.log import LogConfig, PartitionLog, TopicPartition
-from kbroker.partition import Partition
+from kbroker.replication.partition import Partition
 from tests.log.helpers import make_batch, read_all, values_of
 
 TP = TopicPartition("replicated", 0)

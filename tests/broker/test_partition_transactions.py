@@ -8,10 +8,10 @@ import pytest
 
 from kbroker import errors
 from kbroker._core import records
+from kbroker.coordinator.transaction import markers
 from kbroker.log import LogConfig, PartitionLog, TopicPartition
 from kbroker.log.producer_state import AbortedTxn
-from kbroker.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
-from kbroker.txn import markers
+from kbroker.replication.partition import READ_COMMITTED, READ_UNCOMMITTED, Partition
 from tests.log.helpers import make_batch, read_all
 
 TP = TopicPartition("txn", 0)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from kbroker.cluster import LiveBroker
 from kbroker.log import TopicPartition
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replication.fetcher import ReplicaFetcherManager, fetcher_id
 from kbroker.replication.throttle import ReplicationQuota
 from zk_compat.jvm import java_int_hash

@@ -12,13 +12,13 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker import errors
-from kbroker.cluster import LiveBroker
-from kbroker.config import load_config
+from kbroker.config.broker import load_config
 from kbroker.log import LogManager, TopicPartition
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics import BrokerMetrics
-from kbroker.purgatory import Purgatory
-from kbroker.replica_manager import ReplicaManager
-from kbroker.topic_admin import SingleNodeTopics
+from kbroker.replicas.replica_manager import ReplicaManager
+from kbroker.replicas.topic_admin import SingleNodeTopics
+from kbroker.replication.purgatory import Purgatory
 from tests.log.helpers import make_batch
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kbroker.config import build_config
-from kbroker.dynamic_config import DynamicBrokerConfig
+from kbroker.config.broker import build_config
+from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.log import LogConfig, LogManager, TopicPartition
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.replication.throttle import (

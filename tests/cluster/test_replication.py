@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kbroker.coordinator.offsets_log import partition_for
+from kbroker.coordinator.group.offsets_log import partition_for
 from zk_compat import layout
 from zk_compat.znodes import BrokerIdZNode, TopicZNode
 

@@ -9,7 +9,7 @@ import struct
 
 import pytest
 
-from kbroker.coordinator import GroupConfig, GroupCoordinator
+from kbroker.coordinator.group import GroupConfig, GroupCoordinator
 
 START_MS = 1_700_000_000_000
 HANG_GUARD_S = 30

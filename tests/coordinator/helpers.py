@@ -1,7 +1,7 @@
 """Scenario helpers shared by the coordinator tests."""
 from __future__ import annotations
 
-from kbroker.coordinator import JoinResult, SyncResult
+from kbroker.coordinator.group import JoinResult, SyncResult
 
 from .conftest import Env, settle
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from kbroker import errors
-from kbroker.coordinator import GroupConfig, GroupCoordinator, partition_for
+from kbroker.coordinator.group import GroupConfig, GroupCoordinator, partition_for
 
 from .conftest import Env, ManualTimer, settle
 from .helpers import form_group, stable_group

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 
-from kbroker.coordinator import GroupState
+from kbroker.coordinator.group import GroupState
 
 from .conftest import Env, settle
 from .helpers import form_group, stable_group, sync_all

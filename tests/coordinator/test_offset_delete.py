@@ -2,7 +2,7 @@
 offsets, the tombstones written, and the group removed once nothing is left."""
 from __future__ import annotations
 
-from kbroker.coordinator.offsets_log import GroupKey, OffsetKey, decode_key, iter_batches
+from kbroker.coordinator.group.offsets_log import GroupKey, OffsetKey, decode_key, iter_batches
 
 from .conftest import Env, settle, subscription
 from .helpers import stable_group, sync_all

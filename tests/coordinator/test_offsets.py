@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from kbroker.coordinator import GroupConfig, GroupCoordinator, OffsetAndMetadata
-from kbroker.coordinator.offsets_log import GroupKey, OffsetKey, decode_key, iter_batches
+from kbroker.coordinator.group import GroupConfig, GroupCoordinator, OffsetAndMetadata
+from kbroker.coordinator.group.offsets_log import GroupKey, OffsetKey, decode_key, iter_batches
 
 from .conftest import START_MS, Env, ManualTimer, settle, subscription
 from .helpers import form_group, stable_group

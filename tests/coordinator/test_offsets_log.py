@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from kbroker.coordinator import GroupConfig, GroupCoordinator, OffsetAndMetadata, partition_for
-from kbroker.coordinator.offsets_log import (
+from kbroker.coordinator.group import GroupConfig, GroupCoordinator, OffsetAndMetadata, partition_for
+from kbroker.coordinator.group.offsets_log import (
     GroupKey,
     GroupMetadataRecord,
     MemberRecord,

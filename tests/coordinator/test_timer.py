@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from kbroker._core.timewheel import TimingWheel
-from kbroker.coordinator import GroupConfig, GroupCoordinator
+from kbroker.coordinator.group import GroupConfig, GroupCoordinator
 from kbroker.timers import LoopTimer, WheelTimer
 from tests.oracles.timer_oracle import HeapTimer
 

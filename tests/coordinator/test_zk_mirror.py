@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from kbroker.config import load_config
-from kbroker.zk_offsets import ZkOffsetMirror
+from kbroker.config.broker import load_config
+from kbroker.coordinator.group.zk_offsets import ZkOffsetMirror
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 

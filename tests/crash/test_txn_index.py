@@ -13,7 +13,7 @@ from __future__ import annotations
 from kbroker.clock import wall_ms
 from kbroker.log import LogConfig, PartitionLog, TopicPartition, producer_snapshot
 from kbroker.log.producer_state import AbortedTxn
-from kbroker.partition import READ_COMMITTED, Partition
+from kbroker.replication.partition import READ_COMMITTED, Partition
 from tests.log.helpers import make_batch
 
 TP = TopicPartition("txn", 0)

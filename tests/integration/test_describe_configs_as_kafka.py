@@ -17,8 +17,8 @@ from collections.abc import Iterator
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource, ConfigSource, NewTopic, ResourceType
 
-from kbroker.config import DEFS
-from kbroker.log.config import KEYS
+from kbroker.config.broker import DEFS
+from kbroker.config.topic import KEYS
 from tests.integration.conftest import _make_broker
 from tests.raw_client import request
 

@@ -6,7 +6,7 @@ import time
 
 from confluent_kafka import Consumer, TopicPartition
 
-from kbroker.coordinator.offsets_log import partition_for
+from kbroker.coordinator.group.offsets_log import partition_for
 
 from .helpers import create_topic
 

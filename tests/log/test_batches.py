@@ -202,7 +202,7 @@ def test_control_records_are_parsed_as_kafka_does():
 
 def test_a_missing_compiled_core_fails_loudly_naming_the_build_step():
     code = ("import sys; sys.modules['kbroker._core.records'] = None\n"
-            "import kbroker.coordinator.offsets_log\n")
+            "import kbroker.coordinator.group.offsets_log\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode != 0
     assert "ImportError" in proc.stderr and "make build" in proc.stderr

@@ -476,7 +476,7 @@ def test_config_keys_map_as_kafka():
     values = config.topic_values()
     assert values["min.cleanable.dirty.ratio"] == "0.25" and values["max.compaction.lag.ms"] == "60000"
     assert "" not in values and not any(k.startswith("log.cleaner") for k in values)
-    from kbroker.log.config import ConfigError
+    from kbroker.config.errors import ConfigError
     for bad in ({"min.cleanable.dirty.ratio": "1.5"}, {"log.cleaner.enable": "x"}, {"": "1"}):
         with pytest.raises(ConfigError):
             config.with_overrides(bad)

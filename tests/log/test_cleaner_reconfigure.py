@@ -3,7 +3,7 @@ run time; ``log.cleaner.io.max.bytes.per.second`` as a ceiling; new ``log.*`` de
 topic does not override them."""
 from __future__ import annotations
 
-from kbroker.config import load_config
+from kbroker.config.broker import load_config
 from kbroker.log import LogConfig, LogManager, TopicPartition
 from kbroker.log.cleaner import Throttler
 

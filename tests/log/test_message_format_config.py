@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kbroker.config import load_config
-from kbroker.log.config import ConfigError, LogConfig
+from kbroker.config.broker import load_config
+from kbroker.config.errors import ConfigError
+from kbroker.config.topic import LogConfig
 
 
 @pytest.mark.parametrize("version, magic", [

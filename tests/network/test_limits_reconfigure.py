@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kbroker.config import load_config
+from kbroker.config.broker import load_config
 from kbroker.network.limits import ConnectionLimits
 
 KEYS = frozenset({"max.connections", "max.connections.per.ip", "max.connections.per.ip.overrides"})

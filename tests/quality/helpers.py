@@ -8,7 +8,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
-PACKAGES = ("kbroker", "zk_compat", "kazoo_bridge")  # what the wheel holds
+PACKAGES = ("kbroker", "kbroker_spark", "zk_compat", "kazoo_bridge")  # what the wheel holds
 LINT_PATHS = (*PACKAGES, "tests", "bench")           # what ruff checks (the Makefile's LINT_PATHS)
 
 

@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from kbroker.config import ConfigError, load_config
+from kbroker.config.broker import load_config
+from kbroker.config.errors import ConfigError
 from kbroker.protocol.messages.acls import AclOperation as Op, PatternType, PermissionType, ResourceType as Res
 from kbroker.security.authorizer import AclFilter, Authorizer, build_authorizer, java_host
 from kbroker.security.principal import KafkaPrincipal, Session

@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from kbroker.cluster import LiveBroker
-from kbroker.config import build_config
-from kbroker.log.config import ConfigError
+from kbroker.config.broker import build_config
+from kbroker.config.errors import ConfigError
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.protocol import decode_response, encode_request
 from kbroker.security.listeners import parse_listeners
 from tests.integration.conftest import REPO, BrokerProcess, free_port

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from kbroker.config import build_config
+from kbroker.config.broker import build_config
 from kbroker.protocol.outcome import NO_RESPONSE
 from kbroker.security.principal import KafkaPrincipal, Session
 from kbroker.security.quotas import (

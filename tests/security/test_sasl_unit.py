@@ -9,8 +9,8 @@ import logging
 
 import pytest
 
-from kbroker.config import build_config
-from kbroker.log.config import ConfigError
+from kbroker.config.broker import build_config
+from kbroker.config.errors import ConfigError
 from kbroker.protocol import decode_response, encode_request, encode_response
 from kbroker.security.credentials import (
     ScramCredential,

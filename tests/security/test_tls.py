@@ -286,7 +286,7 @@ def test_a_stalled_handshake_is_closed_and_others_are_served(edgy_broker: TlsBro
 
 
 def _listener(settings: dict[str, str], name: str = "SSL"):
-    from kbroker.config import build_config
+    from kbroker.config.broker import build_config
     from kbroker.security.listeners import ListenerConfig
     return ListenerConfig(build_config({k: (v, "test") for k, v in settings.items()}), name)
 

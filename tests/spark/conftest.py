@@ -15,7 +15,7 @@ from tests.integration.conftest import module_broker  # noqa: E402,F401  (the fi
 def spark(tmp_path_factory):
     from pyspark.sql import SparkSession
 
-    import kbroker.spark
+    import kbroker_spark
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -26,6 +26,6 @@ def spark(tmp_path_factory):
                .config("spark.local.dir", str(tmp_path_factory.mktemp("spark-local")))
                .config("spark.sql.streaming.stopTimeout", "30s")
                .getOrCreate())
-    kbroker.spark.register(session)
+    kbroker_spark.register(session)
     yield session
     session.stop()

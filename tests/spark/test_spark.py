@@ -1,4 +1,4 @@
-"""kbroker.spark against a real broker: batch read, keyed writes placed like librdkafka, exactly-once streaming."""
+"""kbroker_spark against a real broker: batch read, keyed writes placed like librdkafka, exactly-once streaming."""
 from __future__ import annotations
 
 import json

@@ -6,9 +6,9 @@ import asyncio
 import struct
 
 from kbroker import errors
-from kbroker.txn import state_log
-from kbroker.txn.coordinator import TransactionCoordinator
-from kbroker.txn.state_log import TxnMetadata, TxnState
+from kbroker.coordinator.transaction import state_log
+from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
+from kbroker.coordinator.transaction.state_log import TxnMetadata, TxnState
 
 
 class Harness:
@@ -190,8 +190,8 @@ def test_a_transaction_deadline_on_the_timer_aborts_it_on_time():
 
 def test_a_fenced_coordinator_records_no_completion():
     """A partition answering TRANSACTION_COORDINATOR_FENCED / INVALID_PRODUCER_EPOCH makes the marker sender
-    return False (kbroker/txn/bridge.py): the transaction stays prepared here, as Kafka's abortSending; the
-    newer coordinator completes it."""
+    return False (kbroker/coordinator/transaction/bridge.py): the transaction stays prepared here, as Kafka's
+    abortSending; the newer coordinator completes it."""
     async def run():
         h = Harness()
         c = h.coordinator

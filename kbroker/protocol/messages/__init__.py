@@ -1,8 +1,7 @@
 """The API declarations, one module per family. `APIS` maps api key -> Api."""
 from __future__ import annotations
 
-from ..schema import Api
-from . import (
+from kbroker.protocol.messages import (
     acls,
     admin,
     delegation_tokens,
@@ -17,6 +16,7 @@ from . import (
     security,
     txn,
 )
+from kbroker.protocol.schema import Api
 
 APIS: dict[int, Api] = {}
 for _family in (metadata, produce_fetch, groups, admin, txn, replication, acls, quotas, security, elections, log_dirs,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 
 class ResourceType(enum.IntEnum):

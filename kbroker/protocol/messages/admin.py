@@ -1,7 +1,7 @@
 """Topic, record and config administration, and log-dir inspection."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # v4+: num_partitions / replication_factor -1 = broker default; v5+ answers with the configs.
 CREATE_TOPICS = api(19, "CreateTopics", "0-7", flexible=5, request="""

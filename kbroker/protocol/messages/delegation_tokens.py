@@ -2,7 +2,7 @@
 clients/src/main/resources/common/message/*DelegationToken*.json) serves v0-2, flexible from v2."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 CREATE_DELEGATION_TOKEN = api(38, "CreateDelegationToken", "0-2", flexible=2, request="""
     renewers                   [CreatableRenewers]  v0+

@@ -2,7 +2,7 @@
 and a top-level error code; v2 is flexible). Only the controller serves it."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # election_type: 0 moves leadership back to the preferred (first assigned) replica; 1 elects a
 # live replica of a partition without a live leader, in sync or not.

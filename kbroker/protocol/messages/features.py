@@ -1,7 +1,7 @@
 """Feature versioning (KIP-584): UpdateFeatures, which only the controller serves."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # Kafka 2.8 (apache/kafka clients/src/main/resources/common/message/UpdateFeaturesRequest.json): v0 only,
 # flexible. A max_version_level below 1 with allow_downgrade asks to delete the finalized feature.

@@ -1,7 +1,7 @@
 """Consumer groups: coordinator lookup, membership, offsets, and the group admin APIs."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # v4+ is batched (CoordinatorKeys in, Coordinators out); kafka-python switches to it once advertised.
 FIND_COORDINATOR = api(10, "FindCoordinator", "0-4", flexible=3, request="""

@@ -1,7 +1,7 @@
 """Moving replicas between the log dirs of one broker (JBOD disk balancing)."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # Kafka 2.8 (apache/kafka clients/src/main/resources/common/message/AlterReplicaLogDirsRequest.json):
 # v1 is v0 (throttling answered before the delay); v2 is v1 in the flexible encoding.

@@ -1,7 +1,7 @@
 """Connection setup and cluster discovery: ApiVersions, SaslHandshake, Metadata, DescribeCluster."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # The response header of ApiVersions is always v0 (header.py). The v3 tagged fields (features,
 # ZK migration) are only written when set: librdkafka 2.0.2 fails on default-valued ones.

@@ -5,7 +5,7 @@ slices (anything with a `length` and no buffer protocol), which become chunks of
 """
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # v3+ carries exactly one magic-2 batch per partition; v0-2 legacy message sets.
 PRODUCE = api(0, "Produce", "0-9", flexible=9, request="""

@@ -3,7 +3,7 @@ Kafka 2.8 (v1 is flexible). Entity types are ``user`` and ``client-id``; a null 
 default entity (``<default>`` in ZooKeeper). Values are doubles on the wire."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # match_type: 0 exact name (``match``), 1 the default entity, 2 any entity of the type.
 MATCH_EXACT, MATCH_DEFAULT, MATCH_ANY = 0, 1, 2

@@ -2,7 +2,7 @@
 fetches after a leadership change, to find where its log diverges from the leader's."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # v2 adds the fencing epoch, v3 the replica id (-2 = not given, -1 = a consumer), v4 is flexible.
 OFFSET_FOR_LEADER_EPOCH = api(23, "OffsetForLeaderEpoch", "0-4", flexible=4, request="""

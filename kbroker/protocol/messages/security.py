@@ -2,7 +2,7 @@
 (SaslHandshake (17) is declared with ApiVersions in metadata.py: clients send it before anything else.)"""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # v1+: session_lifetime_ms (KIP-368 re-authentication). auth_bytes is never null.
 SASL_AUTHENTICATE = api(36, "SaslAuthenticate", "0-2", flexible=2, request="""

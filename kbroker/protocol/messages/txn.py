@@ -1,7 +1,7 @@
 """Idempotent and transactional producers: producer ids and the transaction APIs."""
 from __future__ import annotations
 
-from ..schema import api
+from kbroker.protocol.schema import api
 
 # Null transactional_id = an idempotent producer. v3+ may resume an existing (id, epoch) (KIP-360).
 INIT_PRODUCER_ID = api(22, "InitProducerId", "0-4", flexible=2, request="""

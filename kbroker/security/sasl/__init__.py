@@ -12,15 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kbroker.config import BrokerConfig
-from kbroker.log.config import ConfigError
+from kbroker.config.broker import BrokerConfig
+from kbroker.config.errors import ConfigError
 from kbroker.security.credentials import SCRAM_MECHANISMS
+from kbroker.security.sasl.authenticator import ListenerSasl, SaslConnection, SaslServerAuthenticator
+from kbroker.security.sasl.base import SaslAuthenticationError, SaslError
+from kbroker.security.sasl.jaas import JaasError, parse_jaas_config
+from kbroker.security.sasl.plain import PLAIN, plain_users
 from zk_compat.jvm import java_string_hash
-
-from .authenticator import ListenerSasl, SaslConnection, SaslServerAuthenticator
-from .base import SaslAuthenticationError, SaslError
-from .jaas import JaasError, parse_jaas_config
-from .plain import PLAIN, plain_users
 
 if TYPE_CHECKING:
     from kbroker.security import Security

@@ -28,10 +28,9 @@ from typing import Any, Protocol
 from kbroker.protocol import SUPPORTED_VERSIONS, ProtocolError, decode_request, response_class
 from kbroker.security.credentials import SCRAM_MECHANISMS, CredentialCache
 from kbroker.security.principal import KafkaPrincipal, Session
-
-from .base import MechanismServer, SaslAuthenticationError, SaslError
-from .plain import PLAIN, PlainServer
-from .scram import ScramServer
+from kbroker.security.sasl.base import MechanismServer, SaslAuthenticationError, SaslError
+from kbroker.security.sasl.plain import PLAIN, PlainServer
+from kbroker.security.sasl.scram import ScramServer
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import hmac
 
-from .base import SaslAuthenticationError, SaslError
-from .jaas import JaasEntry
+from kbroker.security.sasl.base import SaslAuthenticationError, SaslError
+from kbroker.security.sasl.jaas import JaasEntry
 
 PLAIN = "PLAIN"
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"

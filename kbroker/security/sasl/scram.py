@@ -33,10 +33,9 @@ from kbroker.security.credentials import (
     salted_password,
     server_key,
 )
+from kbroker.security.sasl.base import SaslAuthenticationError, SaslError
+from kbroker.security.sasl.plain import AUTHZID_DIFFERS
 from zk_compat.jvm import random_base36
-
-from .base import SaslAuthenticationError, SaslError
-from .plain import AUTHZID_DIFFERS
 
 _SASLNAME = r"(?:[\x01-\x2b\x2d-\x3c\x3e-\x7f]|=2C|=3D)+"
 _VALUE = r"[\x01-\x2b\x2d-\x7f]+"

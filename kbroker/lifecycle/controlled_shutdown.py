@@ -8,8 +8,8 @@ import logging
 from collections.abc import Callable
 
 from kbroker import errors
-from kbroker.cluster import LiveBroker
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replication.client import BrokerConnection
 
 log = logging.getLogger(__name__)

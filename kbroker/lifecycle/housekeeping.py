@@ -7,10 +7,10 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from kbroker.config import BrokerConfig
-from kbroker.coordinator.bridge import CoordinatorBridge
+from kbroker.config.broker import BrokerConfig
+from kbroker.coordinator.group.bridge import CoordinatorBridge
+from kbroker.coordinator.transaction.bridge import TransactionBridge
 from kbroker.log import LogManager
-from kbroker.txn.bridge import TransactionBridge
 
 
 async def housekeeping(config: BrokerConfig, log_manager: LogManager, groups: CoordinatorBridge,

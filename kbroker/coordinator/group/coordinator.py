@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from kbroker import errors
 from kbroker.clock import wall_ms
-from kbroker.coordinator.group import (
+from kbroker.coordinator.group.group import (
     CONSUMER_PROTOCOL_TYPE,
     DEAD,
     EMPTY,
@@ -57,7 +57,7 @@ from kbroker.coordinator.group import (
     LeaveResult,
     SyncResult,
 )
-from kbroker.coordinator.offsets_log import AppendFn, OffsetAndMetadata, OffsetsLog, TopicPartition, is_awaitable
+from kbroker.coordinator.group.offsets_log import AppendFn, OffsetAndMetadata, OffsetsLog, TopicPartition, is_awaitable
 from kbroker.timers import LoopTimer, Timer
 
 log = logging.getLogger(__name__)

@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 
 from kbroker import errors
 from kbroker.clock import wall_ms
-from kbroker.coordinator.offsets_log import build_batch, is_awaitable, iter_batches
-from kbroker.txn import state_log
-from kbroker.txn.state_log import TxnMetadata, TxnState
+from kbroker.coordinator.group.offsets_log import build_batch, is_awaitable, iter_batches
+from kbroker.coordinator.transaction import state_log
+from kbroker.coordinator.transaction.state_log import TxnMetadata, TxnState
 
 log = logging.getLogger(__name__)
 

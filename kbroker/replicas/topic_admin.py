@@ -31,17 +31,17 @@ from typing import Any
 
 from kbroker import errors
 from kbroker.clock import monotonic_ms
-from kbroker.cluster import ClusterView, LiveBroker, Snapshot
-from kbroker.config import BrokerConfig
-from kbroker.internal_topics import INTERNAL_TOPICS
+from kbroker.config.broker import BrokerConfig
+from kbroker.config.errors import ConfigError
 from kbroker.log import LogConfig, TopicPartition
-from kbroker.log.config import ConfigError
 from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.names import validate_topic_name
-from kbroker.metadata_cache import MetadataCache
-from kbroker.purgatory import DelayedOperation
-from kbroker.replica_manager import ReplicaManager
+from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.zk_view import ClusterView, LiveBroker, Snapshot
+from kbroker.replicas.internal_topics import INTERNAL_TOPICS
+from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replication.client import BrokerConnection
+from kbroker.replication.purgatory import DelayedOperation
 from zk_compat import layout
 from zk_compat.assignment import broker_metadatas
 from zk_compat.store import BadVersionError, MetadataStore

@@ -1,7 +1,7 @@
 """A PySpark data source for kbroker (and any Kafka broker), on Spark 4's Python Data Source API.
 
-    import kbroker.spark
-    kbroker.spark.register(spark)
+    import kbroker_spark
+    kbroker_spark.register(spark)
     df = (spark.read.format("kbroker").option("kafka.bootstrap.servers", "127.0.0.1:9092")
           .option("subscribe", "t").load())
     df.selectExpr("key", "value").write.format("kbroker")

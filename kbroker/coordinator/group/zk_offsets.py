@@ -27,10 +27,10 @@ from collections.abc import Callable, Mapping
 from typing import Protocol, TypeVar
 
 from kbroker import errors
-from kbroker.config import BrokerConfig
-from kbroker.coordinator.coordinator import GroupCoordinator
+from kbroker.config.broker import BrokerConfig
+from kbroker.coordinator.group.coordinator import GroupCoordinator
 from kbroker.log import TopicPartition
-from kbroker.partition import error_code_of
+from kbroker.replication.partition import error_code_of
 from zk_compat import layout
 from zk_compat.store import MetadataStore, NoNodeError
 from zk_compat.znodes import ConsumerOffsetZNode

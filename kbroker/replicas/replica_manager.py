@@ -35,20 +35,20 @@ from typing import Any, Protocol, TypeVar
 from kbroker import errors
 from kbroker._core import records as core_records
 from kbroker.clock import monotonic_ms
-from kbroker.cluster import LiveBroker
-from kbroker.config import BrokerConfig
-from kbroker.dynamic_config import DynamicBrokerConfig
-from kbroker.fetch_sessions import FetchSession
+from kbroker.config.broker import BrokerConfig
+from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics import BrokerMetrics
-from kbroker.partition import Partition, error_code_of
-from kbroker.purgatory import Purgatory
 from kbroker.replication.delayed import DelayedFetch, DelayedProduce, PendingAck
 from kbroker.replication.fetch_read import FetchRead
+from kbroker.replication.fetch_sessions import FetchSession
 from kbroker.replication.fetcher import ReplicaFetcherManager
 from kbroker.replication.isr import IsrManager
+from kbroker.replication.partition import Partition, error_code_of
+from kbroker.replication.purgatory import Purgatory
 from kbroker.replication.throttle import ReplicationQuotas, throttled
 from zk_compat.znodes import PartitionState
 
@@ -76,7 +76,7 @@ class KnownTopic(Protocol):
 
 
 class TopicTable(Protocol):
-    """What a Produce asks of the topic admin (``kbroker.topic_admin``, which builds on this module)."""
+    """What a Produce asks of the topic admin (``kbroker.replicas.topic_admin``, which builds on this module)."""
     @property
     def topics(self) -> Mapping[str, KnownTopic]: ...
 

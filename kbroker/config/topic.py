@@ -11,6 +11,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kbroker.config.errors import ConfigError
+
 INT64_MAX = (1 << 63) - 1
 
 
@@ -28,7 +30,7 @@ class _Key:
     is_list: bool = False  # Kafka's ConfigDef.Type.LIST: IncrementalAlterConfigs may APPEND / SUBTRACT
 
 
-# Value parsers, shared with the broker registry (kbroker.config): ValueError when malformed.
+# Value parsers, shared with the broker registry (kbroker.config.broker): ValueError when malformed.
 
 def parse_int(text: str) -> int:
     return int(text.strip())
@@ -199,10 +201,6 @@ BROKER_ONLY_KEYS: tuple[_Key, ...] = (
 KEYS += BROKER_ONLY_KEYS
 
 _BY_TOPIC_KEY = {k.topic_key: k for k in KEYS if k.topic_key}
-
-
-class ConfigError(ValueError):
-    """A config key that is unknown or whose value does not parse or fit its bounds."""
 
 
 @dataclass(frozen=True)

@@ -6,5 +6,5 @@ commit/abort markers that close a transaction in every partition it wrote to.
     coordinator.py  the state machine per transactional id, driven by the Txn requests
 
 The partition side (open transactions, last stable offset, aborted transactions for
-read_committed fetches) is ``kbroker.log.producer_state`` and ``kbroker.partition``.
+read_committed fetches) is ``kbroker.log.producer_state`` and ``kbroker.replication.partition``.
 """

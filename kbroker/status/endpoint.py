@@ -9,7 +9,7 @@ off) that a browser, a monitor or a deployment script reads as JSON:
                     (lag where the partition's high watermark is known here, else null)
     GET /health     200 with {"under_replicated": 0} when every partition this broker leads has
                     its full ISR, 503 otherwise (a rolling restart waits for 200 on every broker)
-    GET /metrics    Prometheus text format 0.0.4 (``kbroker.status_metrics``), named as the Prometheus
+    GET /metrics    Prometheus text format 0.0.4 (``kbroker.status.metrics``), named as the Prometheus
                     JMX exporter names Kafka's metrics, and group lag as kafka-exporter names it
 
 HTTP/1.1, one request per connection, GET only; anything else is answered 404/405.
@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from kbroker.handlers.context import BrokerContext
 from kbroker.log import TopicPartition
 from kbroker.metrics import CONTENT_TYPE, render
-from kbroker.status_metrics import scrape
+from kbroker.status.metrics import scrape
 
 log = logging.getLogger(__name__)
 

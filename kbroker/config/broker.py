@@ -2,7 +2,7 @@
 
 The registry gives every key its type, default, bounds and a one-line doc; it drives the
 properties parser, ``--override key=value``, and the typed ``BrokerConfig`` the broker reads.
-Per-log keys (``log.segment.bytes`` ...) are declared in ``kbroker.log.config`` and folded into
+Per-log keys (``log.segment.bytes`` ...) are declared in ``kbroker.config.topic`` and folded into
 ``BrokerConfig.log``. Malformed values stop the broker with the file and line; keys Kafka has but
 we do not use are accepted with a note; unknown keys are reported with a "did you mean".
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from kbroker.log.config import KEYS as LOG_KEYS, ConfigError, LogConfig, parse_bool, parse_int, parse_str
+from kbroker.config.errors import ConfigError
+from kbroker.config.topic import KEYS as LOG_KEYS, LogConfig, parse_bool, parse_int, parse_str
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ _LOG_BROKER_KEYS = {bk for k in LOG_KEYS for bk in k.broker_keys}
 
 
 def declared_keys() -> frozenset[str]:
-    """Every broker key declared here or in kbroker.log.config, and those accepted unused."""
+    """Every broker key declared here or in kbroker.config.topic, and those accepted unused."""
     return frozenset(_BY_KEY) | frozenset(_LOG_BROKER_KEYS) | ACCEPTED_UNUSED
 
 

@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kbroker import errors
-from kbroker.config import load_config
-from kbroker.coordinator.offsets_log import (
+from kbroker.config.broker import load_config
+from kbroker.coordinator.group.offsets_log import (
     GroupMetadataRecord,
     MemberIdentity,
     MemberRecord,

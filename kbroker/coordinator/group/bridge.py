@@ -14,17 +14,17 @@ import logging
 from collections.abc import Awaitable
 
 from kbroker.clock import wall_ms
-from kbroker.cluster import LiveBroker
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
 from kbroker.coordinator.binding import InternalTopicBinding
-from kbroker.coordinator.coordinator import GroupCoordinator
-from kbroker.coordinator.group import GroupConfig
-from kbroker.internal_topics import OFFSETS_TOPIC, offsets_topic_configs, stored_batches
+from kbroker.coordinator.group.coordinator import GroupCoordinator
+from kbroker.coordinator.group.group import GroupConfig
 from kbroker.log import TopicPartition
-from kbroker.partition import Partition
-from kbroker.replica_manager import ReplicaManager
+from kbroker.metadata.zk_view import LiveBroker
+from kbroker.replicas.internal_topics import OFFSETS_TOPIC, offsets_topic_configs, stored_batches
+from kbroker.replicas.replica_manager import ReplicaManager
+from kbroker.replicas.topic_admin import TopicAdmin
+from kbroker.replication.partition import Partition
 from kbroker.timers import WheelTimer
-from kbroker.topic_admin import TopicAdmin
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Mapping
 
-from kbroker.config import BrokerConfig, build_config, declared_keys, key_definition
+from kbroker.config.broker import BrokerConfig, build_config, declared_keys, key_definition
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Container, Iterator
 
 from kbroker import errors
 from kbroker._core import records
-from kbroker.config import BrokerConfig
-from kbroker.partition import Partition
+from kbroker.config.broker import BrokerConfig
+from kbroker.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 

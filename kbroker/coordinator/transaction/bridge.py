@@ -11,17 +11,17 @@ from collections.abc import Awaitable, Callable
 
 from kbroker import errors
 from kbroker.clock import wall_ms
-from kbroker.cluster import LiveBroker
-from kbroker.config import BrokerConfig
+from kbroker.config.broker import BrokerConfig
 from kbroker.coordinator.binding import InternalTopicBinding
-from kbroker.coordinator.bridge import CoordinatorBridge
-from kbroker.internal_topics import TRANSACTION_TOPIC, stored_batches, transaction_topic_configs
-from kbroker.partition import Partition
-from kbroker.replica_manager import ReplicaManager
+from kbroker.coordinator.group.bridge import CoordinatorBridge
+from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
+from kbroker.metadata.zk_view import LiveBroker
+from kbroker.replicas.internal_topics import TRANSACTION_TOPIC, stored_batches, transaction_topic_configs
+from kbroker.replicas.replica_manager import ReplicaManager
+from kbroker.replicas.topic_admin import TopicAdmin
 from kbroker.replication.client import BrokerConnection
+from kbroker.replication.partition import Partition
 from kbroker.timers import WheelTimer
-from kbroker.topic_admin import TopicAdmin
-from kbroker.txn.coordinator import TransactionCoordinator
 
 log = logging.getLogger(__name__)
 

@@ -1,0 +1,325 @@
+"""The controller (ZooKeeper mode): election through ``/controller`` and ``/controller_epoch``,
+partition states, leader elections, and what it tells the brokers.
+
+Election (Kafka's ``KafkaController.elect``): whenever the cluster view shows no ``/controller``,
+every broker tries ``register_controller_and_increment_epoch``; one multi decides the winner. The
+winner's epoch zkVersion fences every later write. A broker whose session expires resigns at once
+(``SessionManager.on_resign``); one that sees another id in ``/controller`` stops acting too.
+
+New topics (the controller's ``TopicChangeHandler`` / ``onNewPartitionCreation``): for every
+partition of ``/brokers/topics/<t>`` without a state znode, create it with leader = the first live
+replica in assignment order, ISR = the live replicas, leader_epoch 0, controller_epoch = ours.
+
+Dead followers (``onBrokerFailure`` -> ``removeReplicasFromIsr``): a partition whose leader lives
+but whose ISR names a dead broker loses it from the ISR with leader_epoch + 1, so acks=all does
+not wait replica.lag.time.max.ms for a broker ZooKeeper already declared dead.
+
+Offline partitions (``OfflinePartitionLeaderElectionStrategy``): a partition whose leader is not a
+live broker gets the first live replica in assignment order that is in the ISR as leader, the ISR
+reduced to its live members, leader_epoch + 1; with ``unclean.leader.election.enable`` (broker
+default or topic override) any live replica, ISR = [it]. Without a candidate the controller writes
+leader -1 (leader_epoch + 1), keeping the ISR's last member, as Kafka's removeReplicasFromIsr does;
+Metadata then reports LEADER_NOT_AVAILABLE, and the partition comes back (leader_epoch + 1 again)
+when a replica in its ISR registers again.
+
+Topic deletion: ``/admin/delete_topics/<t>`` (written by any broker's DeleteTopics) makes the
+controller remove the topic's znodes; brokers delete their logs when the topic leaves their view.
+
+Controlled shutdown (``KafkaController.doControlledShutdown``): a stopping broker sends
+ControlledShutdown; the controller moves each leadership it holds to the first live replica in
+assignment order that is in the ISR (``ControlledShutdownPartitionLeaderElectionStrategy``), takes it
+out of every ISR (leader_epoch + 1 each), and answers the partitions it could not move (it is their
+only ISR member while another replica lives; Kafka also counts those with no other live replica,
+which makes the last broker of a cluster wait out every retry for nothing). Until it leaves
+``/brokers/ids`` it is never elected leader again.
+
+ISR change notifications (``IsrChangeNotificationHandler``): leaders write one per ISR change; every
+broker already watches the state znodes, so the controller only deletes them.
+
+Elections an operator asks for (ElectLeaders: preferred and unclean): ``kbroker.controller.election``.
+Reassignment and preferred leader election: ``kbroker.controller.reassignment``; the automatic
+preferred-leader rebalance (auto.leader.rebalance.enable) runs every
+leader.imbalance.check.interval.seconds from the broker's housekeeping (``auto_rebalance``).
+
+Propagation (``kbroker.controller.channel``): after every view the controller sends each broker
+LeaderAndIsr for the partitions it holds, StopReplica for those it no longer holds, and
+UpdateMetadata with every partition's leader and ISR. Only the controller reads the partition
+state znodes; brokers take their roles from those requests.
+"""
+from __future__ import annotations
+
+import logging
+
+from kbroker.controller import reassignment
+from kbroker.metadata.zk_view import Snapshot
+from zk_compat import layout
+from zk_compat.layout import ControllerMovedError
+from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from zk_compat.znodes import IsrChangeNotificationZNode, PartitionState
+
+log = logging.getLogger(__name__)
+
+
+class Controller:
+    def __init__(self, store: MetadataStore, broker_id: int, unclean_leader_election: bool = False) -> None:
+        self.store = store
+        self.broker_id = broker_id
+        self.unclean_leader_election = unclean_leader_election
+        self.active = False
+        self.epoch = -1
+        self.epoch_zk_version = -1
+        self.shutting_down: set[int] = set()  # brokers in controlled shutdown, until they deregister
+
+    def resign(self) -> None:
+        if self.active:
+            log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.epoch)
+        self.active = False
+
+    # -- blocking (the cluster view's executor thread)
+
+    def on_snapshot(self, snap: Snapshot) -> bool:
+        """React to a fresh view. Returns True when it wrote something (the watches will bring
+        the result back as another snapshot)."""
+        if snap.controller_id is None:
+            self._elect()
+            return True
+        if snap.controller_id != self.broker_id:
+            self.resign()
+            return False
+        self.shutting_down &= set(snap.brokers)
+        if not self.active:
+            # /controller names us but we did not win it in this process/session: a leftover of
+            # an earlier session. Kafka resigns and re-elects; do the same.
+            return False
+        wrote = self._delete_topics(snap)
+        wrote = self._create_missing_states(snap) or wrote
+        wrote = self._elect_offline_leaders(snap) or wrote
+        wrote = self._remove_dead_followers(snap) or wrote
+        wrote = self._drop_non_replicas(snap) or wrote
+        if self.active:
+            wrote = reassignment.start_requested(self, snap) or wrote
+            wrote = reassignment.progress(self, snap) or wrote
+            wrote = reassignment.requested_preferred(self, snap) or wrote
+        self._delete_isr_change_notifications(snap)
+        return wrote
+
+    def auto_rebalance(self, snap: Snapshot, percentage: int) -> int:
+        """Move leaderships back to preferred replicas where a broker's imbalance is too high."""
+        if not self.active:
+            return 0
+        return len(reassignment.elect_preferred(self, snap, reassignment.imbalanced_partitions(snap, percentage)))
+
+    def controlled_shutdown(self, broker_id: int, snap: Snapshot) -> list[tuple[str, int]]:
+        """Move leaderships off ``broker_id`` and take it out of the ISRs; returns the partitions
+        it still leads. Raises NotControllerError when this broker is not the controller."""
+        from kbroker import errors
+        if not self.active:
+            raise errors.NotControllerError(f"broker {self.broker_id} is not the controller")
+        if broker_id not in snap.brokers:
+            raise errors.BrokerNotAvailableError(f"broker {broker_id} is not registered")
+        self.shutting_down.add(broker_id)
+        remaining = []
+        live = set(snap.brokers) - self.shutting_down
+        for (topic, index) in sorted(snap.states):
+            replicas = snap.assignments.get(topic, {}).get(index, [])
+            if broker_id not in replicas or len(replicas) < 2:
+                continue  # as Kafka: a single replica has nowhere to go
+            for _ in range(3):  # a lost compare-and-set (the leader changed the ISR) is retried
+                current = layout.get_partition_state(self.store, topic, index)
+                if current is None:
+                    break
+                state, stat = current
+                if state.leader != broker_id and broker_id not in state.isr:
+                    break
+                isr = [r for r in state.isr if r != broker_id]
+                leader = state.leader
+                if leader == broker_id:
+                    leader = next((r for r in replicas if r in isr and r in live), -1)
+                    if leader < 0:
+                        # Worth waiting for only if another replica lives (it may catch up and
+                        # join the ISR); with none alive, no retry can ever move it.
+                        if any(r in live and r != broker_id for r in replicas):
+                            remaining.append((topic, index))
+                        break
+                elif not isr:
+                    break
+                new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                     controller_epoch=self.epoch)
+                if self._write_state(topic, index, new, stat.version):
+                    break
+                if not self.active:
+                    raise errors.NotControllerError(f"broker {self.broker_id} is no longer the controller")
+        log.info("controller %d: controlled shutdown of broker %d, %d partitions it still leads", self.broker_id,
+                 broker_id, len(remaining))
+        return remaining
+
+    def _delete_isr_change_notifications(self, snap: Snapshot) -> None:
+        for name in snap.isr_changes:
+            try:
+                self.store.delete(f"{IsrChangeNotificationZNode.path()}/{name}")
+            except NoNodeError:
+                pass
+
+    def _remove_dead_followers(self, snap: Snapshot) -> bool:
+        wrote = False
+        live = set(snap.brokers)
+        for (topic, index), state in sorted(snap.states.items()):
+            if not self.active:
+                break
+            if state.leader not in live or all(r in live for r in state.isr):
+                continue
+            current = layout.get_partition_state(self.store, topic, index)
+            if current is None:
+                continue
+            state, stat = current
+            if state.leader not in live:
+                continue
+            isr = [r for r in state.isr if r in live]
+            if isr == state.isr:
+                continue
+            new = PartitionState(leader=state.leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                 controller_epoch=self.epoch)
+            if not self._write_state(topic, index, new, stat.version):
+                continue
+            log.info("controller %d removed dead replicas from the ISR of %s-%d: ISR %s (leader epoch %d)",
+                     self.broker_id, topic, index, isr, new.leader_epoch)
+            wrote = True
+        return wrote
+
+    def _drop_non_replicas(self, snap: Snapshot) -> bool:
+        """An ISR (or leader) naming a broker that is no longer a replica (a cancelled
+        reassignment had added it) is cut back to the replicas, leader_epoch + 1."""
+        wrote = False
+        live = set(snap.brokers) - self.shutting_down
+        for (topic, index), state in sorted(snap.states.items()):
+            replicas = snap.assignments.get(topic, {}).get(index)
+            if not self.active or not replicas or (
+                    all(r in replicas for r in state.isr) and (state.leader < 0 or state.leader in replicas)):
+                continue
+            found = layout.get_partition_state(self.store, topic, index)
+            if found is None:
+                continue
+            state, stat = found
+            isr = [r for r in state.isr if r in replicas]
+            leader = state.leader
+            if leader >= 0 and leader not in replicas:
+                leader = next((r for r in replicas if r in isr and r in live), -1)
+            if not isr:
+                continue  # nothing in sync among the replicas: leave it to the leader elections
+            new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                 controller_epoch=self.epoch)
+            if self._write_state(topic, index, new, stat.version):
+                log.info("controller %d: %s-%d back to its replicas %s: leader %d, ISR %s", self.broker_id, topic,
+                         index, replicas, leader, isr)
+                wrote = True
+        return wrote
+
+    def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool:
+        try:
+            layout.set_partition_state(self.store, topic, index, state, version,
+                                       controller_epoch_zk_version=self.epoch_zk_version)
+            return True
+        except BadVersionError:
+            return False  # someone changed it: the watch brings it back
+        except ControllerMovedError:
+            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+            self.active = False
+            return False
+
+    def _delete_topics(self, snap: Snapshot) -> bool:
+        """Topic deletion (``TopicDeletionManager``, without StopReplica): remove the topic's
+        znodes and its deletion request in one fenced multi; every broker drops its logs of the
+        topic when its view no longer has it."""
+        wrote = False
+        for topic in snap.deleting:
+            try:
+                layout.delete_topic_znodes(self.store, topic, controller_epoch_zk_version=self.epoch_zk_version)
+            except ControllerMovedError:
+                log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+                self.active = False
+                return wrote
+            log.info("controller %d deleted topic %s", self.broker_id, topic)
+            snap.assignments.pop(topic, None)
+            wrote = True
+        return wrote
+
+    def _elect_offline_leaders(self, snap: Snapshot) -> bool:
+        wrote = False
+        live = set(snap.brokers) - self.shutting_down
+        for (topic, index), state in sorted(snap.states.items()):
+            if state.leader in snap.brokers or not self.active:
+                continue
+            replicas = snap.assignments.get(topic, {}).get(index, [])
+            current = layout.get_partition_state(self.store, topic, index)
+            if current is None:
+                continue
+            state, stat = current
+            if state.leader in live:
+                continue  # changed since the snapshot
+            isr = [r for r in state.isr if r in live]
+            leader = next((r for r in replicas if r in isr), -1)
+            unclean = snap.configs.get(topic, {}).get("unclean.leader.election.enable")
+            if leader < 0 and (unclean == "true" if unclean is not None else self.unclean_leader_election):
+                leader = next((r for r in replicas if r in live), -1)
+                isr = [leader]
+            if leader < 0:
+                if state.leader == -1:
+                    continue  # already offline: until a replica in its ISR comes back
+                # Kafka's removeReplicasFromIsr for the dead leader: no leader, the last ISR member stays
+                isr = [r for r in state.isr if r != state.leader] or list(state.isr)
+            new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                 controller_epoch=self.epoch)
+            try:
+                layout.set_partition_state(self.store, topic, index, new, stat.version,
+                                           controller_epoch_zk_version=self.epoch_zk_version)
+            except BadVersionError:
+                continue  # someone changed it: the watch brings it back
+            except ControllerMovedError:
+                log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+                self.active = False
+                return wrote
+            if leader < 0:
+                log.info("controller %d: %s-%d has no live replica in its ISR %s; offline (leader epoch %d)",
+                         self.broker_id, topic, index, isr, new.leader_epoch)
+            else:
+                log.info("controller %d elected broker %d leader of %s-%d (leader epoch %d, ISR %s)", self.broker_id,
+                         leader, topic, index, new.leader_epoch, isr)
+            wrote = True
+        return wrote
+
+    def _elect(self) -> None:
+        if self.active:
+            return
+        try:
+            self.epoch, self.epoch_zk_version = layout.register_controller_and_increment_epoch(
+                self.store, self.broker_id)
+        except ControllerMovedError as exc:
+            log.info("controller election lost: %s", exc)
+            self.active = False
+            return
+        self.active = True
+        log.info("broker %d became controller with epoch %d", self.broker_id, self.epoch)
+
+    def _create_missing_states(self, snap: Snapshot) -> bool:
+        wrote = False
+        live = set(snap.brokers)
+        for topic, assignment in snap.assignments.items():
+            for index, replicas in sorted(assignment.items()):
+                if (topic, index) in snap.states:
+                    continue
+                leader = next((r for r in replicas if r in live), -1)
+                isr = [r for r in replicas if r in live] if leader >= 0 else list(replicas[:1])
+                state = PartitionState(leader=leader, leader_epoch=0, isr=isr, controller_epoch=self.epoch)
+                try:
+                    layout.create_partition_state(self.store, topic, index, state,
+                                                  controller_epoch_zk_version=self.epoch_zk_version)
+                    wrote = True
+                except NodeExistsError:
+                    pass
+                except ControllerMovedError:
+                    log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+                    self.active = False
+                    return wrote
+        if wrote:
+            log.info("controller %d created partition states", self.broker_id)
+        return wrote

@@ -15,5 +15,7 @@ class _Outcome:
         return self.name
 
 
+Outcome = _Outcome  # the type, for a handler's return annotation
+
 NO_RESPONSE: Final = _Outcome("NO_RESPONSE")  # send nothing (Produce acks=0)
 CLOSE: Final = _Outcome("CLOSE")              # close the connection (an acks=0 failure, as Kafka)

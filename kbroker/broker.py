@@ -106,12 +106,11 @@ class Broker:
         self.store = self._store_server.connect()
         self._init_store()
         self.security.start()
-        topics = self.topics = SingleNodeTopics(cfg, self.store, self.replicas)
+        topics = self.topics = SingleNodeTopics(cfg, self.store, self.replicas, lambda: self.endpoint)
         topics.load()
         self.log_manager.startup()
         topics.host_all()
         host, port = await self._start_server()
-        topics.endpoint = self.endpoint
         layout.register_broker(self.store, self._registration(host, port))
         # Nothing below yields to the loop, so no request is served before the coordinator is ready.
         await self._start_services()
@@ -136,8 +135,7 @@ class Broker:
                               wants_states=lambda controller_id: controller_id in (None, self.broker_id))
         metadata = MetadataCache()
         self.topics = ZooKeeperTopics(cfg, self.store, self.replicas, cluster, metadata)
-        self.replicas.exists_in_cluster = self.topics.exists
-        self.replicas.enable_replication(self.store, cluster.run_blocking)
+        self.replicas.enable_replication(self.store, cluster.run_blocking, self.topics.exists)
         session = kazoo_bridge.SessionManager(
             self.store, self._registration(host, port), loop=loop, on_resign=controller.resign,
             on_reelect=cluster.trigger, on_reconnect=cluster.trigger)

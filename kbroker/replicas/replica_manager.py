@@ -119,8 +119,11 @@ class ReplicaManager:
         self.dynamic_config.subscribe(self.quotas.apply)
         self.mover = LogDirMover(log_manager, self._prepare_move, self._moved, self.quotas.alter_log_dirs)
 
-    def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]]) -> None:
-        """ZooKeeper mode: follower fetchers, and the ISR manager writing through ``store``."""
+    def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+                           exists_in_cluster: Callable[[str, int], bool]) -> None:
+        """ZooKeeper mode: follower fetchers, the ISR manager writing through ``store``, and the cluster's view of
+        which partitions exist (a partition known there but not here answers NOT_LEADER_OR_FOLLOWER)."""
+        self.exists_in_cluster = exists_in_cluster
         self.fetchers = ReplicaFetcherManager(self, self.dynamic_config.current.num_replica_fetchers)
         self.dynamic_config.subscribe(self._fetchers_reconfigured)
         self.isr = IsrManager(self.broker_id, self.config.replica_lag_time_max_ms, self.partitions, store,

@@ -364,10 +364,13 @@ def _answer_shows(answer: Any, partitions: int | None) -> bool:
 class SingleNodeTopics(TopicAdmin):
     """No ZooKeeper: this broker is the controller and the leader of every partition."""
 
-    endpoint: LiveBroker  # set once the listener is bound
+    def __init__(self, config: BrokerConfig, store: MetadataStore, replicas: ReplicaManager,
+                 endpoint: Callable[[], LiveBroker]) -> None:
+        super().__init__(config, store, replicas)
+        self.endpoint = endpoint  # where this broker listens, known once its listeners are bound
 
     def live_brokers(self) -> list[LiveBroker]:
-        return [self.endpoint]
+        return [self.endpoint()]
 
     def controller_id(self) -> int:
         return self.broker_id

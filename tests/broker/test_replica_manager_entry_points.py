@@ -35,8 +35,9 @@ class _Parts:
         self.server = EmbeddedServer.in_log_dir(tmp_path / "store")
         self.store = self.server.connect()
         layout.ensure_persistent_paths(self.store)
-        self.topics = SingleNodeTopics(self.config, self.store, self.replicas)
-        self.topics.endpoint = LiveBroker(1, "127.0.0.1", 9092, None)  # where it would listen: only named
+        # where it would listen: only named
+        self.topics = SingleNodeTopics(self.config, self.store, self.replicas,
+                                       lambda: LiveBroker(1, "127.0.0.1", 9092, None))
         self.log_manager.startup()
         self.metrics = BrokerMetrics()
 

@@ -43,11 +43,14 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kbroker import errors
 from kbroker._core import records as core_records
 from kbroker.log.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress_records, decompress_records
+
+if TYPE_CHECKING:  # the stub's alias: the compiled module has no such name
+    from kbroker._core.records import Buffer
 
 __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "MAGIC", "HEADER", "HEADER_FIELDS", "HEADER_SIZE", "LOG_OVERHEAD",
@@ -97,7 +100,7 @@ def write_varint(out: bytearray, value: int) -> None:
     out.append(z)
 
 
-def read_varint(buf, pos: int) -> tuple[int, int]:
+def read_varint(buf: Buffer, pos: int) -> tuple[int, int]:
     """(value, position after it) of the zigzag varint (int32, at most 5 bytes) at ``buf[pos]``.
     IndexError when ``buf`` ends inside it."""
     b = buf[pos]
@@ -106,7 +109,7 @@ def read_varint(buf, pos: int) -> tuple[int, int]:
     return _read_long(buf, pos, 5, 1 << 32)
 
 
-def read_varlong(buf, pos: int) -> tuple[int, int]:
+def read_varlong(buf: Buffer, pos: int) -> tuple[int, int]:
     """As ``read_varint`` for a varlong (int64, at most 10 bytes)."""
     b = buf[pos]
     if b < 0x80:
@@ -114,7 +117,7 @@ def read_varlong(buf, pos: int) -> tuple[int, int]:
     return _read_long(buf, pos, 10, 1 << 64)
 
 
-def _read_long(buf, pos: int, max_bytes: int, limit: int) -> tuple[int, int]:
+def _read_long(buf: Buffer, pos: int, max_bytes: int, limit: int) -> tuple[int, int]:
     raw = shift = 0
     for _ in range(max_bytes):
         b = buf[pos]
@@ -163,7 +166,7 @@ class Batch(NamedTuple):
         return iter_records(records_section(self.data, self.header), self.header.record_count)
 
 
-def iter_batches(data, *, verify_crc: bool = True) -> Iterator[Batch]:
+def iter_batches(data: Buffer, *, verify_crc: bool = True) -> Iterator[Batch]:
     """The batches of ``data`` from its start, walked by the compiled core. A truncated last batch
     (a log read may stop inside one) ends the walk; after the last good batch, an impossible
     length, a magic other than 2 or (with ``verify_crc``) a wrong CRC raises CorruptBatchError."""
@@ -175,7 +178,7 @@ def iter_batches(data, *, verify_crc: bool = True) -> Iterator[Batch]:
         raise CorruptBatchError(f"corrupt batch (impossible length, magic other than 2 or wrong CRC) at byte {valid}")
 
 
-def records_section(batch, header) -> bytes:
+def records_section(batch: Buffer, header: core_records.BatchHeader) -> bytes:
     """The records of one whole batch (``header`` is its BatchHeader), decompressed when the
     batch is compressed; else copied (bytes index faster than views)."""
     with memoryview(batch)[HEADER_SIZE:header.size] as body:
@@ -184,7 +187,7 @@ def records_section(batch, header) -> bytes:
         return bytes(body)
 
 
-def iter_records(section, count: int) -> Iterator[tuple[int, int, int, int, bytes | None, bytes | None]]:
+def iter_records(section: Buffer, count: int) -> Iterator[tuple[int, int, int, int, bytes | None, bytes | None]]:
     """``(start, end, offset_delta, timestamp_delta, key, value)`` for each of the ``count``
     records of an uncompressed records section (``records_section``'s); ``section[start:end]`` is
     the whole record, its length included; key and value are bytes (None when null); headers are
@@ -261,7 +264,7 @@ def build_batch(records: Sequence[tuple[bytes | None, bytes | None, int]], *, co
     return set_crc(batch)
 
 
-def rebuild_batch(batch, section, kept: Iterable[tuple[int, int]], max_timestamp: int) -> bytes:
+def rebuild_batch(batch: Buffer, section: bytes, kept: Iterable[tuple[int, int]], max_timestamp: int) -> bytes:
     """One whole ``batch`` with only the records at ``section[start:end]`` for each (start, end)
     of ``kept`` (``section`` is its ``records_section``): offsets, producer fields, epochs and
     codec kept, the records recompressed, count, length, max timestamp and CRC updated. No
@@ -303,7 +306,7 @@ def control_type(key: bytes | None) -> int | None:
     return kind if version >= 0 else None
 
 
-def read_marker(batch) -> tuple[int, int] | None:
+def read_marker(batch: Buffer) -> tuple[int, int] | None:
     """(COMMIT or ABORT, coordinator epoch) of one whole control batch; None when its record is
     of another control type (Kafka ignores those) or missing. A value too short for the epoch
     reads as coordinator epoch -1."""

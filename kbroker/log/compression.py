@@ -110,7 +110,8 @@ def compress_records(codec: int, data: bytes) -> bytes:
     if codec == LZ4:
         import lz4.frame
 
-        return lz4.frame.compress(data, block_linked=False, store_size=False, content_checksum=False)
+        frame: bytes = lz4.frame.compress(data, block_linked=False, store_size=False, content_checksum=False)
+        return frame
     if codec == ZSTD:
         import zstandard
 

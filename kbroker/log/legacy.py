@@ -28,7 +28,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kbroker import errors
 from kbroker._core import records as core_records
@@ -49,6 +49,9 @@ from kbroker.log.compression import (
     decompress_records,
     decompressed_limit,
 )
+
+if TYPE_CHECKING:  # the stub's alias: the compiled module has no such name
+    from kbroker._core.records import Buffer
 
 RECORD_OVERHEAD = {0: 14, 1: 22}     # crc + magic + attributes + [timestamp] + key length + value length
 MAGIC_OFFSET = 16                    # the magic byte sits at byte 16 in both formats
@@ -90,12 +93,12 @@ def _corrupt(message: str) -> errors.KafkaError:
 
 # --- reading -----------------------------------------------------------------------------------
 
-def is_legacy(buf) -> bool:
+def is_legacy(buf: Buffer) -> bool:
     """Does ``buf`` start with a magic 0 or 1 entry (rather than a magic-2 batch)?"""
     return len(buf) > MAGIC_OFFSET and buf[MAGIC_OFFSET] in (0, 1)
 
 
-def parse_entries(buf, *, verify_crc: bool = True, allow_partial: bool = False) -> list[Entry]:
+def parse_entries(buf: Buffer, *, verify_crc: bool = True, allow_partial: bool = False) -> list[Entry]:
     """The entries of a message set. A truncated last entry is CORRUPT_MESSAGE, or dropped with
     ``allow_partial`` (fetch responses may end in one)."""
     view = memoryview(buf).cast("B") if not isinstance(buf, (bytes, bytearray)) else buf
@@ -139,7 +142,7 @@ def parse_entries(buf, *, verify_crc: bool = True, allow_partial: bool = False) 
     return out
 
 
-def _read_bytes(view, p: int, stop: int, offset: int) -> tuple[bytes | None, int]:
+def _read_bytes(view: Buffer, p: int, stop: int, offset: int) -> tuple[bytes | None, int]:
     if p + 4 > stop:
         raise _corrupt(f"message at offset {offset} ends inside a length field")
     (n,) = _I32.unpack_from(view, p)
@@ -153,7 +156,7 @@ def _read_bytes(view, p: int, stop: int, offset: int) -> tuple[bytes | None, int
     return bytes(view[p:p + n]), p + n
 
 
-def read_records(buf, *, verify_crc: bool = True, allow_partial: bool = False) -> list[LegacyRecord]:
+def read_records(buf: Buffer, *, verify_crc: bool = True, allow_partial: bool = False) -> list[LegacyRecord]:
     """Every message of a message set, compressed wrappers opened, with absolute offsets."""
     out: list[LegacyRecord] = []
     for entry in parse_entries(buf, verify_crc=verify_crc, allow_partial=allow_partial):
@@ -190,7 +193,7 @@ def open_entry(entry: Entry, verify_crc: bool = True) -> list[LegacyRecord]:
 
 # --- compression -------------------------------------------------------------------------------
 
-def decompress(codec: int, data, magic: int) -> bytes:
+def decompress(codec: int, data: bytes | memoryview, magic: int) -> bytes:
     if codec == ZSTD:
         raise errors.UnsupportedCompressionTypeError("zstd needs message format v2 (Produce v3+)")
     if codec not in (GZIP, SNAPPY, LZ4):
@@ -331,7 +334,7 @@ def build_batch(records: list[LegacyRecord], codec: int = NONE, base_offset: int
                                base_offset=base_offset)
 
 
-def up_convert(buf) -> bytearray:
+def up_convert(buf: Buffer) -> bytearray:
     """Produce v0-2: a legacy message set (CRCs checked) as one magic-2 batch, writable so the log
     can assign offsets in place. The codec of the producer's (last) compressed wrapper is kept."""
     entries = parse_entries(buf)
@@ -359,7 +362,7 @@ class BatchRecord(NamedTuple):
     value: bytes | None
 
 
-def read_batches(buf, from_offset: int = 0) -> Iterable[BatchRecord]:
+def read_batches(buf: Buffer, from_offset: int = 0) -> Iterable[BatchRecord]:
     """The records of a stored log range at offsets >= ``from_offset``: magic-2 batches (control
     batches skipped, headers dropped) and the magic 0/1 messages a topic below message format
     0.11 stores, in log order. A truncated last batch ends the walk."""
@@ -385,7 +388,7 @@ def read_batches(buf, from_offset: int = 0) -> Iterable[BatchRecord]:
             yield BatchRecord(offset, timestamp, log_append, key, value)
 
 
-def stored_batches(buf) -> Iterable[tuple[core_records.BatchHeader, memoryview]]:
+def stored_batches(buf: Buffer) -> Iterable[tuple[core_records.BatchHeader, memoryview]]:
     """(header, bytes) of each whole batch or legacy entry of a stored range, no CRC check."""
     view = memoryview(buf).cast("B")
     headers, _, _ = core_records.scan_batches(view, False)
@@ -404,7 +407,7 @@ class Retained(NamedTuple):
     read: int
 
 
-def retained(buf, keep: Keep) -> Retained:
+def retained(buf: Buffer, keep: Keep) -> Retained:
     """The cleaner's copy of one stored magic 0/1 entry: the messages ``keep(offset, key, value)``
     accepts, in their format. The entry as it is when all are kept, empty data when none is, else
     a new wrapper of the kept ones in its codec, inner offsets relative to the first kept (magic 1,
@@ -429,7 +432,7 @@ def retained(buf, keep: Keep) -> Retained:
     return Retained(data, kept[-1].offset, timestamp, len(kept), len(messages))
 
 
-def validate_stored(buf) -> None:
+def validate_stored(buf: Buffer) -> None:
     """Replicated magic 0/1 entries: whole, CRCs right, compressed wrappers readable (a follower
     copies them byte for byte; a bad one must not enter its log)."""
     for entry in parse_entries(buf):
@@ -444,7 +447,7 @@ class LegacyBytes(bytes):
         return len(self)
 
 
-def down_convert(buf, magic: int, from_offset: int, max_bytes: int, min_one: bool) -> LegacyBytes:
+def down_convert(buf: Buffer, magic: int, from_offset: int, max_bytes: int, min_one: bool) -> LegacyBytes:
     """Fetch v0-3: a stored range as a magic ``magic`` message set with the original offsets, at
     most ``max_bytes`` of whole entries (at least one with ``min_one``). Magic-2 batches become
     uncompressed messages; stored legacy entries of that very magic pass as they are (a compressed

@@ -19,7 +19,7 @@ The max timestamp and its offset follow MemoryRecordsBuilder.info: per record wh
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kbroker import errors
 from kbroker.config.topic import LogConfig
@@ -27,6 +27,9 @@ from kbroker.log import batches, legacy
 from kbroker.log.batches import LOG_APPEND_TIME, NO_TIMESTAMP
 from kbroker.log.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD
 from kbroker.log.legacy import Entry, LegacyRecord
+
+if TYPE_CHECKING:  # the stub's alias: the compiled module has no such name
+    from kbroker._core.records import Buffer
 
 _CODECS = {"uncompressed": NONE, "gzip": GZIP, "snappy": SNAPPY, "lz4": LZ4, "zstd": ZSTD}
 
@@ -62,7 +65,7 @@ def target_codec(config: LogConfig, source_codec: int) -> int:
     return source_codec if config.compression_type == "producer" else _CODECS[config.compression_type]
 
 
-def prepare_from_batches(buf, config: LogConfig) -> LegacyAppendInfo:
+def prepare_from_batches(buf: Buffer, config: LogConfig) -> LegacyAppendInfo:
     """A client's v2 batches (already validated as for a v2 log) as the messages a magic 0/1 log
     stores; the codec is the (last) compressed batch's, as LogValidator's source codec."""
     magic = config.record_magic
@@ -85,7 +88,7 @@ def prepare_from_batches(buf, config: LogConfig) -> LegacyAppendInfo:
     return _info(out, magic, target_codec(config, source_codec), None)
 
 
-def prepare_from_message_set(buf, config: LogConfig, topic_partition: str, now: int) -> LegacyAppendInfo:
+def prepare_from_message_set(buf: Buffer, config: LogConfig, topic_partition: str, now: int) -> LegacyAppendInfo:
     """Produce v0-2: a message set (CRCs checked) kept in magic 0/1, converted when its magic is not
     the topic's. The checks LogValidator makes of legacy messages come first."""
     magic = config.record_magic
@@ -128,6 +131,8 @@ def prepare_from_message_set(buf, config: LogConfig, topic_partition: str, now: 
 def _check_inner_offsets(entry: Entry) -> None:
     """A magic-1 wrapper's inner offsets must be 0..n-1 (LogValidator): its payload may be kept as
     sent, and consumers derive each message's offset from them and the wrapper's."""
+    if entry.value is None:  # open_entry's check, needed first here
+        raise errors.CorruptMessageError(f"compressed message at offset {entry.offset} has a null value")
     inner = legacy.parse_entries(legacy.decompress(entry.codec, entry.value, entry.magic))
     for expected, m in enumerate(inner):
         if m.offset != expected:

@@ -17,7 +17,8 @@ import itertools
 import logging
 import mmap
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
@@ -58,6 +59,17 @@ class AppendResult(NamedTuple):
     max_timestamp: int
     record_count: int
     size: int
+
+
+@dataclass(slots=True)
+class _PendingWrite:
+    """An asynchronous write in flight: readers see up to ``end_position`` / ``next_offset`` once it
+    and every earlier one are ``done``."""
+    tag: int
+    segment: Segment
+    end_position: int
+    next_offset: int
+    done: bool = False
 
 
 class UnexpectedAppendOffsetError(errors.OffsetOutOfRangeError):
@@ -102,8 +114,7 @@ class PartitionLog:
         self.directory = directory
         self.directory_name = str(directory)
         self._tracker = tracker if tracker is not None else WriteTracker(appender)
-        # Asynchronous writes in flight, oldest first: [tag, segment, end position, next offset, done]
-        self._pending: collections.deque[list] = collections.deque()
+        self._pending: collections.deque[_PendingWrite] = collections.deque()  # oldest first
         self.tp = tp
         self.config = config
         self._appender = appender
@@ -326,7 +337,7 @@ class PartitionLog:
         if tag is None:
             self.written_offset = next_offset
         else:
-            self._pending.append([tag, segment, segment.size, next_offset, False])
+            self._pending.append(_PendingWrite(tag, segment, segment.size, next_offset))
         self.log_end_offset = next_offset
         if leader_epoch >= 0:
             self._assign_epoch(leader_epoch, first_offset)
@@ -468,14 +479,14 @@ class PartitionLog:
             if not self.offline:
                 self._io_failure(OSError(err, os.strerror(err)))
             return
-        for entry in self._pending:
-            if entry[0] == tag:
-                entry[4] = True
+        for write in self._pending:
+            if write.tag == tag:
+                write.done = True
                 break
-        while self._pending and self._pending[0][4]:
-            _, segment, end_position, next_offset, _ = self._pending.popleft()
-            segment.written_size = end_position
-            self.written_offset = next_offset
+        while self._pending and self._pending[0].done:
+            write = self._pending.popleft()
+            write.segment.written_size = write.end_position
+            self.written_offset = write.next_offset
 
     def complete_writes(self) -> None:
         """Wait until every asynchronous write of this log is done."""
@@ -569,7 +580,7 @@ class PartitionLog:
         found = self.read(offset, max_bytes, max_offset)
         return found.read() if found is not None else b""
 
-    def batch_headers(self, start_offset: int = 0):
+    def batch_headers(self, start_offset: int = 0) -> Iterator[records.BatchHeader]:
         """Headers of every stored batch that ends at or after ``start_offset`` (state rebuilds:
         producer ids, leader epochs); no CRC check, no record bytes. Not the whole segment holding
         ``start_offset``: a producer-state replay from a snapshot must not apply again the batches

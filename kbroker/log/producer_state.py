@@ -39,7 +39,8 @@ class BatchMetadata:
 class ProducerEntry:
     epoch: int
     coordinator_epoch: int = -1  # of the last marker that closed one of its transactions here
-    batches: collections.deque = field(default_factory=lambda: collections.deque(maxlen=MAX_CACHED_BATCHES))
+    batches: collections.deque[BatchMetadata] = field(
+        default_factory=lambda: collections.deque(maxlen=MAX_CACHED_BATCHES))
 
     @property
     def last_sequence(self) -> int:

@@ -12,9 +12,14 @@ timestamp was among the reasons, else INVALID_RECORD, with Kafka's summary as it
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from kbroker import errors
 from kbroker._core import records
 from kbroker.log.compression import decompress_records
+
+if TYPE_CHECKING:  # the stub's alias: the compiled module has no such name
+    from kbroker._core.records import Buffer
 
 INT64_MAX = (1 << 63) - 1
 INT64_MIN = -(1 << 63)
@@ -36,7 +41,7 @@ def needs_record_checks(compacted: bool, timestamp_difference_max_ms: int, log_a
     return compacted or (not log_append_time_topic and timestamp_difference_max_ms < INT64_MAX)
 
 
-def check_batch(batch, header: records.BatchHeader, topic_partition: str, *, compacted: bool,
+def check_batch(batch: Buffer, header: records.BatchHeader, topic_partition: str, *, compacted: bool,
                 log_append_time_topic: bool, timestamp_difference_max_ms: int, now: int) -> None:
     """Raise RecordsRejected / TimestampsRejected when Kafka would refuse records of this client
     batch (its whole bytes, ``header`` its parsed header); a malformed compressed records section

@@ -219,6 +219,16 @@ def test_a_wrapper_with_gaps_in_its_inner_offsets_is_refused(tmp_path, appender)
     plog.close()
 
 
+def test_a_compressed_wrapper_with_a_null_value_is_a_corrupt_message(tmp_path, appender):
+    """A wrapper whose value (the compressed messages) is null: CORRUPT_MESSAGE, nothing appended."""
+    plog = open_log(tmp_path, appender, message_format_version="0.10.0")
+    wrapper = legacy.encode_message(0, None, None, magic=1, timestamp=T0, attributes=GZIP)
+    with pytest.raises(errors.CorruptMessageError, match="compressed message at offset 0 has a null value"):
+        plog.append(bytearray(wrapper))
+    assert plog.log_end_offset == 0
+    plog.close()
+
+
 def test_compaction_of_a_mixed_log_keeps_the_latest_value_of_each_key_in_its_format(tmp_path, appender):
     from kbroker.log import clean_log
 

@@ -28,6 +28,7 @@ from zk_compat.znodes import (
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
+    LogDirEventNotificationZNode,
     PartitionState,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
@@ -74,6 +75,7 @@ class Snapshot:
     states: dict[tuple[str, int], PartitionState] = field(default_factory=dict)
     state_versions: dict[tuple[str, int], int] = field(default_factory=dict)  # the znodes' zkVersions
     isr_changes: list[str] = field(default_factory=list)  # /isr_change_notification children
+    log_dir_events: list[str] = field(default_factory=list)  # /log_dir_event_notification children (KIP-112)
     # partition reassignments in progress, from /brokers/topics/<t>: (adding, removing) replicas
     moving: dict[tuple[str, int], tuple[list[int], list[int]]] = field(default_factory=dict)
     reassign_requests: dict[tuple[str, int], list[int]] = field(default_factory=dict)  # /admin/reassign_partitions
@@ -261,6 +263,7 @@ class ClusterView:
                     snap.state_versions[(topic, index)] = found[1]
         snap.deleting = sorted(self._children(DeleteTopicsZNode.path()))
         snap.isr_changes = sorted(self._children(IsrChangeNotificationZNode.path()))
+        snap.log_dir_events = sorted(self._children(LogDirEventNotificationZNode.path()))
         for path, decode, attr in ((ReassignPartitionsZNode.path(), ReassignPartitionsZNode.decode,
                                     "reassign_requests"),
                                    (PreferredReplicaElectionZNode.path(), PreferredReplicaElectionZNode.decode,

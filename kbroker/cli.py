@@ -23,12 +23,14 @@ import argparse
 import mmap
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
 
-def dump_log(paths: list[str], out=sys.stdout) -> int:
+def dump_log(paths: list[str], out: TextIO = sys.stdout) -> int:
     """Print every batch of .log files, every entry of .index/.timeindex files, like Kafka's
     DumpLogSegments. Returns 1 if any file is damaged."""
     from kbroker._core import index, records
@@ -147,7 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         return dump_log(args.files)
     if args.command in ("topics", "groups", "reassign", "acls", "configs", "leader-election", "log-dirs"):
         try:
-            return args.run(args)
+            run: Callable[[argparse.Namespace], int] = args.run
+            return run(args)
         except KeyboardInterrupt:
             return 130
     return 2

@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
         return dump_log(args.files)
     if args.command in ("topics", "groups", "reassign", "acls", "configs", "leader-election", "log-dirs"):
         try:
-            run: Callable[[argparse.Namespace], int] = args.run
-            return run(args)
+            tool: Callable[[argparse.Namespace], int] = args.run
+            return tool(args)
         except KeyboardInterrupt:
             return 130
     return 2

@@ -10,14 +10,22 @@ fresh difference, so a broker that missed a request, restarted (new broker epoch
 new controller gets the whole picture again. LeaderAndIsr goes out when a partition's leader,
 leader epoch or replicas change; ISR changes a leader made itself reach the others through
 UpdateMetadata only, as in Kafka.
+
+Failed log dirs (KIP-112): LeaderAndIsr's per-partition KAFKA_STORAGE_ERROR marks that replica offline
+(``OfflineReplicas``, Kafka's ``processLeaderAndIsrResponseReceived``); a replica newly offline wakes the
+controller, which moves it, and UpdateMetadata lists it in ``offline_replicas``. After a broker's log dir event the
+controller has its whole LeaderAndIsr sent again (``ask_again``), as Kafka's ``onBrokerLogDirFailure`` does.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from kbroker import errors
+from kbroker.controller.offline_dirs import OfflineReplicas
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
 from kbroker.replication.client import BrokerConnection
 from zk_compat.znodes import PartitionState
@@ -52,6 +60,7 @@ class BrokerChannel:
         self.desired: dict[tuple[str, int], ReplicaState] = {}
         self.acked: dict[tuple[str, int], tuple] = {}
         self.acked_metadata = -1
+        self.resend_all = False  # the next LeaderAndIsr carries every replica (ControllerChannel.ask_again)
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -84,13 +93,15 @@ class BrokerChannel:
 
     async def _send_differences(self) -> None:
         owner = self.owner
-        changed = {tp: rs for tp, rs in self.desired.items() if self.acked.get(tp) != rs.key}
+        resend_all, self.resend_all = self.resend_all, False
+        changed = {tp: rs for tp, rs in self.desired.items() if resend_all or self.acked.get(tp) != rs.key}
         if changed:
             response = await self.connection.request(4, LEADER_AND_ISR_VERSION, owner.leader_and_isr(changed))
             if response.error_code:
                 raise OSError(f"LeaderAndIsr refused: {errors.for_code(response.error_code).__name__}")
             for tp, rs in changed.items():
                 self.acked[tp] = rs.key
+            owner.partition_errors(self.target.id, response.partition_errors)
         gone = sorted(tp for tp in self.acked if tp not in self.desired)
         if gone:
             response = await self.connection.request(5, STOP_REPLICA_VERSION, owner.stop_replica(gone))
@@ -109,8 +120,12 @@ class BrokerChannel:
 
 
 class ControllerChannel:
-    def __init__(self, broker_id: int, request_timeout_ms: int) -> None:
+    def __init__(self, broker_id: int, request_timeout_ms: int, offline: OfflineReplicas | None = None,
+                 on_offline: Callable[[], None] = lambda: None) -> None:
         self.broker_id = broker_id
+        # replicas brokers answered KAFKA_STORAGE_ERROR for (shared with the controller), and who to wake then
+        self.offline = offline if offline is not None else OfflineReplicas()
+        self.on_offline = on_offline
         self.timeout_s = request_timeout_ms / 1000
         self.backoff_s = 0.2
         self.channels: dict[int, BrokerChannel] = {}
@@ -124,6 +139,28 @@ class ControllerChannel:
             channel.stop()
         self.channels.clear()
         self._metadata_key = None
+        self.offline.clear()  # no longer controller: the next one asks every broker again
+
+    def ask_again(self, brokers: Iterable[int]) -> None:
+        """Send these brokers LeaderAndIsr for every replica they hold, as if never sent (after a log dir event:
+        their answers say which replicas are offline)."""
+        for broker_id in brokers:
+            channel = self.channels.get(broker_id)
+            if channel is not None:
+                channel.resend_all = True
+                channel.update(channel.desired)
+
+    def partition_errors(self, broker_id: int, answered: Iterable[Any]) -> None:
+        """A LeaderAndIsr answer's per-partition errors (v0-4): KAFKA_STORAGE_ERROR means the replica is on an
+        offline log dir, no error that it is online."""
+        storage_error = errors.KafkaStorageError.code
+        offline = [(p.topic_name, p.partition_index) for p in answered if p.error_code == storage_error]
+        online = [(p.topic_name, p.partition_index) for p in answered if p.error_code == 0]
+        new = self.offline.record(broker_id, offline, online)
+        if new:
+            log.info("controller %d: broker %d has %d replicas on offline log dirs: %s", self.broker_id, broker_id,
+                     len(new), ", ".join(f"{t}-{p}" for t, p in sorted(new)))
+            self.on_offline()
 
     def sync(self, snap: Snapshot, controller_epoch: int) -> None:
         """Bring every live broker's channel up to this view (call on the loop)."""
@@ -140,16 +177,17 @@ class ControllerChannel:
             for b in replicas:
                 if b in desired:
                     desired[b][(topic, index)] = rs
+        offline = self.offline.view()
         key = (tuple(sorted(snap.brokers.items())),
                tuple(sorted((tp, s.leader, s.leader_epoch, tuple(s.isr), snap.state_versions.get(tp, -1))
                             for tp, s in snap.states.items())),
                tuple(sorted((t, tuple(sorted((p, tuple(r)) for p, r in a.items())))
                             for t, a in snap.assignments.items())),
-               controller_epoch)
+               controller_epoch, tuple(sorted(offline.items())))
         if key != self._metadata_key:
             self._metadata_key = key
             self.metadata_version += 1
-            self.metadata_request = self._update_metadata(snap)
+            self.metadata_request = self._update_metadata(snap, offline)
         for broker_id in list(self.channels):
             old = self.channels[broker_id]
             live = snap.brokers.get(broker_id)
@@ -157,6 +195,7 @@ class ControllerChannel:
                     old.target.host, old.target.port):
                 old.stop()  # gone, or registered again: a new channel starts from nothing
                 del self.channels[broker_id]
+                self.offline.forget(broker_id)  # as Kafka's onBrokerStartup / onBrokerFailure
         for broker_id, target in snap.brokers.items():
             channel = self.channels.get(broker_id)
             if channel is None:
@@ -189,7 +228,7 @@ class ControllerChannel:
                 "delete_partitions": True,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
 
-    def _update_metadata(self, snap: Snapshot) -> dict:
+    def _update_metadata(self, snap: Snapshot, offline: dict[int, frozenset[tuple[str, int]]]) -> dict:
         by_topic: dict[str, list[dict]] = {}
         for (topic, index), s in sorted(snap.states.items()):
             replicas = snap.assignments.get(topic, {}).get(index, [])
@@ -197,7 +236,8 @@ class ControllerChannel:
                 "partition_index": index, "controller_epoch": s.controller_epoch, "leader": s.leader,
                 "leader_epoch": s.leader_epoch, "isr": list(s.isr),
                 "zk_version": snap.state_versions.get((topic, index), -1), "replicas": list(replicas),
-                "offline_replicas": [r for r in replicas if r not in snap.brokers]})
+                "offline_replicas": [r for r in replicas
+                                     if r not in snap.brokers or (topic, index) in offline.get(r, ())]})
         return {"controller_id": self.broker_id, "controller_epoch": self.controller_epoch, "broker_epoch": -1,
                 "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()],
                 "live_brokers": [{"id": b.id, "endpoints": _endpoints(b), "rack": b.rack}

@@ -18,6 +18,8 @@ happens to them.
 - Roles from the controller: ``become_leader_or_follower`` (LeaderAndIsr) and ``stop_replica``; the
   fetchers and the ISR manager exist in ZooKeeper mode only (``enable_replication``).
 - Markers: ``write_markers`` appends transaction markers to the partitions led here.
+- A failed log dir (KIP-112): ``kbroker.replicas.log_dir_failure`` stops its replicas and tells the controller;
+  LeaderAndIsr answers KAFKA_STORAGE_ERROR for a replica on an offline dir.
 - Log dirs: ``alter_log_dir`` (AlterReplicaLogDirs) starts moving a hosted partition to another dir of this
   broker (``kbroker.log.log_dir_mover``); a move a restart interrupted resumes when the partition is hosted.
 
@@ -42,6 +44,7 @@ from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics import BrokerMetrics
+from kbroker.replicas.log_dir_failure import LogDirFailures
 from kbroker.replication.delayed import DelayedFetch, DelayedProduce, PendingAck
 from kbroker.replication.fetch_read import FetchRead
 from kbroker.replication.fetch_sessions import FetchSession
@@ -118,6 +121,8 @@ class ReplicaManager:
         self.quotas = ReplicationQuotas(self.dynamic_config.current)
         self.dynamic_config.subscribe(self.quotas.apply)
         self.mover = LogDirMover(log_manager, self._prepare_move, self._moved, self.quotas.alter_log_dirs)
+        self.log_dir_failures = LogDirFailures(self)
+        log_manager.dir_failure_listeners.append(self.log_dir_failures.dir_offline)
 
     def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
                            exists_in_cluster: Callable[[str, int], bool]) -> None:
@@ -128,6 +133,7 @@ class ReplicaManager:
         self.dynamic_config.subscribe(self._fetchers_reconfigured)
         self.isr = IsrManager(self.broker_id, self.config.replica_lag_time_max_ms, self.partitions, store,
                               run_blocking, self.on_append)
+        self.log_dir_failures.enable(store, run_blocking)
 
     def _fetchers_reconfigured(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         if "num.replica.fetchers" in changed and self.fetchers is not None:
@@ -140,6 +146,7 @@ class ReplicaManager:
 
     def stop(self) -> None:
         self.mover.stop()  # before the log manager closes the logs it copies
+        self.log_dir_failures.stop()
         if self.isr is not None:
             self.isr.stop()
         if self.fetchers is not None:
@@ -404,8 +411,13 @@ class ReplicaManager:
         if self.broker_id not in p.replicas:
             raise errors.UnknownTopicOrPartitionError(f"{tp} is not assigned to broker {self.broker_id}")
         partition = self.partitions.get(tp)
+        if partition is not None and partition.log.offline:
+            # Kafka's HostedPartition.Offline: the controller learns from this answer that the replica is offline
+            raise errors.KafkaStorageError(f"{tp} is in the offline log dir {partition.log.directory.parent}")
         if partition is None:
             plog = self.log_manager.get_or_create_log(tp)
+            if plog.offline:
+                raise errors.KafkaStorageError(f"{tp} is in the offline log dir {plog.directory.parent}")
             partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, p.leader_epoch, single_replica=False)
             log.info("hosting %s (leader %d, epoch %d)", tp, p.leader, p.leader_epoch)
             self._resume_move(tp)

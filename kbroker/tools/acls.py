@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from kbroker.protocol import API_KEYS
@@ -49,7 +50,7 @@ class AclCommandError(Exception):
     pass
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = add_tool_parser(sub, "acls", run, help="add, list and remove ACLs (kafka-acls.sh)",
                         description="Add, list and remove ACLs, like kafka-acls.sh.",
                         actions={"--add": "add ACLs", "--list": "list ACLs", "--remove": "remove ACLs"})
@@ -245,7 +246,7 @@ def add(admin: AdminClient, plan: dict[Resource, list[Entry]], out: TextIO) -> N
 
 
 def remove(admin: AdminClient, plan: dict[Resource, list[Entry]], force: bool, out: TextIO,
-           answer=input) -> None:
+           answer: Callable[[], str] = input) -> None:
     conn = admin.connection()
     v = conn.version(API_KEYS["DeleteAcls"])
     for (rtype, name, ptype), entries in plan.items():

@@ -18,7 +18,7 @@ import struct
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from kbroker import errors
 from kbroker.log.names import TopicPartition
@@ -57,6 +57,8 @@ COORDINATOR_LOAD_IN_PROGRESS = 14
 COORDINATOR_NOT_AVAILABLE = 15
 NOT_COORDINATOR = 16
 UNSUPPORTED_VERSION = 35
+
+_T = TypeVar("_T")
 
 # Group calls worth repeating (after finding the coordinator again) until the deadline.
 _COORDINATOR_RETRY = frozenset({COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR})
@@ -143,8 +145,8 @@ def bootstrap_servers(value: str) -> str:
     return value
 
 
-def add_tool_parser(sub: argparse._SubParsersAction, name: str, run: Callable[..., int], *, help: str,
-                    description: str, actions: dict[str, str]) -> argparse.ArgumentParser:
+def add_tool_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, run: Callable[..., int], *,
+                    help: str, description: str, actions: dict[str, str]) -> argparse.ArgumentParser:
     """The sub-command of one admin tool: --bootstrap-server, then exactly one of `actions` (flag ->
     help), each a store_true option. Parsed arguments carry `run` and `parser`; the caller adds the
     tool's other options."""
@@ -381,7 +383,7 @@ class AdminClient:
     def __enter__(self) -> AdminClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -454,7 +456,7 @@ class AdminClient:
         return sorted((t for t in self.metadata(None).topics if t.name is not None and t.error_code == 0),
                       key=lambda t: t.name)
 
-    def create_topics(self, topics: list[dict], *, validate_only: bool = False) -> list[Any]:
+    def create_topics(self, topics: list[dict[str, Any]], *, validate_only: bool = False) -> list[Any]:
         """CreateTopics; returns the per-topic results (check their error_code)."""
         conn = self.controller()
         v = conn.version(API_KEYS["CreateTopics"])
@@ -469,7 +471,7 @@ class AdminClient:
     def delete_topics(self, names: list[str]) -> list[Any]:
         conn = self.controller()
         v = conn.version(API_KEYS["DeleteTopics"])
-        body: dict = {"timeout_ms": int(self.timeout * 1000)}
+        body: dict[str, Any] = {"timeout_ms": int(self.timeout * 1000)}
         if v >= 6:
             body["topics"] = [{"name": n} for n in names]
         else:
@@ -482,7 +484,7 @@ class AdminClient:
         replicas (in partition order), the others are placed by the broker."""
         conn = self.controller()
 
-        def given(name: str) -> list[dict] | None:
+        def given(name: str) -> list[dict[str, list[int]]] | None:
             found = (assignments or {}).get(name)
             return None if found is None else [{"broker_ids": replicas} for replicas in found]
 
@@ -539,7 +541,7 @@ class AdminClient:
         for leader, tps in by_leader.items():
             conn = self.node(leader)
             v = conn.version(API_KEYS["ListOffsets"])
-            topics: dict[str, list[dict]] = {}
+            topics: dict[str, list[dict[str, int]]] = {}
             for tp in tps:
                 topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": timestamp})
             response = conn.send(API_KEYS["ListOffsets"], {
@@ -566,18 +568,18 @@ class AdminClient:
         nodes: list[int | None] = [*sorted(self._brokers)] or [None]  # None: the bootstrap connection
         found: dict[str, Any] = {}
         for node_id in nodes:
-            def call(node_id=node_id):
+            def call(node_id: int | None = node_id) -> list[Any]:
                 conn = self.connection() if node_id is None else self.node(node_id)
                 response = conn.send(API_KEYS["ListGroups"], {"states_filter": []})
                 if response.error_code:
                     raise KafkaApiError(response.error_code, context="ListGroups")
-                return response.groups
+                return list(response.groups)
             for g in self._retry(call):
                 found[g.group_id] = g
         return [found[k] for k in sorted(found)]
 
     def find_coordinator(self, group_id: str) -> Connection:
-        def call():
+        def call() -> Connection:
             conn = self.connection()
             v = conn.version(API_KEYS["FindCoordinator"])
             if v >= 4:
@@ -604,7 +606,7 @@ class AdminClient:
 
     def describe_group(self, group_id: str) -> Any:
         """DescribeGroups at the group's coordinator: the DescribedGroup (unknown groups are Dead)."""
-        def call():
+        def call() -> Any:
             conn = self.find_coordinator(group_id)
             response = conn.send(API_KEYS["DescribeGroups"], {"groups": [group_id]})
             g = response.groups[0]
@@ -615,7 +617,7 @@ class AdminClient:
 
     def fetch_offsets(self, group_id: str) -> dict[TopicPartition, int]:
         """OffsetFetch of every committed offset of a group: tp -> offset (-1 = none)."""
-        def call():
+        def call() -> dict[TopicPartition, int]:
             conn = self.find_coordinator(group_id)
             v = conn.version(API_KEYS["OffsetFetch"], min_version=2)  # v2+: null topics = all
             context = f"OffsetFetch for group '{group_id}'"
@@ -629,7 +631,7 @@ class AdminClient:
                 code, topics = response.error_code, response.topics
             if code:
                 raise KafkaApiError(code, context=context)
-            out = {}
+            out: dict[TopicPartition, int] = {}
             for t in topics:
                 for p in t.partitions:
                     if p.error_code:
@@ -638,7 +640,7 @@ class AdminClient:
             return out
         return self._retry(call)
 
-    def _retry(self, call: Callable[[], Any]) -> Any:
+    def _retry(self, call: Callable[[], _T]) -> _T:
         """Repeat `call` on coordinator errors (loading, moved, not yet available) until the timeout."""
         deadline = time.monotonic() + self.timeout
         delay = 0.05

@@ -38,12 +38,20 @@ import argparse
 import hashlib
 import re
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from kbroker.config.broker import parse_properties
 from kbroker.protocol import API_KEYS
-from kbroker.tools.client import AdminClient, ClientError, KafkaApiError, add_timeout_option, add_tool_parser
+from kbroker.tools.client import (
+    AdminClient,
+    ClientError,
+    Connection,
+    KafkaApiError,
+    add_timeout_option,
+    add_tool_parser,
+)
 from kbroker.tools.security import SecurityConfigError, load_command_config
 from zk_compat.jvm import java_double, random_base36
 
@@ -69,13 +77,14 @@ class ConfigCommandError(Exception):
 class _EntityName(argparse.Action):
     """--entity-name N and --entity-default, kept in command-line order ("" = the default entity)."""
 
-    def __call__(self, parser, namespace, values, option_string=None) -> None:
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         names = list(getattr(namespace, "entity_names", None) or [])
         names.append("" if option_string == "--entity-default" else str(values))
         namespace.entity_names = names
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = add_tool_parser(sub, "configs", run,
                         help="alter and describe client quotas and SCRAM credentials (kafka-configs.sh)",
                         description="Alter and describe the quotas of users and client ids and the SCRAM "
@@ -331,7 +340,7 @@ CONFIG_SOURCES = {0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CO
                   6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
 
 
-def _topic_overrides(admin: AdminClient, topic: str) -> list:
+def _topic_overrides(admin: AdminClient, topic: str) -> list[Any]:
     conn = admin.connection()
     response = conn.send(API_KEYS["DescribeConfigs"], {
         "resources": [{"resource_type": TOPIC_RESOURCE, "resource_name": topic, "configuration_keys": None}],
@@ -378,12 +387,12 @@ BROKER_RESOURCE = 4
 DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG = 2, 3
 
 
-def _broker_connection(admin: AdminClient, name: str):
+def _broker_connection(admin: AdminClient, name: str) -> Connection:
     """A broker's own configs are asked of that broker (as Kafka's admin client routes them); the default of any."""
     return admin.node(int(name)) if name else admin.connection()
 
 
-def _broker_layer(admin: AdminClient, name: str) -> list:
+def _broker_layer(admin: AdminClient, name: str) -> list[Any]:
     """The entries of a broker's dynamic layer (``name``), or of the cluster default (""), with synonyms."""
     what = f"broker {name}" if name else "the default broker configs"
     response = _broker_connection(admin, name).send(API_KEYS["DescribeConfigs"], {

@@ -283,7 +283,7 @@ def plan_reset(admin: AdminClient, group_id: str, args: argparse.Namespace, file
 
 def commit_offsets(admin: AdminClient, group_id: str, offsets: dict[TopicPartition, int]) -> None:
     """OffsetCommit at the coordinator as a standalone client (generation -1, no member id)."""
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
     for tp, offset in sorted(offsets.items()):
         by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "committed_offset": offset,
                                                    "committed_leader_epoch": -1, "committed_metadata": ""})
@@ -397,7 +397,7 @@ def _top_level_text(code: int, group_id: str) -> str:
 
 def _send_offset_delete(admin: AdminClient, group_id: str,
                         partitions: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[dict[str, int]]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition})
     body = {"group_id": group_id, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}

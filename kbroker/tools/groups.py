@@ -47,7 +47,7 @@ CONSUMER_PROTOCOL = "consumer"
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "AwaitingSync", "Assigning", "Reconciling"})
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = add_tool_parser(sub, "groups", run, help="list and describe consumer groups (kafka-consumer-groups.sh)",
                         description="List consumer groups and describe their members, offsets and lag, "
                                     "like kafka-consumer-groups.sh.",

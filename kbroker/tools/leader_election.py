@@ -54,7 +54,7 @@ class ElectionError(Exception):
     """A failure reported as one line: "Error: <message>"."""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = sub.add_parser("leader-election",
                        help="elect preferred or unclean partition leaders (kafka-leader-election.sh)",
                        description="Run a preferred or unclean leader election for some or all partitions, "

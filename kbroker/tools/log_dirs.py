@@ -23,7 +23,7 @@ DESCRIBE_LOG_DIRS = API_KEYS["DescribeLogDirs"]
 ERROR_PREFIX = "Error: "
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = add_tool_parser(sub, "log-dirs", run, help="describe the log dirs of brokers (kafka-log-dirs.sh)",
                         description="Query brokers for their log directories, like kafka-log-dirs.sh.",
                         actions={"--describe": "describe the specified log directories on the specified brokers"})

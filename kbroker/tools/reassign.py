@@ -32,7 +32,7 @@ import json
 import sys
 import time
 from collections import Counter
-from typing import Any, TextIO, TypeGuard
+from typing import Any, TextIO, TypeGuard, TypeVar
 
 from kbroker import errors
 from kbroker.protocol import API_KEYS
@@ -64,13 +64,14 @@ CANNOT_EXECUTE_BECAUSE_OF_EXISTING = (
 
 TP = tuple[str, int]
 Replica = tuple[str, int, int]  # topic, partition, broker: Kafka's TopicPartitionReplica
+_Item = TypeVar("_Item", str, int, TP)  # what a plan may list twice
 
 
 class ReassignError(Exception):
     """A failure reported as one line: "Error: <message>"."""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = add_tool_parser(sub, "reassign", run,
                         help="move partition replicas between brokers (kafka-reassign-partitions.sh)",
                         description="Generate, execute, verify, list and cancel partition reassignments, "
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
 
 
 
-def _load(text: str, what: str) -> dict:
+def _load(text: str, what: str) -> dict[str, Any]:
     try:
         obj = json.loads(text)
     except ValueError as exc:
@@ -187,12 +188,12 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _duplicates(items: list) -> list:
+def _duplicates(items: list[_Item]) -> list[_Item]:
     """The items given more than once, sorted."""
     return sorted(item for item, n in Counter(items).items() if n > 1)
 
 
-def _refuse_duplicates(items: list, what: str) -> None:
+def _refuse_duplicates(items: list[_Item], what: str) -> None:
     again = _duplicates(items)
     if again:
         raise ReassignError(f"{what} contains duplicate entries: {','.join(map(str, again))}")
@@ -336,7 +337,7 @@ def alter_reassignments(admin: AdminClient, moves: dict[TP, list[int] | None], t
                         ) -> dict[TP, str]:
     """AlterPartitionReassignments at the controller (None cancels): tp -> error text, for the
     partitions that failed."""
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[dict[str, Any]]] = {}
     for (t, p), replicas in sorted(moves.items()):
         by_topic.setdefault(t, []).append({"partition_index": p, "replicas": replicas})
     response = admin.controller().send(ALTER, {
@@ -378,18 +379,21 @@ def _broker_ids(text: str) -> list[int]:
 def generate(admin: AdminClient, topics_json: str, broker_list: str, rack_aware: bool, out: TextIO
              ) -> tuple[dict[TP, list[int]], dict[TP, list[int]]]:
     from zk_compat.assignment import RackAwareMode, assign_replicas_to_brokers, broker_metadatas
+    from zk_compat.servers import servers_of
 
     brokers = _broker_ids(broker_list)
     topics = parse_topics(topics_json)
     current, meta = _assignments(admin, topics)
     known = {b.node_id: getattr(b, "rack", None) for b in meta.brokers}
+    # brokers Metadata shows at one host are one server: their replicas are kept apart as racks are (issue 24)
+    servers = servers_of({b.node_id: [b.host] for b in meta.brokers})
     unknown = [b for b in brokers if b not in known]
     if unknown:
         raise ReassignError(f"Unknown broker id{_plural(len(unknown))} {','.join(map(str, unknown))} in --broker-list")
     try:
         with errors.translate_zk():
             metas = broker_metadatas([(b, known[b]) for b in brokers],
-                                     RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED)
+                                     RackAwareMode.ENFORCED if rack_aware else RackAwareMode.DISABLED, servers)
     except errors.KafkaError:
         raise ReassignError("Not all brokers have rack information. Add --disable-rack-aware in command line to "
                             "make replica assignment without rack information.") from None
@@ -620,7 +624,7 @@ def cancel(admin: AdminClient, reassignment_json: str, timeout_ms: int, out: Tex
     if not back:
         print("None of the specified partition moves are active.", file=out)
     else:
-        execute_moves(admin, back, timeout_ms, out)  # type: ignore[arg-type]
+        execute_moves(admin, back, timeout_ms, out)
     if not preserve_throttles:
         throttles.clear_all_throttles(admin, dict(entries), out)
     return active

@@ -48,7 +48,7 @@ class TopicCommandError(Exception):
     """A failure to report as "Error while executing topic command : <message>"."""
 
 
-def add_parser(sub: argparse._SubParsersAction) -> argparse.ArgumentParser:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> argparse.ArgumentParser:
     p = add_tool_parser(sub, "topics", run, help="create, list, describe, alter and delete topics (kafka-topics.sh)",
                         description="Create, list, describe, alter and delete topics, like kafka-topics.sh.",
                         actions={"--create": "create a topic",
@@ -178,7 +178,7 @@ def run(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = sys.st
     return 0
 
 
-def _include_list(expr: str) -> re.Pattern:
+def _include_list(expr: str) -> re.Pattern[str]:
     """Kafka's IncludeList: commas mean "or", spaces and surrounding quotes are dropped."""
     raw = re.sub(r"""["']+$""", "", re.sub(r"""^["']+""", "", expr.replace(",", "|").replace(" ", "")))
     try:

@@ -75,7 +75,8 @@ class Broker:
         self._tasks: list[asyncio.Task] = []
         self.log_manager = LogManager(config.log_dirs, config.log, cleaner_threads=config.log_cleaner_threads,
                                       last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp),
-                                      on_all_dirs_offline=lambda: halt_without_log_dirs(self.log_manager.log_dirs))
+                                      on_all_dirs_offline=lambda: halt_without_log_dirs(self.log_manager.log_dirs),
+                                      on_dir_offline=lambda d, tps: self.replicas.log_dir_failures.dir_offline(d, tps))
         self.dynamic_config.subscribe(self.log_manager.reconfigure)
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
@@ -140,7 +141,8 @@ class Broker:
             self.store, self._registration(host, port), loop=loop, on_resign=controller.resign,
             on_reelect=cluster.trigger, on_reconnect=cluster.trigger)
         self.zookeeper = ZooKeeperParts(controller, cluster, metadata,
-                                        ControllerChannel(self.broker_id, cfg.request_timeout_ms), session)
+                                        ControllerChannel(self.broker_id, cfg.request_timeout_ms,
+                                                          controller.offline_replicas, cluster.trigger), session)
         self.dynamic_config.subscribe(self.zookeeper.follow_unclean_default)
         await session.start_async()
         await cluster.start()

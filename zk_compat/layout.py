@@ -65,6 +65,7 @@ from zk_compat.znodes import (
     FeatureZNodeData,
     IsrChangeNotificationSequenceZNode,
     LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
     PartitionState,
     ProducerIdBlock,
     ProducerIdBlockZNode,
@@ -627,6 +628,18 @@ def create_isr_change_notification(store: MetadataStore, partitions: Iterable[tu
 def create_log_dir_event_notification(store: MetadataStore, broker_id: int) -> str:
     return store.create(LogDirEventNotificationSequenceZNode.create_path(),
                         LogDirEventNotificationSequenceZNode.encode(broker_id), sequence=True, makepath=True)
+
+
+def delete_log_dir_event_notifications(store: MetadataStore, names: Iterable[str], *,
+                                       controller_epoch_zk_version: int | None = None) -> None:
+    """The controller's cleanup of the notices it handled (KafkaZkClient.deleteLogDirEventNotifications): one
+    fenced delete each, any version; one already gone is no error. ControllerMovedError when the epoch moved."""
+    for name in names:
+        path = f"{LogDirEventNotificationZNode.path()}/{name}"
+        try:
+            fenced_multi(store, [DeleteOp(path)], controller_epoch_zk_version)
+        except NoNodeError:
+            pass
 
 
 # ---------------------------------------------------------------------------------------------

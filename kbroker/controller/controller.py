@@ -33,6 +33,14 @@ only ISR member while another replica lives; Kafka also counts those with no oth
 which makes the last broker of a cluster wait out every retry for nothing). Until it leaves
 ``/brokers/ids`` it is never elected leader again.
 
+Failed log dirs (KIP-112; ``processLogDirEventNotification``, ``onBrokerLogDirFailure``, ``onReplicasBecomeOffline``):
+a broker whose log dir fails writes ``/log_dir_event_notification/log_dir_event_<seq>``; the controller deletes
+each notice it read (fenced) and has the channel send that broker LeaderAndIsr for all its replicas again. The
+replicas it answers KAFKA_STORAGE_ERROR for (``kbroker.controller.offline_dirs``) are offline: a partition one of
+them leads gets the first other online replica in assignment order that is in the ISR (with unclean election, any
+online replica), else leader -1; each leaves its ISR (the last member stays), leader_epoch + 1. No election elects
+a replica on an offline dir.
+
 ISR change notifications (``IsrChangeNotificationHandler``): leaders write one per ISR change; every
 broker already watches the state znodes, so the controller only deletes them.
 
@@ -51,17 +59,24 @@ from __future__ import annotations
 import logging
 
 from kbroker.controller import reassignment
+from kbroker.controller.offline_dirs import OfflineReplicas
 from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
 from zk_compat.layout import ControllerMovedError
 from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
-from zk_compat.znodes import IsrChangeNotificationZNode, PartitionState
+from zk_compat.znodes import (
+    IsrChangeNotificationZNode,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
+    PartitionState,
+)
 
 log = logging.getLogger(__name__)
 
 
 class Controller:
-    def __init__(self, store: MetadataStore, broker_id: int, unclean_leader_election: bool = False) -> None:
+    def __init__(self, store: MetadataStore, broker_id: int, unclean_leader_election: bool = False,
+                 offline_replicas: OfflineReplicas | None = None) -> None:
         self.store = store
         self.broker_id = broker_id
         self.unclean_leader_election = unclean_leader_election
@@ -69,6 +84,10 @@ class Controller:
         self.epoch = -1
         self.epoch_zk_version = -1
         self.shutting_down: set[int] = set()  # brokers in controlled shutdown, until they deregister
+        # replicas on failed log dirs (what brokers answered LeaderAndIsr with), and the brokers whose log dir
+        # event was read: the channel asks each about all its replicas again (take_log_dir_failures)
+        self.offline_replicas = offline_replicas if offline_replicas is not None else OfflineReplicas()
+        self.log_dir_failures: set[int] = set()
 
     def resign(self) -> None:
         if self.active:
@@ -91,9 +110,11 @@ class Controller:
             # /controller names us but we did not win it in this process/session: a leftover of
             # an earlier session. Kafka resigns and re-elects; do the same.
             return False
+        self._read_log_dir_events(snap)
         wrote = self._delete_topics(snap)
         wrote = self._create_missing_states(snap) or wrote
         wrote = self._elect_offline_leaders(snap) or wrote
+        wrote = self._move_offline_dir_replicas(snap) or wrote
         wrote = self._remove_dead_followers(snap) or wrote
         wrote = self._drop_non_replicas(snap) or wrote
         if self.active:
@@ -152,6 +173,82 @@ class Controller:
         log.info("controller %d: controlled shutdown of broker %d, %d partitions it still leads", self.broker_id,
                  broker_id, len(remaining))
         return remaining
+
+    def take_log_dir_failures(self) -> set[int]:
+        """The brokers whose log dir events were read since the last call (for the channel's ``ask_again``)."""
+        brokers, self.log_dir_failures = self.log_dir_failures, set()
+        return brokers
+
+    def _read_log_dir_events(self, snap: Snapshot) -> None:
+        """Kafka's processLogDirEventNotification: the broker ids of every notice, then each notice deleted."""
+        names = [n for n in snap.log_dir_events if n.startswith(LogDirEventNotificationSequenceZNode.PREFIX)]
+        brokers: set[int] = set()
+        for name in names:
+            path = f"{LogDirEventNotificationZNode.path()}/{name}"
+            try:
+                data, _ = self.store.get(path)
+                brokers.add(LogDirEventNotificationSequenceZNode.decode(data, path))
+            except NoNodeError:
+                continue
+            except ValueError as exc:
+                log.warning("controller %d: unreadable log dir event %s skipped: %s", self.broker_id, name, exc)
+        try:
+            layout.delete_log_dir_event_notifications(self.store, names,
+                                                      controller_epoch_zk_version=self.epoch_zk_version)
+        except ControllerMovedError:
+            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+            self.active = False
+            return
+        failed = brokers & set(snap.brokers)
+        if failed:
+            log.info("controller %d: log dir failure on brokers %s: asking them which replicas are offline",
+                     self.broker_id, sorted(failed))
+            self.log_dir_failures |= failed
+
+    def _move_offline_dir_replicas(self, snap: Snapshot) -> bool:
+        """Replicas on offline log dirs go to OfflineReplica: another leader where one led (from the ISR's online
+        members; unclean election per the topic's or broker's setting; else leader -1), out of the ISR."""
+        wrote = False
+        offline = self.offline_replicas.view()
+        live = set(snap.brokers) - self.shutting_down
+        for broker_id, tps in sorted(offline.items()):
+            for topic, index in sorted(tps):
+                seen = snap.states.get((topic, index))
+                if not self.active or broker_id not in snap.brokers or seen is None or (
+                        seen.leader != broker_id and broker_id not in seen.isr):
+                    continue
+                current = layout.get_partition_state(self.store, topic, index)
+                if current is None:
+                    continue
+                state, stat = current
+                if state.leader != broker_id and broker_id not in state.isr:
+                    continue
+                replicas = snap.assignments.get(topic, {}).get(index, [])
+
+                def online(r: int, tp: tuple[str, int] = (topic, index)) -> bool:
+                    return r in live and tp not in offline.get(r, ())
+
+                isr = [r for r in state.isr if r != broker_id] or list(state.isr)
+                leader = state.leader
+                if leader == broker_id:
+                    leader = next((r for r in replicas if r in isr and r != broker_id and online(r)), -1)
+                    if leader < 0 and self._unclean_allowed(snap, topic):
+                        leader = next((r for r in replicas if r != broker_id and online(r)), -1)
+                        isr = [leader] if leader >= 0 else isr
+                if (leader, isr) == (state.leader, state.isr):
+                    continue  # the last member of the ISR, not leading: nothing to change
+                new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
+                                     controller_epoch=self.epoch)
+                if self._write_state(topic, index, new, stat.version):
+                    log.info("controller %d: replica %d of %s-%d is on an offline log dir: leader %d, ISR %s "
+                             "(leader epoch %d)", self.broker_id, broker_id, topic, index, leader, isr,
+                             new.leader_epoch)
+                    wrote = True
+        return wrote
+
+    def _unclean_allowed(self, snap: Snapshot, topic: str) -> bool:
+        unclean = snap.configs.get(topic, {}).get("unclean.leader.election.enable")
+        return unclean == "true" if unclean is not None else self.unclean_leader_election
 
     def _delete_isr_change_notifications(self, snap: Snapshot) -> None:
         for name in snap.isr_changes:
@@ -246,6 +343,7 @@ class Controller:
     def _elect_offline_leaders(self, snap: Snapshot) -> bool:
         wrote = False
         live = set(snap.brokers) - self.shutting_down
+        offline = self.offline_replicas.view()
         for (topic, index), state in sorted(snap.states.items()):
             if state.leader in snap.brokers or not self.active:
                 continue
@@ -256,11 +354,11 @@ class Controller:
             state, stat = current
             if state.leader in live:
                 continue  # changed since the snapshot
-            isr = [r for r in state.isr if r in live]
+            off = {r for r, tps in offline.items() if (topic, index) in tps}  # replicas on failed log dirs
+            isr = [r for r in state.isr if r in live and r not in off]
             leader = next((r for r in replicas if r in isr), -1)
-            unclean = snap.configs.get(topic, {}).get("unclean.leader.election.enable")
-            if leader < 0 and (unclean == "true" if unclean is not None else self.unclean_leader_election):
-                leader = next((r for r in replicas if r in live), -1)
+            if leader < 0 and self._unclean_allowed(snap, topic):
+                leader = next((r for r in replicas if r in live and r not in off), -1)
                 isr = [leader]
             if leader < 0:
                 if state.leader == -1:

@@ -28,6 +28,7 @@ class ZooKeeperParts:
         await self.cluster.run_blocking(lambda: self.controller.on_snapshot(snap))
         if self.controller.active:
             self.channel.sync(snap, self.controller.epoch)
+            self.channel.ask_again(self.controller.take_log_dir_failures())  # KIP-112: which replicas are offline
         else:
             self.channel.stop()
 

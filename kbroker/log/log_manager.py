@@ -75,7 +75,8 @@ class LogManager:
                  appender: Appender | None = None, clock: Callable[[], int] = wall_ms,
                  cleaner_thread: bool = True, cleaner_threads: int = 1,
                  last_stable_offset: Callable[[TopicPartition], int | None] | None = None,
-                 on_all_dirs_offline: Callable[[], None] | None = None) -> None:
+                 on_all_dirs_offline: Callable[[], None] | None = None,
+                 on_dir_offline: Callable[[Path, list[TopicPartition]], None] | None = None) -> None:
         self.log_dirs = [Path(d).resolve() for d in log_dirs]
         if not self.log_dirs:
             raise ValueError("log.dirs is empty: give at least one directory")
@@ -101,6 +102,8 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         # called once every log dir is offline: the broker cannot serve anything (Kafka halts then)
         self.on_all_dirs_offline = on_all_dirs_offline
+        # told of each dir that goes offline, with the partitions it held (the replica manager: KIP-112)
+        self.on_dir_offline = on_dir_offline
         self._locks: dict[Path, int] = {}
         self.topic_overrides: dict[str, Mapping[str, str]] = {}
         # Compaction: first dirty offset per log (cleaner-offset-checkpoint), the workers, the jobs
@@ -660,6 +663,8 @@ class LogManager:
             if future.directory.parent == directory or (current is not None and current.offline):
                 log.warning("%s: its move to %s stops (log dir %s is offline)", tp, future.directory.parent, directory)
                 self.remove_future_log(tp)
+        if self.on_dir_offline is not None:
+            self.on_dir_offline(directory, [p.tp for p in affected])
         if self.on_all_dirs_offline is not None and set(self.log_dirs) <= self.offline_dirs:
             self.on_all_dirs_offline()
 

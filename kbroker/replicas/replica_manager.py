@@ -121,8 +121,7 @@ class ReplicaManager:
         self.quotas = ReplicationQuotas(self.dynamic_config.current)
         self.dynamic_config.subscribe(self.quotas.apply)
         self.mover = LogDirMover(log_manager, self._prepare_move, self._moved, self.quotas.alter_log_dirs)
-        self.log_dir_failures = LogDirFailures(self)
-        log_manager.dir_failure_listeners.append(self.log_dir_failures.dir_offline)
+        self.log_dir_failures = LogDirFailures(self)  # the log manager's on_dir_offline (KIP-112)
 
     def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
                            exists_in_cluster: Callable[[str, int], bool]) -> None:

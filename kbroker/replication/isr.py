@@ -53,8 +53,8 @@ class IsrManager:
             await asyncio.sleep(period)
             now = monotonic_ms()
             for partition in list(self.partitions.values()):
-                if not partition.is_leader or partition.isr_change_pending:
-                    continue
+                if not partition.is_leader or partition.isr_change_pending or partition.log.offline:
+                    continue  # (an offline replica is the controller's to move: Kafka's onlinePartitionsIterator)
                 lagging = partition.lagging_isr_members(now, self.max_lag_ms)
                 if lagging:
                     log.info("%s: shrinking ISR from %s: %s did not catch up within %d ms", partition.tp,

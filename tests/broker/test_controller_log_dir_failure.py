@@ -1,0 +1,171 @@
+"""The controller's side of a failed log dir (KIP-112), on the embedded metadata store: the notice is read and
+deleted (fenced by the controller epoch), the broker is asked again, the replicas it answers KAFKA_STORAGE_ERROR
+for lose their leadership and their ISR seat (Kafka's onReplicasBecomeOffline), are never elected again, and
+UpdateMetadata lists them in offline_replicas."""
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+from kbroker.controller.channel import ControllerChannel
+from kbroker.controller.controller import Controller
+from kbroker.metadata.zk_view import LiveBroker, Snapshot
+from zk_compat import layout
+from zk_compat.embedded import EmbeddedServer
+from zk_compat.layout import ControllerMovedError
+from zk_compat.znodes import LogDirEventNotificationZNode, PartitionState
+
+KAFKA_STORAGE_ERROR = 56
+# partition -> (replicas, leader, isr); broker 3's dir holds partitions 0-3, not 4
+LAYOUT = {0: ([3, 1, 2], 3, [3, 1, 2]),   # led by 3: 1 takes over
+          1: ([1, 3, 2], 1, [1, 3, 2]),   # 3 follows: it leaves the ISR
+          2: ([3, 2, 1], 3, [3]),         # 3 is the only one in sync: no leader
+          3: ([2, 3, 1], 2, [2, 1]),      # 3 already out of the ISR: nothing to write
+          4: ([3, 1, 2], 3, [3, 1, 2])}   # 3 answers no error: it stays leader
+
+
+@pytest.fixture
+def store():
+    server = EmbeddedServer(None)
+    with server.connect() as session:
+        layout.ensure_persistent_paths(session)
+        yield session
+    server.close()
+
+
+def _snapshot(store, controller_id: int = 1) -> Snapshot:
+    snap = Snapshot(controller_id=controller_id)
+    snap.brokers = {b: LiveBroker(b, "127.0.0.1", 1, None, epoch=b) for b in (1, 2, 3)}
+    snap.assignments = {"t": {p: replicas for p, (replicas, _, _) in LAYOUT.items()}}
+    for p in LAYOUT:
+        found = layout.get_partition_state(store, "t", p)
+        assert found is not None
+        snap.states[("t", p)], stat = found
+        snap.state_versions[("t", p)] = stat.version
+    snap.log_dir_events = sorted(store.get_children(LogDirEventNotificationZNode.path()))
+    return snap
+
+
+def _controller(store) -> Controller:
+    layout.create_topic(store, "t", {p: replicas for p, (replicas, _, _) in LAYOUT.items()})
+    ctl = Controller(store, 1)
+    ctl.on_snapshot(Snapshot(controller_id=None))  # wins /controller
+    assert ctl.active
+    for p, (_, leader, isr) in LAYOUT.items():
+        layout.create_partition_state(store, "t", p, PartitionState(leader, 0, isr, ctl.epoch))
+    return ctl
+
+
+def _answer(broker_id: int, errors: dict[int, int], channel: ControllerChannel) -> None:
+    channel.partition_errors(broker_id, [SimpleNamespace(topic_name="t", partition_index=p, error_code=code)
+                                         for p, code in errors.items()])
+
+
+def _state(store, p: int) -> PartitionState:
+    found = layout.get_partition_state(store, "t", p)
+    assert found is not None
+    return found[0]
+
+
+def test_notice_read_deleted_and_the_broker_asked_again(store):
+    ctl = _controller(store)
+    path = layout.create_log_dir_event_notification(store, 3)
+    assert path == "/log_dir_event_notification/log_dir_event_0000000000"
+    assert store.get(path)[0] == b'{"version":1,"broker":3,"event":1}'
+    ctl.on_snapshot(_snapshot(store))
+    assert store.get_children(LogDirEventNotificationZNode.path()) == []
+    assert ctl.take_log_dir_failures() == {3}
+    assert ctl.take_log_dir_failures() == set()  # taken once
+    assert [_state(store, p).leader for p in LAYOUT] == [3, 1, 3, 2, 3]  # nothing moves before the answer
+
+
+def test_a_notice_of_a_dead_broker_or_unreadable_is_deleted_and_ignored(store):
+    ctl = _controller(store)
+    layout.create_log_dir_event_notification(store, 9)
+    store.create("/log_dir_event_notification/log_dir_event_", b"not json", sequence=True)
+    ctl.on_snapshot(_snapshot(store))
+    assert store.get_children(LogDirEventNotificationZNode.path()) == []
+    assert ctl.take_log_dir_failures() == set()
+
+
+def test_offline_replicas_move_off_the_broker(store):
+    ctl = _controller(store)
+    woken = []
+    channel = ControllerChannel(1, 30000, ctl.offline_replicas, lambda: woken.append(1))
+    _answer(3, {0: KAFKA_STORAGE_ERROR, 1: KAFKA_STORAGE_ERROR, 2: KAFKA_STORAGE_ERROR, 3: KAFKA_STORAGE_ERROR,
+                4: 0}, channel)
+    assert woken == [1]
+    _answer(3, {0: KAFKA_STORAGE_ERROR}, channel)  # nothing new: the controller is not woken again
+    assert woken == [1]
+    assert ctl.on_snapshot(_snapshot(store))
+    states = {p: _state(store, p) for p in LAYOUT}
+    assert (states[0].leader, states[0].isr, states[0].leader_epoch) == (1, [1, 2], 1)
+    assert (states[1].leader, states[1].isr, states[1].leader_epoch) == (1, [1, 2], 1)
+    assert (states[2].leader, states[2].isr, states[2].leader_epoch) == (-1, [3], 1)  # the last ISR member stays
+    assert (states[3].leader, states[3].isr, states[3].leader_epoch) == (2, [2, 1], 0)
+    assert (states[4].leader, states[4].isr, states[4].leader_epoch) == (3, [3, 1, 2], 0)
+    # partition 2 stays offline: its only in-sync replica is on the failed dir, never elected again
+    assert not ctl.on_snapshot(_snapshot(store))
+    assert _state(store, 2).leader == -1
+
+
+def test_unclean_election_takes_an_online_replica_never_the_offline_one(store):
+    ctl = _controller(store)
+    ctl.unclean_leader_election = True
+    channel = ControllerChannel(1, 30000, ctl.offline_replicas)
+    _answer(3, {2: KAFKA_STORAGE_ERROR}, channel)
+    ctl.on_snapshot(_snapshot(store))
+    state = _state(store, 2)
+    assert (state.leader, state.isr) == (2, [2])
+
+
+def test_update_metadata_lists_replicas_on_offline_dirs():
+    async def run() -> list[dict]:
+        channel = ControllerChannel(1, 30000)
+        channel.partition_errors(3, [SimpleNamespace(topic_name="t", partition_index=0,
+                                                     error_code=KAFKA_STORAGE_ERROR)])
+        snap = Snapshot(controller_id=1)
+        snap.brokers = {b: LiveBroker(b, "127.0.0.1", 1, None, epoch=b) for b in (1, 2)}  # 2 live here, 3 too
+        snap.brokers[3] = LiveBroker(3, "127.0.0.1", 1, None, epoch=3)
+        snap.assignments = {"t": {0: [3, 1, 2], 1: [3, 1, 2]}}
+        snap.states = {("t", p): PartitionState(1, 1, [1, 2], 1) for p in (0, 1)}
+        channel.sync(snap, 1)
+        parts = channel.metadata_request["topic_states"][0]["partition_states"]
+        channel.stop()
+        return parts
+    parts = asyncio.run(run())
+    assert [p["offline_replicas"] for p in parts] == [[3], []]
+
+
+def test_a_broker_that_registers_again_is_asked_afresh():
+    async def run() -> tuple[dict, dict]:
+        channel = ControllerChannel(1, 30000)
+        channel.partition_errors(3, [SimpleNamespace(topic_name="t", partition_index=0,
+                                                     error_code=KAFKA_STORAGE_ERROR)])
+        snap = Snapshot(controller_id=1)
+        snap.brokers = {3: LiveBroker(3, "127.0.0.1", 1, None, epoch=3)}
+        channel.sync(snap, 1)
+        before = channel.offline.view()
+        snap.brokers = {3: LiveBroker(3, "127.0.0.1", 1, None, epoch=4)}  # restarted: a new registration
+        channel.sync(snap, 1)
+        after = channel.offline.view()
+        channel.stop()
+        return before, after
+    before, after = asyncio.run(run())
+    assert before == {3: frozenset({("t", 0)})}
+    assert after == {}
+
+
+def test_deleting_notices_is_fenced_by_the_controller_epoch(store):
+    _controller(store)
+    path = layout.create_log_dir_event_notification(store, 3)
+    name = path.rsplit("/", 1)[1]
+    with pytest.raises(ControllerMovedError):
+        layout.delete_log_dir_event_notifications(store, [name], controller_epoch_zk_version=99)
+    assert store.get_children(LogDirEventNotificationZNode.path()) == [name]
+    _, stat = layout.get_controller_epoch(store)
+    layout.delete_log_dir_event_notifications(store, [name, "log_dir_event_0000000099"],
+                                              controller_epoch_zk_version=stat.version)
+    assert store.get_children(LogDirEventNotificationZNode.path()) == []

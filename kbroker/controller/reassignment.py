@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from kbroker.metadata.servers import broker_servers, warn_crowded
 from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
 from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
@@ -59,6 +60,9 @@ def start_requested(ctl: Controller, snap: Snapshot) -> bool:
         if not target or len(set(target)) != len(target):
             log.warning("reassignment of %s-%d to %s ignored: not a list of distinct brokers", topic, index, target)
             continue
+        # two replicas on one server: moved as asked, as Kafka would, with a warning (issue 24)
+        warn_crowded(f"controller {ctl.broker_id}: reassignment", topic, {index: target},
+                     broker_servers(snap.brokers.values()))
         by_topic.setdefault(topic, {})[index] = target
     wrote = False
     for topic, targets in by_topic.items():

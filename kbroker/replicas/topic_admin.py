@@ -37,6 +37,7 @@ from kbroker.log import LogConfig, TopicPartition
 from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.names import validate_topic_name
 from kbroker.metadata.cache import MetadataCache
+from kbroker.metadata.servers import broker_servers, warn_crowded
 from kbroker.metadata.zk_view import ClusterView, LiveBroker, Snapshot
 from kbroker.replicas.internal_topics import INTERNAL_TOPICS
 from kbroker.replicas.replica_manager import ReplicaManager
@@ -219,6 +220,7 @@ class TopicAdmin:
             for replicas in assignment.values():
                 if not replicas or len(set(replicas)) != len(replicas) or any(r not in live for r in replicas):
                     raise errors.InvalidReplicaAssignmentError(f"replicas {replicas} are not distinct live brokers")
+            warn_crowded("CreateTopics", name, assignment, broker_servers(self.live_brokers()))
         else:
             partitions = self.config.num_partitions if num_partitions == -1 else num_partitions
             factor = self.config.default_replication_factor if replication_factor == -1 else replication_factor
@@ -243,7 +245,9 @@ class TopicAdmin:
             raise errors.InvalidConfigError(str(exc)) from None
 
     def _broker_metadatas(self) -> list:
-        return broker_metadatas((b.id, b.rack) for b in self.live_brokers())
+        """The live brokers with their racks and servers: placement keeps replicas on distinct servers."""
+        live = self.live_brokers()
+        return broker_metadatas(((b.id, b.rack) for b in live), servers=broker_servers(live))
 
     def _existing(self, name: str) -> TopicInfo:
         info = self.topics.get(name)
@@ -306,6 +310,7 @@ class TopicAdmin:
                 f"Inconsistent replication factor between partitions, partition 0 has {expected} while partitions "
                 f"[{', '.join(str(i) for i, _ in odd)}] have replication factors "
                 f"[{', '.join(str(n) for _, n in odd)}], respectively.")
+        warn_crowded("CreatePartitions", info.name, proposed, broker_servers(self.live_brokers()))
         return proposed
 
     def _configs_changed(self, info: TopicInfo, configs: dict[str, str], effective: LogConfig) -> None:

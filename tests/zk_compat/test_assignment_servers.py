@@ -112,6 +112,19 @@ def test_every_broker_on_its_own_server_is_kafkas_assignment(ids, racks, partiti
         assert placed == kafka
 
 
+@pytest.mark.parametrize("ids, racks, partitions, rf, fixed_start, start_partition", KAFKA_CASES)
+def test_every_broker_on_one_server_is_kafkas_assignment(ids, racks, partitions, rf, fixed_start, start_partition):
+    """Brokers all on one machine (a test cluster on 127.0.0.1) have no second server to spread over."""
+    for seed in range(8):
+        kafka = assign_replicas_to_brokers(_metas(racks, dict.fromkeys(ids)) if racks else ids, partitions, rf,
+                                           fixed_start_index=fixed_start, start_partition_id=start_partition,
+                                           rng=random.Random(seed))
+        placed = assign_replicas_to_brokers(_metas(racks, dict.fromkeys(ids, "127.0.0.1")), partitions, rf,
+                                            fixed_start_index=fixed_start, start_partition_id=start_partition,
+                                            rng=random.Random(seed))
+        assert placed == kafka
+
+
 def test_every_broker_on_its_own_server_matches_kafkas_published_examples():
     # AdminUtilsTest.testReplicaAssignment and AdminRackAwareTest's rack-alternated example (apache/kafka core tests)
     hosts = {b: f"10.0.0.{20 - b}" for b in range(6)}

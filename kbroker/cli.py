@@ -1,6 +1,8 @@
 """The ``kbroker`` command line, in the habits of Kafka's tools.
 
     kbroker serve [server.properties] [--override key=value ...]      (kafka-server-start.sh)
+    kbroker host-plan [server.properties] [--override key=value ...] [--json]
+                                       (host mode: the brokers broker.processes=auto|N would run, started by none)
     kbroker dump-log --files 00000000000000000000.log [--files ...]   (kafka-dump-log.sh)
     kbroker topics --bootstrap-server HOST:PORT --create|--list|--describe|--alter|--delete ...
                                                                        (kafka-topics.sh)
@@ -25,7 +27,10 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from kbroker.config.broker import BrokerConfig
 
 CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 
@@ -92,24 +97,75 @@ def dump_log(paths: list[str], out: TextIO = sys.stdout) -> int:
 
 
 def serve(args: argparse.Namespace) -> int:
-    import asyncio
     import logging
 
-    from kbroker.broker import serve as run_broker
-    from kbroker.config.broker import load_config
+    from kbroker.config.broker import build_config, read_properties
     from kbroker.config.errors import ConfigError
+    from kbroker.host.plan import uses_host_mode
 
     logging.basicConfig(level=os.environ.get("KBROKER_LOG_LEVEL", "INFO"),
                         format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
     try:
-        config = load_config(args.config, args.override)
+        raw = read_properties(args.config, args.override)
+        if uses_host_mode({key: value for key, (value, _) in raw.items()}):
+            return serve_host(raw)
+        config = build_config(raw)
     except (ConfigError, OSError) as exc:
         print(f"kbroker: {exc}", file=sys.stderr)
         return 2
+    return run_broker(config)
+
+
+def serve_host(raw: dict[str, tuple[str, str]]) -> int:
+    """``broker.processes`` set (issue 24, kbroker/host): plan the server's brokers and check each one's
+    configuration, then run the only one here as without host mode, or supervise N as child processes."""
+    from kbroker.config.broker import build_config
+    from kbroker.host.plan import HOST_KEYS, HostPlanError, Topology, plan_host
+    from kbroker.host.supervisor import Supervisor
+
+    try:
+        plan = plan_host({key: value for key, (value, _) in raw.items()}, Topology.of_this_host())
+    except HostPlanError as exc:
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 2
+    for process in plan.processes:  # a ConfigError (to serve()) before any broker starts
+        build_config({key: raw[key] if raw.get(key, ("", ""))[0] == value else (value, f"broker {process.broker_id}")
+                      for key, value in plan.process_properties(process.index).items()})
+    if len(plan.processes) == 1:
+        return run_broker(build_config({key: value for key, value in raw.items() if key not in HOST_KEYS}))
+    return Supervisor(plan).run()
+
+
+def host_plan(args: argparse.Namespace) -> int:
+    """``kbroker host-plan``: what ``kbroker serve`` would start on this server, as text or JSON."""
+    import json
+
+    from kbroker.config.broker import read_properties
+    from kbroker.config.errors import ConfigError
+    from kbroker.host.plan import HostPlanError, Topology, plan_host
+
+    try:
+        raw = read_properties(args.config, args.override)
+        plan = plan_host({key: value for key, (value, _) in raw.items()}, Topology.of_this_host())
+    except (ConfigError, HostPlanError, OSError) as exc:
+        print(f"kbroker: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.describe(), end="\n" if args.json else "")
+    return 0
+
+
+def run_broker(config: BrokerConfig) -> int:
+    """One broker in this process until SIGTERM/SIGINT."""
+    import asyncio
+    import logging
+
+    from kbroker.broker import serve as run
+    from kbroker.config.errors import ConfigError
+
     for line in config.unknown_keys:
         logging.getLogger("kbroker.config.broker").warning("%s: ignored", line)
     try:
-        asyncio.run(run_broker(config))
+        asyncio.run(run(config))
     except ConfigError as exc:  # listeners, TLS and SASL settings are checked as the broker starts
         print(f"kbroker: {exc}", file=sys.stderr)
         return 2
@@ -129,6 +185,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("config", nargs="?", help="a Kafka-style server.properties (default: built-in defaults)")
     run.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                      help="set a property, overriding the file (repeatable)")
+    plan = sub.add_parser("host-plan", help="print the brokers, ports, log dirs and cpus broker.processes plans for "
+                          "this server, starting nothing")
+    plan.add_argument("config", nargs="?", help="the server's server.properties")
+    plan.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                      help="set a property, overriding the file (repeatable)")
+    plan.add_argument("--json", action="store_true", help="print the plan as JSON")
     dump = sub.add_parser("dump-log", help="print the batches of segment files and the entries of index files")
     dump.add_argument("--files", action="append", required=True, help="a .log, .index or .timeindex file")
     from kbroker.tools import acls, configs, groups, leader_election, log_dirs, reassign, topics
@@ -142,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "host-plan":
+        return host_plan(args)
     if args.command == "dump-log":
         missing = [f for f in args.files if not os.path.exists(f)]
         if missing:

@@ -67,6 +67,7 @@ FORBIDDEN = [
     ("config", "kbroker/config/topic.py", "import kbroker.log", "kbroker.config.topic -> kbroker.log"),
     ("spark_client", "kbroker_spark/__init__.py", "import kbroker.errors", "kbroker_spark -> kbroker.errors"),
     ("not_spark", "kbroker/tools/__init__.py", "import kbroker_spark", "kbroker.tools -> kbroker_spark"),
+    ("host", "kbroker/host/plan.py", "import kbroker.broker", "kbroker.host.plan -> kbroker.broker"),
 ]
 
 

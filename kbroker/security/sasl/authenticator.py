@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kbroker.protocol import SUPPORTED_VERSIONS, ProtocolError, decode_request, response_class
+from kbroker.protocol import SUPPORTED_VERSIONS, ProtocolError, RequestHeader, Struct, decode_request, response_class
 from kbroker.security.credentials import SCRAM_MECHANISMS, CredentialCache
 from kbroker.security.principal import KafkaPrincipal, Session
 from kbroker.security.sasl.base import MechanismServer, SaslAuthenticationError, SaslError
@@ -169,13 +169,20 @@ class SaslServerAuthenticator:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _handshake(self, conn: SaslConnection, frame: bytearray) -> None:
+    def _decode(self, conn: SaslConnection, frame: bytearray, api_name: str) -> tuple[RequestHeader, Struct] | None:
+        """The request of one SASL step; None once an undecodable one failed the connection."""
         try:
-            header, body = decode_request(memoryview(frame))
+            return decode_request(memoryview(frame))
         except ProtocolError as exc:
             self.state = FAILED
-            conn.close(f"undecodable SaslHandshake: {exc.reason}")
+            conn.close(f"undecodable {api_name}: {exc.reason}")
+            return None
+
+    def _handshake(self, conn: SaslConnection, frame: bytearray) -> None:
+        decoded = self._decode(conn, frame, "SaslHandshake")
+        if decoded is None:
             return
+        header, body = decoded
         mechanisms = self.settings.mechanisms
         mechanism: str = body.mechanism  # type: ignore[attr-defined]  # generated message classes are untyped
         version, corr = header.api_version, header.correlation_id
@@ -195,12 +202,10 @@ class SaslServerAuthenticator:
         self.state = AUTHENTICATE
 
     def _authenticate(self, conn: SaslConnection, frame: bytearray) -> None:
-        try:
-            header, body = decode_request(memoryview(frame))
-        except ProtocolError as exc:
-            self.state = FAILED
-            conn.close(f"undecodable SaslAuthenticate: {exc.reason}")
+        decoded = self._decode(conn, frame, "SaslAuthenticate")
+        if decoded is None:
             return
+        header, body = decoded
         version, corr = header.api_version, header.correlation_id
         server = self.server
         assert server is not None  # set with the AUTHENTICATE state

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 
 from kbroker.config.broker import BrokerConfig
+from kbroker.metrics.rates import SimpleRate
 
 UNBOUNDED = 2**63 - 1  # Kafka's QuotaBytesPerSecondDefault (Long.MaxValue): no throttle
 
@@ -39,56 +40,6 @@ WINDOW_SIZE_SECONDS = 1
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-class SimpleRate:
-    """Kafka's ``SimpleRate`` over a ``SampledStat`` (clients' metrics.stats): ``num`` samples of ``window_ms``.
-
-    A record goes to the current sample, or starts the next one (reusing the oldest slot) once the current is
-    ``window_ms`` old. Samples older than ``num * window_ms`` are reset before a measure. The rate is the sum of
-    the samples over the time since the oldest one began, but over one window at least: unlike the client
-    quotas' ``Rate``, a young rate is not spread over ``num - 1`` windows, so a throttle bites from the start."""
-
-    __slots__ = ("num", "window_ms", "starts", "values", "current")
-
-    def __init__(self, num: int = WINDOW_NUM, window_ms: float = WINDOW_SIZE_SECONDS * 1000.0) -> None:
-        self.num = num
-        self.window_ms = window_ms
-        self.starts: list[float] = []  # each sample's start (Kafka's lastWindowMs)
-        self.values: list[float] = []
-        self.current = 0
-
-    def record(self, value: float, now: float) -> None:
-        if not self.starts:
-            self.starts.append(now)
-            self.values.append(0.0)
-        elif now - self.starts[self.current] >= self.window_ms:  # complete: advance to the next slot
-            self.current = (self.current + 1) % self.num
-            if self.current >= len(self.starts):
-                self.starts.append(now)
-                self.values.append(0.0)
-            else:
-                self.starts[self.current] = now
-                self.values[self.current] = 0.0
-        self.values[self.current] += value
-
-    def _purge(self, now: float) -> None:
-        expire = self.num * self.window_ms
-        for i, start in enumerate(self.starts):
-            if now - start >= expire:
-                self.starts[i] = now
-                self.values[i] = 0.0
-
-    def window_size(self, now: float) -> float:
-        """The span the rate divides by, in ms: since the oldest sample began, one window at least."""
-        self._purge(now)
-        oldest = min(self.starts) if self.starts else now
-        return max(now - oldest, self.window_ms)
-
-    def measure(self, now: float) -> float:
-        """Bytes per second."""
-        size = self.window_size(now)  # purges first
-        return sum(self.values) / (size / 1000.0)
 
 
 class ReplicationQuota:

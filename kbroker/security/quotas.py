@@ -47,6 +47,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kbroker.config.broker import BrokerConfig
+from kbroker.metrics.rates import Rate
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 from kbroker.security.entity_configs import DEFAULT, EntityConfigs, parse_entity_path
 
@@ -74,66 +75,6 @@ SENSOR_EXPIRY_MS = 3600_000  # Kafka drops a client's sensors after an hour with
 
 def _now_ms() -> float:
     return time.monotonic() * 1000.0
-
-
-class Rate:
-    """Kafka's ``Rate`` over a ``SampledStat`` of ``num`` samples, each ``window_ms`` long."""
-
-    __slots__ = ("num", "window_ms", "floor_ms", "starts", "values", "total", "current", "last_used")
-
-    def __init__(self, num: int, window_ms: float) -> None:
-        self.num = num
-        self.window_ms = window_ms
-        self.floor_ms = (num - 1) * window_ms  # the least window_size can be
-        self.starts: list[float] = []   # each sample's start (Kafka's lastWindowMs)
-        self.values: list[float] = []
-        self.total = 0.0                # sum(values), kept as they change
-        self.current = 0
-        self.last_used = 0.0
-
-    def record(self, value: float, now: float) -> None:
-        self.last_used = now
-        if not self.starts:
-            self.starts.append(now)
-            self.values.append(0.0)
-        elif now - self.starts[self.current] >= self.window_ms:  # the current sample is complete
-            self.current = (self.current + 1) % self.num
-            if self.current >= len(self.starts):
-                self.starts.append(now)
-                self.values.append(0.0)
-            else:
-                self.starts[self.current] = now
-                self.total -= self.values[self.current]
-                self.values[self.current] = 0.0
-        self.values[self.current] += value
-        self.total += value
-
-    def _purge(self, now: float) -> None:
-        expire = self.num * self.window_ms
-        for i, start in enumerate(self.starts):
-            if now - start >= expire:
-                self.starts[i] = now
-                self.total -= self.values[i]
-                self.values[i] = 0.0
-
-    def window_size(self, now: float) -> float:
-        """The span the rate divides by, in ms: since the oldest sample began, at least num - 1 windows."""
-        self._purge(now)
-        oldest = min(self.starts) if self.starts else now
-        elapsed = now - oldest
-        full = int(elapsed // self.window_ms)
-        if full < self.num - 1:
-            elapsed += (self.num - 1 - full) * self.window_ms
-        return elapsed
-
-    def elapsed(self, now: float) -> float:
-        """Time since the oldest sample began, in ms (what window_size floors)."""
-        return now - min(self.starts) if self.starts else 0.0
-
-    def measure(self, now: float) -> float:
-        """Per second."""
-        size = self.window_size(now)  # purges first
-        return self.total / (size / 1000.0) if size > 0 else 0.0
 
 
 class ClientQuotas:

@@ -13,11 +13,11 @@ from kbroker.config.broker import build_config
 from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.log import LogConfig, LogManager, TopicPartition
 from kbroker.log.log_dir_mover import LogDirMover
+from kbroker.metrics.rates import SimpleRate
 from kbroker.replication.throttle import (
     UNBOUNDED,
     ReplicationQuota,
     ReplicationQuotas,
-    SimpleRate,
     throttled,
     throttled_partitions,
 )

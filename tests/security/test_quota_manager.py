@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker.config.broker import build_config
+from kbroker.metrics.rates import Rate
 from kbroker.protocol.outcome import NO_RESPONSE
 from kbroker.security.principal import KafkaPrincipal, Session
 from kbroker.security.quotas import (
     ClientQuotas,
     QuotaManager,
-    Rate,
     fetch_response_size,
     produce_request_size,
     with_throttle,

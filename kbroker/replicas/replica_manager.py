@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypedDict, TypeVar
 
 from kbroker import errors
 from kbroker._core import records as core_records
@@ -44,9 +44,10 @@ from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics import BrokerMetrics
+from kbroker.protocol import message_types as msg
 from kbroker.replicas.log_dir_failure import LogDirFailures
 from kbroker.replication.delayed import DelayedFetch, DelayedProduce, PendingAck
-from kbroker.replication.fetch_read import FetchRead
+from kbroker.replication.fetch_read import FetchRead, FetchThrottle, PartitionAnswers, records_size
 from kbroker.replication.fetch_sessions import FetchSession
 from kbroker.replication.fetcher import ReplicaFetcherManager
 from kbroker.replication.isr import IsrManager
@@ -91,6 +92,20 @@ class TopicTable(Protocol):
 # Refusals Kafka's ReplicaManager makes for a partition its metadata knows, after the request's checks (so
 # counted in TotalProduceRequests) though kbroker makes them before looking at the records
 _REFUSED_AT_THE_LOG = (errors.InvalidTopicError, errors.NotLeaderOrFollowerError, errors.KafkaStorageError)
+
+
+class MarkerTopic(TypedDict):
+    name: str
+    partition_indexes: list[int]
+
+
+class TxnMarker(TypedDict):
+    """One transaction marker to write, with the fields of a WriteTxnMarkers request's marker."""
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool  # True: COMMIT
+    coordinator_epoch: int
+    topics: list[MarkerTopic]
 
 
 class LiveLeader(Protocol):
@@ -216,7 +231,8 @@ class ReplicaManager:
         return result
 
     def append_records(self, topics: Iterable[ProduceTopic], acks: int, version: int, timeout_ms: int,
-                       respond: Callable[[list[list[dict]], bool], R], admin: TopicTable,
+                       respond: Callable[[list[list[msg.ProduceResponse_PartitionResponse]], bool], R],
+                       admin: TopicTable,
                        metrics: BrokerMetrics | None) -> R | asyncio.Future[R]:
         """A client's Produce, as Kafka's ReplicaManager.appendRecords: each partition's records written
         (or refused with its error), ``respond(answers, failed)`` shapes the answer from the per-topic
@@ -225,7 +241,7 @@ class ReplicaManager:
         REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER then lands in the partition answers it holds."""
         waiting: list[PendingAck] = []
         failed = False
-        answers = []
+        answers: list[list[msg.ProduceResponse_PartitionResponse]] = []
         for topic in topics:
             outs = []
             name = topic.name
@@ -240,9 +256,9 @@ class ReplicaManager:
         return self.wait_for_isr(response, waiting, version, timeout_ms)
 
     def _append_one(self, version: int, acks: int, topic: str, index: int, batches: Any, waiting: list[PendingAck],
-                    admin: TopicTable, metrics: BrokerMetrics | None) -> dict:
-        out: dict[str, Any] = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
-                               "log_start_offset": -1}
+                    admin: TopicTable, metrics: BrokerMetrics | None) -> msg.ProduceResponse_PartitionResponse:
+        out: msg.ProduceResponse_PartitionResponse = {"index": index, "error_code": 0, "base_offset": -1,
+                                                      "log_append_time_ms": -1, "log_start_offset": -1}
         counted = False  # reached the log, as Kafka counts TotalProduceRequests (past its request checks)
         try:
             if acks not in (-1, 0, 1):
@@ -308,7 +324,7 @@ class ReplicaManager:
 
     async def _replicated(self, partition: Partition, first_offset: int, required_offset: int,
                           timeout_ms: int) -> int:
-        out = {"error_code": 0}
+        out: msg.ProduceResponse_PartitionResponse = {"error_code": 0}
         await self.wait_for_isr(out, [PendingAck(partition, required_offset, out)], 0, timeout_ms)
         if out["error_code"]:
             raise errors.for_code(out["error_code"])(f"{partition.tp}: not replicated")
@@ -316,10 +332,10 @@ class ReplicaManager:
 
     # -- fetch ---------------------------------------------------------------------------------
 
-    def fetch_messages(self, version: int, request: Any, wanted: list[tuple[str, int, int, int, int]], *,
-                       session: FetchSession | None, incremental: bool, denied: list[tuple[str, int]],
-                       quota_bytes: int | None, throttle: Callable[[list[tuple[str, dict]], int], dict | None] | None,
-                       metrics: BrokerMetrics | None, known: Callable[[str, int], bool]) -> dict | asyncio.Future[dict]:
+    def fetch_messages(self, version: int, request: msg.FetchRequest, wanted: list[tuple[str, int, int, int, int]],
+                       *, session: FetchSession | None, incremental: bool, denied: list[tuple[str, int]],
+                       quota_bytes: int | None, throttle: FetchThrottle | None, metrics: BrokerMetrics | None,
+                       known: Callable[[str, int], bool]) -> msg.FetchResponse | asyncio.Future[msg.FetchResponse]:
         """A Fetch of ``wanted`` (topic, partition, fetch offset, max bytes, leader epoch), authorized, as Kafka's
         ReplicaManager.fetchMessages: the answer (``denied`` partitions TOPIC_AUTHORIZATION_FAILED), or a future
         of it when less than ``min_bytes`` can be read now and ``max_wait_ms`` allows a wait. ``quota_bytes`` caps
@@ -368,7 +384,7 @@ class ReplicaManager:
         return (quota.bounded and replica_id not in partition.isr and self.leader_throttled(partition)
                 and quota.exceeded())
 
-    def record_leader_replication(self, answered: list[tuple[str, dict]]) -> None:
+    def record_leader_replication(self, answered: PartitionAnswers) -> None:
         """A follower's fetch answer leaves: the records of throttled replicas count towards the leader quota
         (Kafka records the size of the throttled partitions of each answer)."""
         quota = self.quotas.leader
@@ -378,7 +394,7 @@ class ReplicaManager:
             if records and out["error_code"] == 0:
                 partition = self.partitions.get(TopicPartition(topic, out["partition_index"]))
                 if partition is not None and self.leader_throttled(partition):
-                    size += records.length if hasattr(records, "length") else len(records)
+                    size += records_size(records)
         if size:
             quota.record(size)
 
@@ -527,9 +543,9 @@ class ReplicaManager:
 
     # -- transaction markers -------------------------------------------------------------------------
 
-    async def write_markers(self, markers: list[dict]) -> dict[tuple[str, int], int]:
+    async def write_markers(self, markers: list[TxnMarker]) -> dict[tuple[str, int], int]:
         """Append each marker to the partitions this broker leads; answer once the ISR has them."""
-        results: dict[tuple[str, int], dict] = {}
+        results: dict[tuple[str, int], msg.ProduceResponse_PartitionResponse] = {}
         waiting: list[PendingAck] = []
         written: list[tuple[int, bool, TopicPartition]] = []
         for m in markers:

@@ -44,7 +44,7 @@ from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replication.client import BrokerConnection
 from kbroker.replication.purgatory import DelayedOperation
 from zk_compat import layout
-from zk_compat.assignment import broker_metadatas
+from zk_compat.assignment import BrokerMetadata, broker_metadatas
 from zk_compat.store import BadVersionError, MetadataStore
 from zk_compat.znodes import PartitionState
 
@@ -81,7 +81,7 @@ FIRST_UPDATE_WAIT_MS = 15_000
 Visible = dict[str, int | None]
 
 
-class DelayedTopicChange(DelayedOperation):
+class DelayedTopicChange(DelayedOperation[bool]):
     """Kafka's DelayedCreatePartitions / DelayedDeleteTopics on this broker's MetadataCache: completes when
     ``shown()`` holds, or at the timeout with its value then."""
 
@@ -244,7 +244,7 @@ class TopicAdmin:
         except ConfigError as exc:
             raise errors.InvalidConfigError(str(exc)) from None
 
-    def _broker_metadatas(self) -> list:
+    def _broker_metadatas(self) -> list[BrokerMetadata]:
         """The live brokers with their racks and servers: placement keeps replicas on distinct servers."""
         live = self.live_brokers()
         return broker_metadatas(((b.id, b.rack) for b in live), servers=broker_servers(live))

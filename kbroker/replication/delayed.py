@@ -12,26 +12,32 @@ watermark move gives it enough, or ``max_wait_ms``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal, TypeVar
 
 from kbroker import errors
 from kbroker.log import TopicPartition
+from kbroker.protocol import message_types as msg
 from kbroker.replication.fetch_read import FetchRead
 from kbroker.replication.partition import Partition
 from kbroker.replication.purgatory import DelayedOperation
+
+R = TypeVar("R")
 
 
 class PendingAck:
     __slots__ = ("partition", "required_offset", "out")
 
-    def __init__(self, partition: Partition, required_offset: int, out: dict) -> None:
+    def __init__(self, partition: Partition, required_offset: int, out: msg.ProduceResponse_PartitionResponse) -> None:
         self.partition = partition
         self.required_offset = required_offset
         self.out = out
 
 
-class DelayedProduce(DelayedOperation):
-    def __init__(self, hosted: Mapping[TopicPartition, Partition], response: Any, pending: list[PendingAck],
+class DelayedProduce(DelayedOperation[R]):
+    """Answers ``response`` (whose partition answers the ``pending`` acknowledgements fill in) once the ISR has
+    every write."""
+
+    def __init__(self, hosted: Mapping[TopicPartition, Partition], response: R, pending: list[PendingAck],
                  version: int) -> None:
         super().__init__()
         self.hosted = hosted  # the replica manager's partitions: one gone or replaced has lost its leadership
@@ -50,7 +56,7 @@ class DelayedProduce(DelayedOperation):
         self.pending = still
         return not still
 
-    def _check(self, ack: PendingAck):
+    def _check(self, ack: PendingAck) -> errors.KafkaError | Literal[False] | None:
         """None: acknowledged; False: keep waiting; an error: answer it."""
         p = ack.partition
         if self.hosted.get(p.tp) is not p or not p.is_leader:
@@ -69,7 +75,7 @@ class DelayedProduce(DelayedOperation):
         if self.version >= 8:
             ack.out["error_message"] = exc.message
 
-    def result(self) -> Any:
+    def result(self) -> R:
         for ack in self.pending:  # timed out
             self._fail(ack, errors.RequestTimedOutError(
                 f"{ack.partition.tp}: the ISR did not reach offset {ack.required_offset} in time"))
@@ -77,7 +83,7 @@ class DelayedProduce(DelayedOperation):
         return self.response
 
 
-class DelayedFetch(DelayedOperation):
+class DelayedFetch(DelayedOperation[msg.FetchResponse]):
     """A fetch waiting for ``min_bytes`` (Kafka's DelayedFetch).
 
     ``ready`` runs in every purgatory check of its partitions: after each append and each high
@@ -100,7 +106,7 @@ class DelayedFetch(DelayedOperation):
         self._last_inputs = self._inputs()
         self._satisfied = False  # the last ``ready`` evaluated the fetch and found enough
 
-    def _inputs(self) -> tuple:
+    def _inputs(self) -> tuple[object, ...]:
         fetch = self.fetch
         replicas = fetch.replicas
         replica_id = fetch.request.replica_id
@@ -129,7 +135,7 @@ class DelayedFetch(DelayedOperation):
         self._satisfied = self.fetch.bytes >= self.min_bytes or self.fetch.errors
         return self._satisfied
 
-    def result(self) -> dict:
+    def result(self) -> msg.FetchResponse:
         if not self._satisfied:
             # Timed out: evaluate once more so the answer carries the current offsets (a follower's
             # high watermark may have moved since the first evaluation without a new read).

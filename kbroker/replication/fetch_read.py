@@ -10,15 +10,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol, TypeAlias
 
 from kbroker import errors
 from kbroker.log import TopicPartition, legacy
 from kbroker.metrics import BrokerMetrics
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.typed_api import FileSlice
 from kbroker.replication.fetch_sessions import FetchSession
-from kbroker.replication.partition import Partition, error_code_of
+from kbroker.replication.partition import Partition, ReadResult, error_code_of
 
 log = logging.getLogger(__name__)
+
+# One partition's answer, with its topic, in the order the fetch read them.
+PartitionAnswers: TypeAlias = "list[tuple[str, msg.FetchResponse_PartitionData]]"
+# A consumer quota's check of the answer about to leave (its partitions, the session id): None to send it, else
+# the empty answer to send instead (``kbroker.security.quotas.FetchQuota``).
+FetchThrottle: TypeAlias = "Callable[[PartitionAnswers, int], msg.FetchResponse | None]"
+
+
+def records_size(records: bytes | bytearray | memoryview | FileSlice | None) -> int:
+    """The bytes of a partition answer's records: a file range's length, a buffer's size."""
+    if records is None:
+        return 0
+    if isinstance(records, (bytes, bytearray, memoryview)):
+        return len(records)
+    return records.length
 
 
 class LeaderReplicas(Protocol):
@@ -30,14 +47,14 @@ class LeaderReplicas(Protocol):
 
     def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool: ...
 
-    def record_leader_replication(self, answered: list[tuple[str, dict]]) -> None: ...
+    def record_leader_replication(self, answered: PartitionAnswers) -> None: ...
 
 
 class FetchRead:
     """One evaluation of a fetch request against the logs (Kafka's readFromLocalLog): run again by a
     ``DelayedFetch`` each time something it depends on moved, answered once by ``response``."""
 
-    def __init__(self, replicas: LeaderReplicas, version: int, request: Any, session: FetchSession | None,
+    def __init__(self, replicas: LeaderReplicas, version: int, request: msg.FetchRequest, session: FetchSession | None,
                  incremental: bool, wanted: list[tuple[str, int, int, int, int]]) -> None:
         self.replicas = replicas
         self.version = version
@@ -48,11 +65,11 @@ class FetchRead:
         self.from_follower = request.replica_id >= 0
         self.bytes = 0
         self.errors = False
-        self.partitions: list[tuple[str, dict]] = []
+        self.partitions: PartitionAnswers = []
         self.denied: list[tuple[str, int]] = []  # partitions the ACLs refuse: TOPIC_AUTHORIZATION_FAILED
         # a consumer under a consumer_byte_rate quota: the most its window allows, and the muted answer when over
         self.quota_bytes: int | None = None
-        self.throttle: Callable[[list[tuple[str, dict]], int], dict | None] | None = None
+        self.throttle: FetchThrottle | None = None
         self.metrics: BrokerMetrics | None = None  # counts the bytes out (a follower's apart, as replication)
 
     def run(self) -> FetchRead:
@@ -63,8 +80,9 @@ class FetchRead:
         self.errors = bool(self.denied)
         self.partitions = []
         for topic, index in self.denied:
-            out = {"partition_index": index, "error_code": errors.TopicAuthorizationFailedError.code,
-                   "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
+            out: msg.FetchResponse_PartitionData = {
+                "partition_index": index, "error_code": errors.TopicAuthorizationFailedError.code,
+                "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1, "records": b""}
             if self.version >= 4 and self.request.isolation_level == 1:
                 out["aborted_transactions"] = []
             self.partitions.append((topic, out))
@@ -126,14 +144,14 @@ class FetchRead:
             self.partitions.append((topic, out))
         return self
 
-    def response(self) -> dict:
+    def response(self) -> msg.FetchResponse:
         if self.from_follower:  # what it sends of throttled replicas counts towards the leader's throttle
             self.replicas.record_leader_replication(self.partitions)
         if self.throttle is not None:  # over the quota: an empty answer, muted (KIP-219)
             throttled = self.throttle(self.partitions, self.session.session_id if self.session is not None else 0)
             if throttled is not None:
                 return throttled
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[msg.FetchResponse_PartitionData]] = {}
         for topic, out in self.partitions:
             if self.incremental and not self._changed(topic, out):
                 continue
@@ -142,9 +160,9 @@ class FetchRead:
             for topic, out in self.partitions:
                 if out["records"]:
                     if self.from_follower:
-                        self.metrics.replication_bytes_out += out["records"].length
+                        self.metrics.replication_bytes_out += records_size(out["records"])
                     else:
-                        self.metrics.fetched(topic, out["records"].length)
+                        self.metrics.fetched(topic, records_size(out["records"]))
         if self.session is not None:
             for topic, out in self.partitions:
                 entry = self.session.partitions.get((topic, out["partition_index"]))
@@ -159,7 +177,7 @@ class FetchRead:
             "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
         }
 
-    def _changed(self, topic: str, out: dict) -> bool:
+    def _changed(self, topic: str, out: msg.FetchResponse_PartitionData) -> bool:
         entry = self.session.partitions.get((topic, out["partition_index"])) if self.session else None
         return (entry is None or bool(out["records"]) or out["error_code"] != 0
                 or entry.high_watermark != out["high_watermark"]
@@ -167,11 +185,12 @@ class FetchRead:
                 or entry.log_start_offset != out["log_start_offset"])
 
 
-def _down_converted(result: Any, version: int, offset: int, budget: int, first: bool) -> Any:
+def _down_converted(result: ReadResult, version: int, offset: int, budget: int, first: bool) -> ReadResult:
     """Fetch v0-3 predates magic 2: the batches read become magic 1 (v2-3) or magic 0 (v0-1)
     messages, bytes rather than a file range, within ``budget`` (one message at least for the
     first partition with data)."""
-    if result.records is None or not result.records.length:
-        return result
-    converted = legacy.down_convert(result.records.read(), 1 if version >= 2 else 0, offset, budget, first)
+    records = result.records
+    if records is None or not records.length or isinstance(records, legacy.LegacyBytes):
+        return result  # nothing read, or converted already
+    converted = legacy.down_convert(records.read(), 1 if version >= 2 else 0, offset, budget, first)
     return result._replace(records=converted if converted else None)

@@ -30,8 +30,9 @@ from kbroker.log import (
     batches as markers,  # transaction markers: control batches, written and read below txn
     producer_snapshot,
 )
+from kbroker.log.legacy import LegacyBytes
 from kbroker.log.partition_log import AppendResult
-from kbroker.log.producer_state import ProducerStateManager
+from kbroker.log.producer_state import AbortedTxn, ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +41,11 @@ READ_COMMITTED = 1
 
 
 class ReadResult(NamedTuple):
-    records: FileSlice | None
+    records: FileSlice | LegacyBytes | None  # LegacyBytes: down-converted for Fetch v0-3
     high_watermark: int
     last_stable_offset: int
     log_start_offset: int
-    aborted: list | None = None  # read_committed: AbortedTxn the records may contain
+    aborted: list[AbortedTxn] | None = None  # read_committed: AbortedTxn the records may contain
 
 
 @dataclass
@@ -143,7 +144,8 @@ class Partition:
         except OSError as exc:
             log.warning("%s: producer snapshot not written: %s", self.tp, exc)
 
-    def _track_producer(self, header, batch: memoryview | None = None, index_aborts: bool = False) -> None:
+    def _track_producer(self, header: core_records.BatchHeader, batch: memoryview | None = None,
+                        index_aborts: bool = False) -> None:
         """Producer state from one batch header; a control batch's marker type needs its bytes
         (read from the log when not given). With ``index_aborts`` an ABORT is also written to
         the .txnindex of its segment."""

@@ -11,17 +11,19 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Hashable, Iterable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from kbroker.clock import monotonic_ms
 from kbroker.timers import LoopWheel
 
+T = TypeVar("T")
 
-class DelayedOperation:
-    """Subclasses implement ``ready()`` (may it complete now?) and ``result()`` (the outcome)."""
+
+class DelayedOperation(Generic[T]):
+    """Subclasses implement ``ready()`` (may it complete now?) and ``result()`` (the outcome, a ``T``)."""
 
     def __init__(self) -> None:
-        self.future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self.completed = False
         self.keys: tuple[Hashable, ...] = ()
         self.timer = -1
@@ -29,19 +31,19 @@ class DelayedOperation:
     def ready(self) -> bool:
         raise NotImplementedError
 
-    def result(self) -> Any:
+    def result(self) -> T:
         raise NotImplementedError
 
 
 class Purgatory:
     def __init__(self, tick_ms: int = 1, wheel_size: int = 20) -> None:
         self.timeouts = LoopWheel(monotonic_ms, self._expired, tick_ms, wheel_size)
-        self.watchers: dict[Hashable, set[DelayedOperation]] = defaultdict(set)
+        self.watchers: dict[Hashable, set[DelayedOperation[Any]]] = defaultdict(set)
 
     def __len__(self) -> int:
         return len(self.timeouts)
 
-    def watch(self, op: DelayedOperation, keys: Iterable[Hashable], timeout_ms: int) -> asyncio.Future[Any]:
+    def watch(self, op: DelayedOperation[T], keys: Iterable[Hashable], timeout_ms: int) -> asyncio.Future[T]:
         """Complete now if possible, else wait for a ``check`` of one of ``keys`` or the timeout."""
         if op.ready():
             self._finish(op)
@@ -60,12 +62,12 @@ class Purgatory:
             if not op.completed and op.ready():
                 self._finish(op)
 
-    def _expired(self, ops: list[DelayedOperation]) -> None:
+    def _expired(self, ops: list[DelayedOperation[Any]]) -> None:
         for op in ops:
             op.timer = -1
             self._finish(op)
 
-    def _finish(self, op: DelayedOperation) -> None:
+    def _finish(self, op: DelayedOperation[Any]) -> None:
         if op.completed:
             return
         op.completed = True

@@ -17,7 +17,7 @@ from kbroker.coordinator.group.bridge import CoordinatorBridge
 from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replicas.internal_topics import TRANSACTION_TOPIC, stored_batches, transaction_topic_configs
-from kbroker.replicas.replica_manager import ReplicaManager
+from kbroker.replicas.replica_manager import MarkerTopic, ReplicaManager, TxnMarker
 from kbroker.replicas.topic_admin import TopicAdmin
 from kbroker.replication.client import BrokerConnection
 from kbroker.replication.partition import Partition
@@ -110,7 +110,7 @@ class TransactionBridge(InternalTopicBinding):
                 if leader < 0:  # no leader now: wait for one, unless the topic is gone
                     left.difference_update(tp for tp in tps if tp[0] not in self.topics.topics)
                     continue
-                marker = {"producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
+                marker: TxnMarker = {"producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
                           "coordinator_epoch": coordinator_epoch, "topics": _by_topic(tps)}
                 try:
                     if leader == self.replicas.broker_id:
@@ -135,7 +135,7 @@ class TransactionBridge(InternalTopicBinding):
     def _leader_of(self, topic: str, index: int) -> int:
         return self.topics.partition_state(topic, index).leader
 
-    async def _remote(self, leader: int, marker: dict) -> dict[tuple[str, int], int]:
+    async def _remote(self, leader: int, marker: TxnMarker) -> dict[tuple[str, int], int]:
         endpoint = self.topics.live_broker(leader)
         if endpoint is None:
             raise OSError(f"broker {leader} is not registered")
@@ -151,7 +151,7 @@ class TransactionBridge(InternalTopicBinding):
                 for p in t.partitions}
 
 
-def _by_topic(tps: list[tuple[str, int]]) -> list[dict]:
+def _by_topic(tps: list[tuple[str, int]]) -> list[MarkerTopic]:
     out: dict[str, list[int]] = {}
     for topic, index in tps:
         out.setdefault(topic, []).append(index)

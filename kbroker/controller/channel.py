@@ -36,6 +36,11 @@ LEADER_AND_ISR_VERSION = 4
 STOP_REPLICA_VERSION = 2
 UPDATE_METADATA_VERSION = 6
 
+# A request body as the client's encoder takes it: field name -> value, nested as the schema nests.
+Body = dict[str, Any]
+# What LeaderAndIsr told a broker of one partition (leader, leader epoch, replicas, adding, removing).
+ReplicaKey = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
 
 @dataclass(frozen=True)
 class ReplicaState:
@@ -47,7 +52,7 @@ class ReplicaState:
     removing: tuple[int, ...]
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> ReplicaKey:
         return self.state.leader, self.state.leader_epoch, self.replicas, self.adding, self.removing
 
 
@@ -58,7 +63,7 @@ class BrokerChannel:
         self.connection = BrokerConnection(target.host, target.port, f"controller-{owner.broker_id}",
                                            owner.timeout_s)
         self.desired: dict[tuple[str, int], ReplicaState] = {}
-        self.acked: dict[tuple[str, int], tuple] = {}
+        self.acked: dict[tuple[str, int], ReplicaKey] = {}
         self.acked_metadata = -1
         self.resend_all = False  # the next LeaderAndIsr carries every replica (ControllerChannel.ask_again)
         self._wake = asyncio.Event()
@@ -130,8 +135,8 @@ class ControllerChannel:
         self.backoff_s = 0.2
         self.channels: dict[int, BrokerChannel] = {}
         self.metadata_version = 0
-        self.metadata_request: dict = {}
-        self._metadata_key: tuple | None = None
+        self.metadata_request: Body = {}
+        self._metadata_key: tuple[object, ...] | None = None
         self._leaders: dict[int, LiveBroker] = {}
 
     def stop(self) -> None:
@@ -204,8 +209,8 @@ class ControllerChannel:
 
     # -- request bodies ------------------------------------------------------------------------
 
-    def leader_and_isr(self, changed: dict[tuple[str, int], ReplicaState]) -> dict:
-        by_topic: dict[str, list[dict]] = {}
+    def leader_and_isr(self, changed: dict[tuple[str, int], ReplicaState]) -> Body:
+        by_topic: dict[str, list[Body]] = {}
         leaders = set()
         for (topic, index), rs in sorted(changed.items()):
             s = rs.state
@@ -220,7 +225,7 @@ class ControllerChannel:
                 "live_leaders": [{"broker_id": b.id, "host_name": b.host, "port": b.port}
                                  for b in (self._leaders.get(i) for i in sorted(leaders)) if b is not None]}
 
-    def stop_replica(self, partitions: list[tuple[str, int]]) -> dict:
+    def stop_replica(self, partitions: list[tuple[str, int]]) -> Body:
         by_topic: dict[str, list[int]] = {}
         for topic, index in partitions:
             by_topic.setdefault(topic, []).append(index)
@@ -228,8 +233,8 @@ class ControllerChannel:
                 "delete_partitions": True,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
 
-    def _update_metadata(self, snap: Snapshot, offline: dict[int, frozenset[tuple[str, int]]]) -> dict:
-        by_topic: dict[str, list[dict]] = {}
+    def _update_metadata(self, snap: Snapshot, offline: dict[int, frozenset[tuple[str, int]]]) -> Body:
+        by_topic: dict[str, list[Body]] = {}
         for (topic, index), s in sorted(snap.states.items()):
             replicas = snap.assignments.get(topic, {}).get(index, [])
             by_topic.setdefault(topic, []).append({
@@ -247,7 +252,7 @@ class ControllerChannel:
 _PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol ids
 
 
-def _endpoints(b: LiveBroker) -> list[dict]:
+def _endpoints(b: LiveBroker) -> list[Body]:
     """Every listener of a broker, as UpdateMetadata carries them."""
     if not b.endpoints:
         return [{"port": b.port, "host": b.host, "listener": "PLAINTEXT", "security_protocol": 0}]

@@ -19,13 +19,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from typing import Any
 
 from kbroker import errors
 from kbroker.clock import wall_ms
 from kbroker.coordinator.group.offsets_log import build_batch, is_awaitable, iter_batches
 from kbroker.coordinator.transaction import state_log
 from kbroker.coordinator.transaction.state_log import TxnMetadata, TxnState
+from kbroker.timers import Timer
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ MarkersFn = Callable[[int, int, bool, int, set[tuple[str, int]]], Awaitable[bool
 class TransactionCoordinator:
     def __init__(self, num_partitions: int, append: AppendFn, next_producer_id: Callable[[], int],
                  send_markers: MarkersFn, offsets_partition_for: Callable[[str], int],
-                 max_timeout_ms: int = 900000, clock: Callable[[], int] = wall_ms, timer=None) -> None:
+                 max_timeout_ms: int = 900000, clock: Callable[[], int] = wall_ms, timer: Timer | None = None) -> None:
         self.num_partitions = num_partitions
         self._append = append
         self._next_producer_id = next_producer_id
@@ -52,7 +54,7 @@ class TransactionCoordinator:
         self.pending: set[str] = set()
         self.epochs: dict[int, int] = {}  # state partition -> coordinator epoch (its leader epoch)
         self.loading: set[int] = set()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Future[object]] = set()
         self.timer = timer  # add(expire_ms, callback) / cancel(handle), e.g. kbroker.timers.WheelTimer
         self._deadlines: dict[str, object] = {}
         # the epoch an InitProducerId bump replaced (Kafka's in-memory lastProducerEpoch): a retry of that bump,
@@ -64,7 +66,8 @@ class TransactionCoordinator:
     def partition_for(self, transactional_id: str) -> int:
         return state_log.partition_for(transactional_id, self.num_partitions)
 
-    def load_partition(self, partition: int, coordinator_epoch: int, batches) -> int:
+    def load_partition(self, partition: int, coordinator_epoch: int,
+                       batches: Iterable[bytes | bytearray | memoryview]) -> int:
         """Rebuild the transactions of ``partition`` from its log; unfinished ones resume."""
         self.unload_partition(partition)
         self.loading.add(partition)
@@ -303,7 +306,7 @@ class TransactionCoordinator:
                 count += 1
         return count
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         task = asyncio.ensure_future(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -109,8 +109,7 @@ class NetworkServer:
         if self.principal_of is None or conn.tls is None:
             return None
         try:
-            der = conn.tls.getpeercert(binary_form=True)
-            conn.session.principal = self.principal_of(der)
+            conn.session.principal = self.principal_of(conn.tls.peer_certificate())
         except ValueError as exc:
             return f"no principal for its certificate: {exc}"
         if conn.session.principal != ANONYMOUS:

@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker.log.segment import FileSlice
-from kbroker.network import connection as connection_mod
-from kbroker.network.connection import Connection, _Slot
+from kbroker.network.connection import Connection
+from kbroker.network.responses import COPY_RANGE_BYTES, ResponseSlot
 from tests.network.loopback import accepted_pair
 
 
@@ -59,7 +59,7 @@ def test_mixed_chunks_arrive_in_order_and_exact(pair, tmp_path):
     path = tmp_path / "segment.log"
     path.write_bytes(content)
     fd = os.open(path, os.O_RDONLY)
-    small = connection_mod.COPY_RANGE_BYTES // 2
+    small = COPY_RANGE_BYTES // 2
     try:
         responses = [
             [b"head-1", FileSlice(fd, 10, small), b"tail-1"],                      # copied, one sendmsg
@@ -69,7 +69,7 @@ def test_mixed_chunks_arrive_in_order_and_exact(pair, tmp_path):
         ]
         expected = b"".join(c if isinstance(c, bytes) else content[c.position:c.position + c.length]
                             for chunks in responses for c in chunks)
-        slots = [_Slot(1, 12, i) for i in range(len(responses))]
+        slots = [ResponseSlot(1, 12, i) for i in range(len(responses))]
         conn._slots.extend(slots)
         got = bytearray()
         reader = drain(client, len(expected), got)
@@ -88,7 +88,7 @@ def test_a_small_range_beyond_the_file_end_closes_the_connection(pair, tmp_path)
     path.write_bytes(b"x" * 100)
     fd = os.open(path, os.O_RDONLY)
     try:
-        slot = _Slot(1, 12, 7)
+        slot = ResponseSlot(1, 12, 7)
         conn._slots.append(slot)
         conn._fill(slot, [b"head", FileSlice(fd, 50, 100), b"tail"])
         assert conn.closed and forgotten == [conn]

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import pytest
 
 from kbroker.metrics import BrokerMetrics
-from kbroker.network.connection import Connection, _Slot
+from kbroker.network.connection import Connection
+from kbroker.network.responses import ResponseSlot
 from tests.network.loopback import accepted_pair
 
 
@@ -30,9 +31,9 @@ def pair():
     loop.close()
 
 
-def _timed_slot(correlation_id: int) -> _Slot:
+def _timed_slot(correlation_id: int) -> ResponseSlot:
     """A request as handle_request leaves it with metrics on: read, dispatched, its handler returned."""
-    slot = _Slot(0, 9, correlation_id)
+    slot = ResponseSlot(0, 9, correlation_id)
     slot.received = time.monotonic()
     slot.dispatched = slot.returned = time.monotonic()
     return slot

@@ -1,0 +1,209 @@
+"""Kafka's framing on the way in: a 4-byte big-endian size, then that many bytes of request.
+
+``recv_into`` a scratch buffer; small frames are copied out of it (one memcpy of a few bytes beats a syscall per
+frame), a frame bigger than what the scratch holds gets its own bytearray and the socket (or the TLS transport)
+reads straight into it, so Produce payloads land where the log will validate them in place.
+``socket.request.max.bytes`` is checked on the 4-byte size, before any allocation. The frame's buffer grows as its
+bytes arrive: a peer that claims 100 MB and sends 64 KiB costs 256 KiB, not 100 MB. A plaintext connection reads
+into one scratch shared by the loop and owns a scratch (from a small pool) only while it holds part of a frame, so
+thousands of idle connections cost a few KiB each, not 64 KiB.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+SCRATCH_BYTES = 64 * 1024
+BIG_FIRST_BYTES = 256 * 1024  # a big frame's buffer starts at this (or twice what arrived) ...
+BIG_GROWTH = 8                # ... and grows by this factor when full
+_SHARED_SCRATCH = bytearray(SCRATCH_BYTES)  # plaintext reads land here (the loop is one thread)
+_SPARE_SCRATCH: list[bytearray] = []        # owned scratches given back, reused
+SPARE_SCRATCH_KEPT = 32
+
+
+class FrameReader:
+    """One connection's inbound bytes cut into frames, each handed whole to ``on_frame``.
+
+    Bytes come in two ways: ``room()`` then ``advance(n)`` (a plaintext socket, one ``recv_into`` per readable
+    event), or ``fill(read, dry)`` (TLS: plaintext decrypted record by record until the source runs dry).
+    ``taking()`` says whether the connection takes frames now (open and reading); parsing stops when it does not
+    and goes on with ``parse_buffered()``. A frame larger than ``max_frame`` goes to ``on_oversize`` with its
+    size and its first two bytes (a TLS record spoken to a plaintext listener starts 0x16 0x03), and nothing
+    more is parsed."""
+
+    def __init__(self, max_frame: int, on_frame: Callable[[bytearray], None],
+                 on_oversize: Callable[[int, bytes], None], taking: Callable[[], bool], *, borrow: bool) -> None:
+        self.max_frame = max_frame
+        self._on_frame = on_frame
+        self._on_oversize = on_oversize
+        self._taking = taking
+        # plaintext borrows the shared scratch while idle; TLS decrypts into a scratch of its own
+        self._borrow = borrow
+        self._scratch = _SHARED_SCRATCH if borrow else bytearray(SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
+        self._start = 0   # first unparsed byte in scratch
+        self._end = 0     # end of received bytes in scratch
+        self._big: bytearray | None = None  # a frame being received directly (grows as it arrives)
+        self._big_view: memoryview | None = None
+        self._big_got = 0
+        self._big_size = 0  # the frame's size
+        self._closed = False
+
+    @property
+    def buffered(self) -> bool:
+        """Bytes wait in the scratch (whole frames, perhaps, that no readable event will announce)."""
+        return self._start != self._end
+
+    def close(self) -> None:
+        """The connection is gone: settle nothing more, keep no frame."""
+        self._closed = True
+        self._big = self._big_view = None
+
+    # -- a socket: room, then advance ---------------------------------------------------------
+
+    def room(self) -> memoryview:
+        """Where the next received bytes go: the rest of the big frame, or the scratch's free end (a partial
+        frame at the scratch's end moved to its front first)."""
+        if self._big is not None:
+            return self._big_room()
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._end == len(self._scratch):  # compact the partial frame to the front
+            left = self._end - self._start
+            self._scratch[:left] = self._scratch[self._start:self._end]
+            self._start, self._end = 0, left
+        return self._scratch_view[self._end:]
+
+    def advance(self, n: int) -> None:
+        """``n`` bytes arrived in ``room()``: hand on the frames they complete."""
+        if self._big is not None:
+            self._big_got += n
+            if self._big_got == self._big_size:
+                frame, self._big, self._big_view = self._big, None, None
+                self._on_frame(frame)
+            return
+        self._end += n
+        self._parse()
+        self._settle()
+
+    def parse_buffered(self) -> None:
+        """Frames received before the connection stopped taking them: parse them now."""
+        if self._big is None and self._start != self._end:
+            self._parse()
+            self._settle()
+
+    # -- a decrypting source ------------------------------------------------------------------
+
+    def fill(self, read: Callable[[int, memoryview], int], dry: type[Exception]) -> bool:
+        """Take plaintext from ``read(nbytes, into)`` (one TLS record per call, ``dry`` raised once none is
+        left) while the connection takes frames. False when the source ended (a read of 0 bytes)."""
+        while self._taking():
+            big = self._big
+            if big is not None:
+                # a large frame (Produce): fill it record by record in a tight loop, one record per read
+                # being all OpenSSL gives (clients often write records of a few KiB)
+                got, total = self._big_got, self._big_size
+                try:
+                    while got < total:
+                        if got == len(big):
+                            self._big_got = got
+                            self._big_room()
+                            big = self._big
+                            assert big is not None
+                        view = self._big_view
+                        assert view is not None
+                        n = read(len(big) - got, view[got:])
+                        if not n:
+                            return False
+                        got += n
+                except dry:
+                    self._big_got = got
+                    return True
+                whole = self._big
+                assert whole is not None
+                self._big, self._big_view, self._big_got = None, None, 0
+                self._on_frame(whole)
+                continue
+            if self._start == self._end:
+                self._start = self._end = 0
+            elif self._end == len(self._scratch):
+                left = self._end - self._start
+                self._scratch[:left] = self._scratch[self._start:self._end]
+                self._start, self._end = 0, left
+            # small frames: fill the scratch with as many records as wait, then parse them
+            end, cap, view = self._end, len(self._scratch), self._scratch_view
+            running_dry = False
+            try:
+                while end < cap:
+                    n = read(cap - end, view[end:])
+                    if not n:
+                        return False
+                    end += n
+            except dry:
+                running_dry = True
+            self._end = end
+            self._parse()
+            if running_dry:
+                break
+        return True
+
+    # -- inside -------------------------------------------------------------------------------
+
+    def _big_room(self) -> memoryview:
+        """Where the rest of the big frame goes. A full buffer is replaced by one BIG_GROWTH times
+        larger (at most the frame's size), so memory follows the bytes received, not the size the
+        peer claimed. A fresh buffer and one copy: measured on 1 MiB Produce frames, doubling in
+        place (bytearray.extend) cost the broker 2.3x the CPU of allocating the whole frame at once;
+        one 8x step from 256 KiB costs the same as the single allocation."""
+        big = self._big
+        assert big is not None and self._big_view is not None  # set together with _big
+        got = self._big_got
+        if got == len(big):
+            grown = bytearray(min(self._big_size, BIG_GROWTH * len(big)))
+            grown[:got] = self._big_view
+            self._big_view.release()
+            self._big, self._big_view = grown, memoryview(grown)
+        return self._big_view[got:]
+
+    def _parse(self) -> None:
+        scratch = self._scratch
+        while self._taking() and self._end - self._start >= 4:
+            start = self._start
+            size = int.from_bytes(scratch[start:start + 4], "big", signed=True)
+            if size < 0 or size > self.max_frame:
+                return self._on_oversize(size, bytes(scratch[start:start + 2]))
+            have = self._end - start - 4
+            if have >= size:
+                frame = scratch[start + 4:start + 4 + size]  # a small copy, owned by the request
+                self._start = start + 4 + size
+                self._on_frame(frame)
+            elif size > len(scratch) - 4:
+                # big frame: the socket fills it directly, its buffer growing with what arrives
+                frame = bytearray(min(size, max(BIG_FIRST_BYTES, 2 * have)))
+                frame[:have] = scratch[start + 4:self._end]
+                self._start = self._end = 0
+                self._big, self._big_view, self._big_got, self._big_size = frame, memoryview(frame), have, size
+                return
+            else:
+                return
+
+    def _settle(self) -> None:
+        """Plaintext: give an emptied owned scratch back; move a partial frame out of the shared one."""
+        if not self._borrow or self._closed:
+            return
+        scratch = self._scratch
+        if self._start == self._end:
+            self._start = self._end = 0
+            if scratch is not _SHARED_SCRATCH:
+                if len(_SPARE_SCRATCH) < SPARE_SCRATCH_KEPT:
+                    _SPARE_SCRATCH.append(scratch)
+                self._use_scratch(_SHARED_SCRATCH)
+        elif scratch is _SHARED_SCRATCH:
+            own = _SPARE_SCRATCH.pop() if _SPARE_SCRATCH else bytearray(SCRATCH_BYTES)
+            left = self._end - self._start
+            own[:left] = scratch[self._start:self._end]
+            self._use_scratch(own)
+            self._start, self._end = 0, left
+
+    def _use_scratch(self, scratch: bytearray) -> None:
+        self._scratch = scratch
+        self._scratch_view = memoryview(scratch)

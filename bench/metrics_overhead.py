@@ -82,7 +82,8 @@ def produce(broker: BrokerProcess, topic: str, shape: dict, messages: int, size:
 PROFILED = 10  # the profiled phase sends this many times --messages: thousands of busy samples
 
 # where the hooks are: every line of these files that feeds or tests for the metrics
-HOOK_FILES = ("kbroker/network/connection.py", "kbroker/handlers/produce.py", "kbroker/handlers/fetch.py",
+HOOK_FILES = ("kbroker/network/connection.py", "kbroker/network/responses.py",  # a timed answer's queueing
+              "kbroker/handlers/produce.py", "kbroker/handlers/fetch.py",
               # the data path's meters live there
               "kbroker/replicas/replica_manager.py", "kbroker/replication/fetch_read.py")
 HOOK_LINE = re.compile(r"metrics|\.received|\.dispatched|\.returned|\.ready_at|\.queued|\.sent\b|_sending|fetch_key")

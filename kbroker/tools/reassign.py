@@ -519,32 +519,29 @@ def log_dir_states(admin: AdminClient, moves: dict[Replica, str]) -> dict[Replic
 def verify_moves(admin: AdminClient, moves: dict[Replica, str]) -> tuple[list[str], bool]:
     """Kafka's replicaMoveStatesToString lines and whether every move is done."""
     states = log_dir_states(admin, moves)
-    lines, done = [], True
-    for replica in sorted(moves):
-        topic, partition, broker = replica
-        target = moves[replica]
-        state = states.get(replica)
-        if state is None:
-            lines.append(f"Partition {topic}-{partition} cannot be found in any live log directory on broker {broker}.")
-            done = False
-        elif state[0] is None:
-            lines.append(f"Partition {topic}-{partition} is not found in any live log dir on broker {broker}. "
-                         f"There is likely an offline log directory on the broker.")
-            done = False
-        elif state[1] is not None:
-            if state[1] == target:
-                lines.append(f"Reassignment of replica {_replica(replica)} is still in progress.")
-            else:
-                lines.append(f"Partition {topic}-{partition} on broker {broker} is being moved to log dir "
-                             f"{state[1]} instead of {target}.")
-            done = False
-        elif state[0] == target:
-            lines.append(f"Reassignment of replica {_replica(replica)} completed successfully.")
-        else:
-            lines.append(f"Partition {topic}-{partition} on broker {broker} is not being moved from log dir "
-                         f"{state[0]} to {target}.")
-            done = False
-    return lines, done
+    statuses = [_move_status(replica, moves[replica], states.get(replica)) for replica in sorted(moves)]
+    return [line for line, _ in statuses], all(done for _, done in statuses)
+
+
+def _move_status(replica: Replica, target: str, state: tuple[str | None, str | None] | None) -> tuple[str, bool]:
+    """The line of one replica's move to log dir ``target`` (``state``: its current and future log dir, None
+    when no live log dir of its broker holds it) and whether the move is done."""
+    topic, partition, broker = replica
+    if state is None:
+        return f"Partition {topic}-{partition} cannot be found in any live log directory on broker {broker}.", False
+    current, future = state
+    if current is None:
+        return (f"Partition {topic}-{partition} is not found in any live log dir on broker {broker}. "
+                f"There is likely an offline log directory on the broker."), False
+    if future == target:
+        return f"Reassignment of replica {_replica(replica)} is still in progress.", False
+    if future is not None:
+        return (f"Partition {topic}-{partition} on broker {broker} is being moved to log dir "
+                f"{future} instead of {target}."), False
+    if current == target:
+        return f"Reassignment of replica {_replica(replica)} completed successfully.", True
+    return (f"Partition {topic}-{partition} on broker {broker} is not being moved from log dir "
+            f"{current} to {target}."), False
 
 
 def verify(admin: AdminClient, reassignment_json: str, out: TextIO, preserve_throttles: bool = False) -> bool:

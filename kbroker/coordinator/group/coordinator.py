@@ -57,7 +57,8 @@ from kbroker.coordinator.group.group import (
     LeaveResult,
     SyncResult,
 )
-from kbroker.coordinator.group.offsets_log import AppendFn, OffsetAndMetadata, OffsetsLog, TopicPartition, is_awaitable
+from kbroker.coordinator.group.offsets_log import AppendFn, OffsetAndMetadata, OffsetsLog, is_awaitable
+from kbroker.log.names import TopicPartition
 from kbroker.timers import LoopTimer, Timer
 
 log = logging.getLogger(__name__)
@@ -102,7 +103,8 @@ _OFFSET_STORE_ERRORS = {
 # A partition without a committed offset (OffsetFetch): offset -1, leader epoch -1, metadata "".
 NO_OFFSET = (-1, -1, "", NONE)
 
-OffsetCommitEntry = tuple  # (offset, leader_epoch, metadata) or (offset, leader_epoch, metadata, commit_timestamp_ms)
+# (offset, leader_epoch, metadata) or (offset, leader_epoch, metadata, commit_timestamp_ms)
+OffsetCommitEntry = tuple[int, int, str | None] | tuple[int, int, str | None, int]
 OffsetFetchEntry = tuple[int, int, str, int]  # (offset, leader_epoch, metadata, error)
 
 
@@ -135,7 +137,7 @@ class GroupCoordinator:
         self._active: set[int] = set(active_partitions or ())
         self._loading: set[int] = set()
         self._running = True
-        self._tasks: set[asyncio.Future] = set()
+        self._tasks: set[asyncio.Future[None]] = set()
         # TxnOffsetCommit: (group, producer id) -> offsets waiting for the transaction's marker
         self._txn_offsets: dict[tuple[str, int], dict[TopicPartition, OffsetAndMetadata]] = {}
 
@@ -519,7 +521,8 @@ class GroupCoordinator:
     def _expired_offsets(self, group: Group, now: int) -> list[TopicPartition]:
         retention = self.config.offsets_retention_ms
 
-        def older_than_retention(base: Callable[[OffsetAndMetadata], int], keep_topics: set[str]) -> list:
+        def older_than_retention(base: Callable[[OffsetAndMetadata], int],
+                                 keep_topics: set[str]) -> list[TopicPartition]:
             return [tp for tp, value in group.offsets.items()
                     if tp[0] not in keep_topics and not group.pending_offset_commits.get(tp)
                     and (now >= value.expire_timestamp_ms if value.expire_timestamp_ms is not None
@@ -627,7 +630,7 @@ class GroupCoordinator:
         try:
             result = self.offsets_log.append(partition, batch)
             if is_awaitable(result):
-                await result  # type: ignore[misc]
+                await result
         except Exception as exc:  # noqa: BLE001 - becomes an error code
             return self._error_of(exc)
         return NONE
@@ -644,7 +647,7 @@ class GroupCoordinator:
             done(NONE)
             return
 
-        async def finish(pending: Awaitable) -> None:
+        async def finish(pending: Awaitable[object]) -> None:
             try:
                 await pending
             except Exception as exc:  # noqa: BLE001 - becomes an error code
@@ -652,7 +655,7 @@ class GroupCoordinator:
                 return
             done(NONE)
 
-        task = asyncio.ensure_future(finish(result))  # type: ignore[arg-type]
+        task = asyncio.ensure_future(finish(result))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

@@ -37,7 +37,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from kbroker import errors
 from kbroker.config.broker import load_config
@@ -46,8 +46,8 @@ from kbroker.coordinator.group.offsets_log import (
     MemberIdentity,
     MemberRecord,
     OffsetAndMetadata,
-    TopicPartition,
 )
+from kbroker.log.names import TopicPartition
 from kbroker.timers import Timer
 
 log = logging.getLogger(__name__)
@@ -268,7 +268,10 @@ class Member:
         return f"Member({self.member_id!r}, instance={self.group_instance_id!r})"
 
 
-def _resolve(future: asyncio.Future | None, result: Any) -> None:
+T = TypeVar("T")
+
+
+def _resolve(future: asyncio.Future[T] | None, result: T) -> None:
     if future is not None and not future.done():
         future.set_result(result)
 
@@ -365,7 +368,7 @@ class Group:
 
     # --- membership primitives ---------------------------------------------------------------
 
-    def _add(self, member: Member, future: asyncio.Future | None) -> None:
+    def _add(self, member: Member, future: asyncio.Future[JoinResult] | None) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         if self.leader_id is None:
@@ -389,7 +392,7 @@ class Group:
             self.leader_id = next(iter(self.members), None)
 
     def _update_member(self, member: Member, protocols: Sequence[tuple[str, bytes]], rebalance_timeout_ms: int,
-                       session_timeout_ms: int, future: asyncio.Future | None) -> None:
+                       session_timeout_ms: int, future: asyncio.Future[JoinResult] | None) -> None:
         member.protocols = [(name, bytes(meta)) for name, meta in protocols]
         member.rebalance_timeout_ms = rebalance_timeout_ms
         member.session_timeout_ms = session_timeout_ms
@@ -596,7 +599,7 @@ class Group:
             return (member is not None and member.join_future is not None) or awaiting < limit
         return member is not None or len(self.members) < limit
 
-    def join(self, future: asyncio.Future, *, member_id: str, group_instance_id: str | None, client_id: str,
+    def join(self, future: asyncio.Future[JoinResult], *, member_id: str, group_instance_id: str | None, client_id: str,
              client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
              protocols: Sequence[tuple[str, bytes]], require_known_member_id: bool) -> None:
         """Handle one JoinGroup; ``future`` receives the JoinResult, now or when the join phase ends."""
@@ -615,8 +618,8 @@ class Group:
         if self.state is PREPARING_REBALANCE:
             self.try_complete_join()
 
-    def _join_new_member(self, future: asyncio.Future, instance_id: str | None, client_id: str, client_host: str,
-                         session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
+    def _join_new_member(self, future: asyncio.Future[JoinResult], instance_id: str | None, client_id: str,
+                         client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int, protocol_type: str,
                          protocols: Sequence[tuple[str, bytes]], require_known_member_id: bool) -> None:
         names = [name for name, _ in protocols]
         if self.state is DEAD:
@@ -640,8 +643,8 @@ class Group:
             self._add_member_and_rebalance(future, new_id, instance_id, client_id, client_host, session_timeout_ms,
                                            rebalance_timeout_ms, protocol_type, protocols)
 
-    def _join_known_member(self, future: asyncio.Future, member_id: str, instance_id: str | None, client_id: str,
-                           client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+    def _join_known_member(self, future: asyncio.Future[JoinResult], member_id: str, instance_id: str | None,
+                           client_id: str, client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
                            protocol_type: str, protocols: Sequence[tuple[str, bytes]]) -> None:
         names = [name for name, _ in protocols]
         if self.state is DEAD:
@@ -684,7 +687,7 @@ class Group:
         else:
             _resolve(future, JoinResult(UNKNOWN_MEMBER_ID, member_id))
 
-    def _add_member_and_rebalance(self, future: asyncio.Future, member_id: str, instance_id: str | None,
+    def _add_member_and_rebalance(self, future: asyncio.Future[JoinResult], member_id: str, instance_id: str | None,
                                   client_id: str, client_host: str, session_timeout_ms: int,
                                   rebalance_timeout_ms: int, protocol_type: str,
                                   protocols: Sequence[tuple[str, bytes]]) -> None:
@@ -699,13 +702,13 @@ class Group:
         self.schedule_session(member, self.ctx.config.new_member_join_timeout_ms)
         self.maybe_prepare_rebalance(f"adding new member {member_id}")
 
-    def _update_member_and_rebalance(self, member: Member, future: asyncio.Future,
+    def _update_member_and_rebalance(self, member: Member, future: asyncio.Future[JoinResult],
                                      protocols: Sequence[tuple[str, bytes]], rebalance_timeout_ms: int,
                                      session_timeout_ms: int, reason: str) -> None:
         self._update_member(member, protocols, rebalance_timeout_ms, session_timeout_ms, future)
         self.maybe_prepare_rebalance(reason)
 
-    def _rejoin_static_member(self, future: asyncio.Future, new_id: str, instance_id: str,
+    def _rejoin_static_member(self, future: asyncio.Future[JoinResult], new_id: str, instance_id: str,
                               protocols: Sequence[tuple[str, bytes]], rebalance_timeout_ms: int,
                               session_timeout_ms: int) -> None:
         old_id = self.static_members[instance_id]
@@ -749,8 +752,9 @@ class Group:
 
     # --- SyncGroup ---------------------------------------------------------------------------
 
-    def sync(self, future: asyncio.Future, *, member_id: str, group_instance_id: str | None, generation_id: int,
-             protocol_type: str | None, protocol_name: str | None, assignments: Mapping[str, bytes]) -> None:
+    def sync(self, future: asyncio.Future[SyncResult], *, member_id: str, group_instance_id: str | None,
+             generation_id: int, protocol_type: str | None, protocol_name: str | None,
+             assignments: Mapping[str, bytes]) -> None:
         """Handle one SyncGroup; ``future`` receives the SyncResult, now or once the leader's
         assignment is stored."""
         if self.state is DEAD:

@@ -29,6 +29,7 @@ import logging
 import struct
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeGuard
 
 from kbroker.log import batches as record_batches
 from zk_compat.jvm import java_int_hash
@@ -145,13 +146,13 @@ class _Reader:
         return view
 
     def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        return int(_I16.unpack(self._take(2))[0])
 
     def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        return int(_I32.unpack(self._take(4))[0])
 
     def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        return int(_I64.unpack(self._take(8))[0])
 
     def string(self) -> str:
         value = self.nullable_string()
@@ -373,10 +374,10 @@ class OffsetsLog:
         """Replay one partition's stored batches in log order. Later records win, tombstones
         delete. Transactional offset commits count only once their COMMIT marker is read; an
         ABORT marker drops them; of two commits for one partition the later batch wins."""
-        offsets: dict[tuple[str, str, int], tuple[int, OffsetAndMetadata]] = {}
+        offsets: _Replayed = {}
         groups: dict[str, GroupMetadataRecord] = {}
         removed_groups: set[str] = set()
-        pending_txn: dict[int, dict[tuple[str, str, int], tuple[int, OffsetAndMetadata]]] = {}
+        pending_txn: dict[int, _Replayed] = {}  # producer id -> its open transaction's commits
         for chunk in batches:
             for batch in iter_batches(chunk):
                 if batch.attributes & record_batches.CONTROL:
@@ -417,7 +418,7 @@ class OffsetsLog:
         return loaded
 
     @staticmethod
-    def _apply_marker(batch: _Batch, pending_txn: dict, offsets: dict) -> None:
+    def _apply_marker(batch: _Batch, pending_txn: dict[int, _Replayed], offsets: _Replayed) -> None:
         kind = record_batches.control_type(batch.records[0][0]) if batch.records else None
         if kind is None:
             return  # a control key Kafka would refuse
@@ -429,5 +430,9 @@ class OffsetsLog:
                     offsets[tp_key] = (batch_offset, value)
 
 
-def is_awaitable(value: object) -> bool:
+# Offsets replayed from the log: (group, topic, partition) -> (the offset of the batch that wrote it, the commit).
+_Replayed = dict[tuple[str, str, int], tuple[int, OffsetAndMetadata]]
+
+
+def is_awaitable(value: object) -> TypeGuard[Awaitable[Any]]:
     return inspect.isawaitable(value)

@@ -259,7 +259,7 @@ class TransactionCoordinator:
         try:
             result = self._append(partition, batch)
             if is_awaitable(result):
-                await result  # type: ignore[misc]
+                await result
         except errors.KafkaError as exc:
             return _STORE_ERRORS.get(exc.code, exc.code)
         finally:

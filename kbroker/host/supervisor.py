@@ -18,7 +18,8 @@ interpreter exactly as a broker started by hand does.
   stop (stopped all at once, each would also lose its controller midway and retry after
   ``controlled.shutdown.retry.backoff.ms``). A second signal sends SIGTERM to every child left at once. The
   supervisor exits 0 once all exited 0 (1 otherwise, or if one still runs 120 s after its SIGTERM and is killed).
-  A child whose supervisor dies gets SIGTERM from the kernel (PR_SET_PDEATHSIG).
+  Children run in process groups of their own, so a terminal's Ctrl-C reaches only the supervisor, which stops
+  them in that order; a child whose supervisor dies gets SIGTERM from the kernel (PR_SET_PDEATHSIG).
 """
 from __future__ import annotations
 
@@ -167,7 +168,8 @@ class Supervisor:
         argv = [*self._command, str(child.properties)]
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         child.proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, env=env, preexec_fn=_pin(child.cpus))
+                                      stderr=subprocess.STDOUT, env=env, preexec_fn=_pin(child.cpus),
+                                      process_group=0)  # a terminal's Ctrl-C reaches the supervisor only
         assert child.proc.stdout is not None
         os.set_blocking(child.proc.stdout.fileno(), False)
         self._selector.register(child.proc.stdout, selectors.EVENT_READ, child)

@@ -222,6 +222,8 @@ def test_two_brokers_served_supervised_and_stopped(host: Host) -> None:
     assert wait_until(lambda: host.registered() == [1, 2], 30, "/brokers/ids = [1, 2]")
     children = host.children()
     assert sorted(children) == [1, 2]
+    # each in a process group of its own: a terminal's Ctrl-C reaches the supervisor, which stops them in order
+    assert all(os.getpgid(pid) == pid != os.getpgid(host.proc.pid) for pid in children.values())
 
     # disjoint cpu sets: every core of the supervisor's set is one child's (one each on a 2-core machine)
     sets = {}

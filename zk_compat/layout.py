@@ -55,6 +55,7 @@ from zk_compat.znodes import (
     BrokerSequenceIdZNode,
     ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
     ConfigEntityZNode,
     ConsumerOffsetZNode,
     ControllerEpochZNode,
@@ -615,6 +616,36 @@ def create_config_change_notification(store: MetadataStore, entity_path: str) ->
     return store.create(ConfigEntityChangeNotificationSequenceZNode.create_path(),
                         ConfigEntityChangeNotificationSequenceZNode.encode(entity_path),
                         sequence=True, makepath=True)
+
+
+class ConfigChangeReader:
+    """Kafka's ZkConfigManager reading ``/config/changes``: each new ``config_change_<seq>`` names an entity
+    (``topics/t``, ``users/u``, ``brokers/<default>`` ...) whose configs are to be read again. The first call
+    only marks where reading starts: a follower reads every config fresh at start, so older notices are moot."""
+
+    def __init__(self) -> None:
+        self.last_seq: int | None = None
+
+    def new_entities(self, store: MetadataStore, children: Iterable[str]) -> list[str]:
+        """The entity paths of the notices among ``children`` (the names under /config/changes) newer than the
+        last one read, oldest first; a notice gone or unreadable is skipped."""
+        prefix = ConfigEntityChangeNotificationSequenceZNode.PREFIX
+        seqs = sorted((ConfigEntityChangeNotificationSequenceZNode.sequence_number(n), n) for n in children
+                      if n.startswith(prefix))
+        if self.last_seq is None:
+            self.last_seq = seqs[-1][0] if seqs else -1
+            return []
+        entities = []
+        for seq, name in seqs:
+            if seq <= self.last_seq:
+                continue
+            self.last_seq = seq
+            try:
+                data, _ = store.get(f"{ConfigEntityChangeNotificationZNode.path()}/{name}")
+                entities.append(ConfigEntityChangeNotificationSequenceZNode.decode(data))
+            except (NoNodeError, ValueError) as exc:
+                log.info("config change notice %s skipped: %s", name, exc)
+        return entities
 
 
 # ---------------------------------------------------------------------------------------------

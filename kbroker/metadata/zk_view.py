@@ -15,7 +15,7 @@ import concurrent.futures
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from zk_compat import layout
 from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
@@ -23,7 +23,6 @@ from zk_compat.znodes import (
     BrokerIdsZNode,
     BrokerIdZNode,
     BrokerInfo,
-    ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ControllerZNode,
     DeleteTopicsZNode,
@@ -38,6 +37,8 @@ from zk_compat.znodes import (
 )
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -109,7 +110,7 @@ class ClusterView:
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._known_configs: dict[str, dict[str, str]] = {}
-        self._last_config_change: int | None = None  # sequence number of the last /config/changes entry read
+        self._config_changes = layout.ConfigChangeReader()
 
     async def start(self) -> None:
         self.store.add_listener(self._on_state)
@@ -165,7 +166,7 @@ class ClusterView:
         if asyncio.iscoroutine(result):
             await result
 
-    async def run_blocking(self, fn: Callable[[], Any]) -> Any:
+    async def run_blocking(self, fn: Callable[[], T]) -> T:
         """Run a blocking store call on the view's thread (serialized with the reads)."""
         return await self.loop.run_in_executor(self._executor, fn)
 
@@ -199,21 +200,7 @@ class ClusterView:
         entity whose configs are read again. Only topic configs are followed here (users, clients and
         brokers: kbroker.security.entity_configs); at start every config is read fresh, so older notices are moot."""
         names = self._children(ConfigEntityChangeNotificationZNode.path())
-        seqs = sorted((ConfigEntityChangeNotificationSequenceZNode.sequence_number(n), n) for n in names
-                      if n.startswith(ConfigEntityChangeNotificationSequenceZNode.PREFIX))
-        if self._last_config_change is None:
-            self._last_config_change = seqs[-1][0] if seqs else -1
-            return
-        for seq, name in seqs:
-            if seq <= self._last_config_change:
-                continue
-            self._last_config_change = seq
-            try:
-                data, _ = self.store.get(f"{ConfigEntityChangeNotificationZNode.path()}/{name}")
-                entity = ConfigEntityChangeNotificationSequenceZNode.decode(data)
-            except (NoNodeError, ValueError) as exc:
-                log.info("config change notice %s skipped: %s", name, exc)
-                continue
+        for entity in self._config_changes.new_entities(self.store, names):
             kind, _, entity_name = entity.partition("/")
             if kind == "topics":
                 self._known_configs.pop(entity_name, None)

@@ -17,9 +17,9 @@ import logging
 import threading
 from collections.abc import Callable
 
+from zk_compat.layout import ConfigChangeReader
 from zk_compat.store import ChildrenWatch, MetadataStore, NoNodeError
 from zk_compat.znodes import (
-    ConfigEntityChangeNotificationSequenceZNode as ChangeSeq,
     ConfigEntityChangeNotificationZNode as Changes,
     ConfigEntityZNode,
     desanitize_entity_name,
@@ -56,7 +56,7 @@ class EntityConfigs:
         self._listeners: list[Listener] = []
         self._broker_listeners: list[Listener] = []
         self._lock = threading.RLock()
-        self._last_seq: int | None = None
+        self._changes = ConfigChangeReader()
         self._watch: ChildrenWatch | None = None
 
     def subscribe(self, listener: Listener) -> None:
@@ -129,20 +129,7 @@ class EntityConfigs:
                 log.exception("applying the configs of %s failed", path)
 
     def _on_changes(self, children: list[str] | None, event: object) -> None:
-        seqs = sorted((ChangeSeq.sequence_number(n), n) for n in children or () if n.startswith(ChangeSeq.PREFIX))
-        with self._lock:
-            if self._last_seq is None:  # first call: start() read everything already
-                self._last_seq = seqs[-1][0] if seqs else -1
-                return
-            for seq, name in seqs:
-                if seq <= self._last_seq:
-                    continue
-                self._last_seq = seq
-                try:
-                    data, _ = self.store.get(f"{Changes.path()}/{name}")
-                    entity = ChangeSeq.decode(data)
-                except (NoNodeError, ValueError) as exc:
-                    log.info("config change notice %s skipped: %s", name, exc)
-                    continue
+        with self._lock:  # the first call only marks where to start: start() read everything already
+            for entity in self._changes.new_entities(self.store, children or ()):
                 if entity.startswith(("users/", "clients/", "brokers/")):
                     self._reload(entity)

@@ -2,8 +2,9 @@
 registered keys (at the versions the protocol package implements), so what we advertise cannot
 drift from what we serve.
 
-A handler takes (context, header, request body, connection) and returns a response body (a dict or
-message object), an awaitable of one, ``NO_RESPONSE`` or ``CLOSE``. The context
+A handler takes (context, header, request, connection) and returns its answer (a dict), ``NO_RESPONSE`` or
+``CLOSE``, or an awaitable of one; ``@handles(message_types.PRODUCE)`` types the request and the answer for mypy
+(``registry``). The context
 (``handlers.context.BrokerContext``) is what a handler may use of the broker: the replica manager,
 the topic admin, the coordinators, and in ZooKeeper mode the controller's parts.
 """

@@ -9,12 +9,14 @@ attribute test, and the ACL APIs answer SECURITY_DISABLED (54). The ACL APIs nee
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from functools import partial
-from typing import Any
 
 from kbroker import errors
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import (
     CLUSTER_NAME,
     SUPPORTED_OPERATIONS,
@@ -33,7 +35,7 @@ Op = AclOperation
 Res = ResourceType
 
 
-def allowed(ctx: BrokerContext, conn, operation: AclOperation, resource_type: ResourceType, name: str,
+def allowed(ctx: BrokerContext, conn: ClientConnection, operation: AclOperation, resource_type: ResourceType, name: str,
             log_denied: bool = True) -> bool:
     """May this connection's principal do ``operation`` on the resource? True without an authorizer."""
     authorizer = ctx.security.authorizer
@@ -42,11 +44,11 @@ def allowed(ctx: BrokerContext, conn, operation: AclOperation, resource_type: Re
     return authorizer.authorize(conn.session, operation, resource_type, name, log_denied)
 
 
-def cluster_allowed(ctx: BrokerContext, conn, operation: AclOperation) -> bool:
+def cluster_allowed(ctx: BrokerContext, conn: ClientConnection, operation: AclOperation) -> bool:
     return allowed(ctx, conn, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def authorized_operations(ctx: BrokerContext, conn, resource_type: ResourceType, name: str) -> int:
+def authorized_operations(ctx: BrokerContext, conn: ClientConnection, resource_type: ResourceType, name: str) -> int:
     """Kafka's authorized-operations bit field (bit = operation code) over the operations the
     resource type supports: what Metadata, DescribeCluster and DescribeGroups answer when asked."""
     authorizer = ctx.security.authorizer
@@ -57,7 +59,8 @@ def authorized_operations(ctx: BrokerContext, conn, resource_type: ResourceType,
     return bits
 
 
-def topic_filter(ctx: BrokerContext, conn, operation: AclOperation):
+def topic_filter(ctx: BrokerContext, conn: ClientConnection,
+                 operation: AclOperation) -> Callable[[str], bool] | None:
     """A function topic -> allowed (memoized for one request), or None without an authorizer."""
     authorizer = ctx.security.authorizer
     if authorizer is None:
@@ -76,7 +79,8 @@ def topic_filter(ctx: BrokerContext, conn, operation: AclOperation):
 # ---------------------------------------------------------------------------------------------
 # the ACL APIs
 
-def _authorizer_or_error(ctx: BrokerContext, conn, operation: AclOperation) -> tuple[Authorizer | None, int, str]:
+def _authorizer_or_error(ctx: BrokerContext, conn: ClientConnection,
+                         operation: AclOperation) -> tuple[Authorizer | None, int, str]:
     authorizer = ctx.security.authorizer
     if authorizer is None:
         return None, errors.SecurityDisabledError.code, "No Authorizer is configured on the broker"
@@ -85,7 +89,7 @@ def _authorizer_or_error(ctx: BrokerContext, conn, operation: AclOperation) -> t
     return authorizer, 0, ""
 
 
-def _filter(f, version: int) -> AclFilter:
+def _filter(f: msg.DescribeAclsRequest | msg.DeleteAclsRequest.Filter, version: int) -> AclFilter:
     ptype = f.pattern_type_filter if version >= 1 else PatternType.LITERAL
     return AclFilter(f.resource_type_filter, f.resource_name_filter, ptype, f.principal_filter, f.host_filter,
                      f.operation, f.permission_type)
@@ -101,9 +105,10 @@ def _filter_problem(f: AclFilter) -> str | None:
     return None
 
 
-@handles(29)
-def describe_acls(ctx: BrokerContext, header, request, conn):
-    out: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
+@handles(msg.DESCRIBE_ACLS)
+def describe_acls(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeAclsRequest,
+                  conn: ClientConnection) -> Answer[msg.DescribeAclsResponse]:
+    out: msg.DescribeAclsResponse = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
     authorizer, code, message = _authorizer_or_error(ctx, conn, AclOperation.DESCRIBE)
     if authorizer is None:
         out["error_code"], out["error_message"] = code, message
@@ -129,7 +134,7 @@ def describe_acls(ctx: BrokerContext, header, request, conn):
     return out
 
 
-def _creation(c, version: int) -> Binding:
+def _creation(c: msg.CreateAclsRequest.Creation, version: int) -> Binding:
     """A creation as a binding to store; raises InvalidRequestError as Kafka answers it."""
     ptype = c.resource_pattern_type if version >= 1 else PatternType.LITERAL
     try:
@@ -158,8 +163,9 @@ def _creation(c, version: int) -> Binding:
             AclEntry(c.principal, permission.name, operation.name, c.host))
 
 
-@handles(30)
-def create_acls(ctx: BrokerContext, header, request, conn):
+@handles(msg.CREATE_ACLS)
+def create_acls(ctx: BrokerContext, header: RequestHeader, request: msg.CreateAclsRequest,
+                conn: ClientConnection) -> Answer[msg.CreateAclsResponse]:
     authorizer, code, message = _authorizer_or_error(ctx, conn, AclOperation.ALTER)
     if authorizer is None:
         return {"throttle_time_ms": 0,
@@ -167,8 +173,9 @@ def create_acls(ctx: BrokerContext, header, request, conn):
     return _create_acls(ctx, authorizer, header.api_version, request)
 
 
-async def _create_acls(ctx: BrokerContext, authorizer: Authorizer, version: int, request) -> dict:
-    results: list[dict] = []
+async def _create_acls(ctx: BrokerContext, authorizer: Authorizer, version: int,
+                      request: msg.CreateAclsRequest) -> msg.CreateAclsResponse:
+    results: list[msg.CreateAclsResponse_Result] = []
     valid: list[tuple[int, Binding]] = []
     for i, c in enumerate(request.creations):
         results.append({"error_code": 0, "error_message": None})
@@ -185,8 +192,9 @@ async def _create_acls(ctx: BrokerContext, authorizer: Authorizer, version: int,
     return {"throttle_time_ms": 0, "results": results}
 
 
-@handles(31)
-def delete_acls(ctx: BrokerContext, header, request, conn):
+@handles(msg.DELETE_ACLS)
+def delete_acls(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteAclsRequest,
+                conn: ClientConnection) -> Answer[msg.DeleteAclsResponse]:
     authorizer, code, message = _authorizer_or_error(ctx, conn, AclOperation.ALTER)
     if authorizer is None:
         return {"throttle_time_ms": 0, "filter_results": [
@@ -194,9 +202,11 @@ def delete_acls(ctx: BrokerContext, header, request, conn):
     return _delete_acls(ctx, authorizer, header.api_version, request)
 
 
-async def _delete_acls(ctx: BrokerContext, authorizer: Authorizer, version: int, request) -> dict:
+async def _delete_acls(ctx: BrokerContext, authorizer: Authorizer, version: int,
+                      request: msg.DeleteAclsRequest) -> msg.DeleteAclsResponse:
     filters = [_filter(f, version) for f in request.filters]
-    results: list[dict] = [{"error_code": 0, "error_message": None, "matching_acls": []} for _ in filters]
+    results: list[msg.DeleteAclsResponse_FilterResult] = [
+        {"error_code": 0, "error_message": None, "matching_acls": []} for _ in filters]
     good = []
     for i, flt in enumerate(filters):
         problem = _filter_problem(flt)

@@ -4,16 +4,18 @@ Configs are in ``describe_configs`` (32) and ``alter_configs`` (33, 44), which s
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TypedDict, TypeVar
 
 from kbroker import errors
 from kbroker.config.errors import ConfigError
 from kbroker.handlers.acls import allowed, cluster_allowed
 from kbroker.handlers.config_entries import topic_entries
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kbroker.replicas.topic_admin import Visible
 
@@ -25,6 +27,16 @@ BROKER_LOGGER_RESOURCE = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
+class Result(TypedDict, total=False):
+    """What every per-item answer of these APIs has (CreateTopics' TopicResult, AlterConfigs' ResourceResponse...)."""
+    error_code: int
+    error_message: str | None
+
+
+Item = TypeVar("Item")
+R = TypeVar("R", bound=Result)
+
+
 def _error(exc: Exception) -> tuple[int, str]:
     if isinstance(exc, errors.KafkaError):
         return exc.code, exc.message
@@ -34,10 +46,11 @@ def _error(exc: Exception) -> tuple[int, str]:
     return errors.UnknownServerError.code, str(exc)
 
 
-async def _each(items, first: Callable[[Any], dict], act: Callable[[Any, dict], Awaitable[None]]) -> list[dict]:
+async def _each(items: Iterable[Item], first: Callable[[Item], R],
+                act: Callable[[Item, R], Awaitable[None]]) -> list[R]:
     """One result per item: ``first(item)`` is its answer so far, ``act(item, answer)`` does the work; an
     exception becomes that item's error code and message, and the others carry on."""
-    results = []
+    results: list[R] = []
     for item in items:
         out = first(item)
         try:
@@ -48,8 +61,8 @@ async def _each(items, first: Callable[[Any], dict], act: Callable[[Any, dict], 
     return results
 
 
-def _require(ctx: BrokerContext, conn, operation: AclOperation, resource_type: ResourceType, name: str,
-             message: str | None = None) -> None:
+def _require(ctx: BrokerContext, conn: ClientConnection, operation: AclOperation, resource_type: ResourceType,
+             name: str, message: str | None = None) -> None:
     """Raise the ACL refusal Kafka answers for ``operation`` on a topic (29) or the cluster (31)."""
     if not allowed(ctx, conn, operation, resource_type, name):
         if resource_type == ResourceType.TOPIC:
@@ -57,26 +70,43 @@ def _require(ctx: BrokerContext, conn, operation: AclOperation, resource_type: R
         raise errors.ClusterAuthorizationFailedError(message or "Cluster authorization failed.")
 
 
-def _require_config_resource(ctx: BrokerContext, conn, operation: AclOperation, resource_type: int, name: str) -> None:
+def _require_config_resource(ctx: BrokerContext, conn: ClientConnection, operation: AclOperation, resource_type: int,
+                             name: str) -> None:
     if resource_type == TOPIC_RESOURCE:
         _require(ctx, conn, operation, ResourceType.TOPIC, name)
     elif resource_type in (BROKER_RESOURCE, BROKER_LOGGER_RESOURCE):
         _require(ctx, conn, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
-def _named(name: str | None) -> dict:
+def _named(name: str) -> msg.CreateTopicsResponse_TopicResult:
     return {"name": name, "error_code": 0, "error_message": None}
 
 
-@handles(19)
-def create_topics(ctx: BrokerContext, header, request, conn):
+
+def _partitions_named(name: str) -> msg.CreatePartitionsResponse_TopicResult:
+    return {"name": name, "error_code": 0, "error_message": None}
+
+
+def _deleted(name: str | None) -> msg.DeleteTopicsResponse_TopicResult:
+    return {"name": name, "error_code": 0}
+
+
+def _name_of(answer: Mapping[str, object]) -> object:
+    """The topic an answer is about (each API's answer names it ``name``)."""
+    return answer.get("name")
+
+
+@handles(msg.CREATE_TOPICS)
+def create_topics(ctx: BrokerContext, header: RequestHeader, request: msg.CreateTopicsRequest,
+                  conn: ClientConnection) -> Answer[msg.CreateTopicsResponse]:
     return _create_topics(ctx, header, request, conn)
 
 
-async def _create_topics(ctx: BrokerContext, header, request, conn) -> dict:
+async def _create_topics(ctx: BrokerContext, header: RequestHeader, request: msg.CreateTopicsRequest,
+                         conn: ClientConnection) -> msg.CreateTopicsResponse:
     may_create_any = ctx.security.authorizer is None or cluster_allowed(ctx, conn, AclOperation.CREATE)
 
-    async def create(topic, out: dict) -> None:
+    async def create(topic: msg.CreateTopicsRequest.Topic, out: msg.CreateTopicsResponse_TopicResult) -> None:
         if not may_create_any:
             _require(ctx, conn, AclOperation.CREATE, ResourceType.TOPIC, topic.name, "Authorization failed.")
         assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
@@ -101,26 +131,29 @@ async def _create_topics(ctx: BrokerContext, header, request, conn) -> dict:
     return {"throttle_time_ms": 0, "topics": await _when_visible(ctx, results, wanted, request.timeout_ms)}
 
 
-async def _when_visible(ctx: BrokerContext, results: list[dict], wanted: Visible, timeout_ms: int) -> list[dict]:
+async def _when_visible(ctx: BrokerContext, results: list[R], wanted: Visible, timeout_ms: int) -> list[R]:
     """Kafka's delayed admin answers: held until Metadata shows each change on every live broker; a change
     still not shown at ``timeout_ms`` is answered REQUEST_TIMED_OUT (it is made all the same)."""
     late = await ctx.topics.await_visible(wanted, timeout_ms)
     for out in results:
-        if out["name"] in late and out["error_code"] == 0:
+        name = _name_of(out)
+        if name in late and out["error_code"] == 0:
             out["error_code"] = errors.RequestTimedOutError.code
-            out["error_message"] = f"the change to {out['name']} was not visible within {timeout_ms} ms"
+            out["error_message"] = f"the change to {name} was not visible within {timeout_ms} ms"
     return results
 
 
-@handles(20)
-def delete_topics(ctx: BrokerContext, header, request, conn):
+@handles(msg.DELETE_TOPICS)
+def delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteTopicsRequest,
+                  conn: ClientConnection) -> Answer[msg.DeleteTopicsResponse]:
     return _delete_topics(ctx, header, request, conn)
 
 
-async def _delete_topics(ctx: BrokerContext, header, request, conn) -> dict:
+async def _delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteTopicsRequest,
+                         conn: ClientConnection) -> msg.DeleteTopicsResponse:
     names = [t.name for t in request.topics] if header.api_version >= 6 else list(request.topic_names)
 
-    async def delete(name: str | None, out: dict) -> None:
+    async def delete(name: str | None, out: msg.DeleteTopicsResponse_TopicResult) -> None:
         if name is None:
             raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
         _require(ctx, conn, AclOperation.DELETE, ResourceType.TOPIC, name)
@@ -128,17 +161,19 @@ async def _delete_topics(ctx: BrokerContext, header, request, conn) -> dict:
         wanted[name] = None
 
     wanted: Visible = {}
-    results = await _each(names, lambda n: {"name": n, "error_code": 0}, delete)
+    results = await _each(names, _deleted, delete)
     return {"throttle_time_ms": 0, "responses": await _when_visible(ctx, results, wanted, request.timeout_ms)}
 
 
-@handles(37)
-def create_partitions(ctx: BrokerContext, header, request, conn):
+@handles(msg.CREATE_PARTITIONS)
+def create_partitions(ctx: BrokerContext, header: RequestHeader, request: msg.CreatePartitionsRequest,
+                      conn: ClientConnection) -> Answer[msg.CreatePartitionsResponse]:
     return _create_partitions(ctx, request, conn)
 
 
-async def _create_partitions(ctx: BrokerContext, request, conn) -> dict:
-    async def create(topic, out: dict) -> None:
+async def _create_partitions(ctx: BrokerContext, request: msg.CreatePartitionsRequest,
+                             conn: ClientConnection) -> msg.CreatePartitionsResponse:
+    async def create(topic: msg.CreatePartitionsRequest.Topic, out: msg.CreatePartitionsResponse_TopicResult) -> None:
         _require(ctx, conn, AclOperation.ALTER, ResourceType.TOPIC, topic.name)
         # null: the broker places the new partitions; a list (even empty) is the client's, checked as given
         assignments = None if topic.assignments is None else [list(a.broker_ids) for a in topic.assignments]
@@ -147,18 +182,20 @@ async def _create_partitions(ctx: BrokerContext, request, conn) -> dict:
             wanted[topic.name] = topic.count
 
     wanted: Visible = {}
-    results = await _each(request.topics, lambda t: _named(t.name), create)
+    results = await _each(request.topics, lambda t: _partitions_named(t.name), create)
     return {"throttle_time_ms": 0, "results": await _when_visible(ctx, results, wanted, request.timeout_ms)}
 
 
-@handles(21)
-def delete_records(ctx: BrokerContext, header, request, conn):
-    topics = []
+@handles(msg.DELETE_RECORDS)
+def delete_records(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteRecordsRequest,
+                   conn: ClientConnection) -> Answer[msg.DeleteRecordsResponse]:
+    topics: list[msg.DeleteRecordsResponse_TopicResult] = []
     for topic in request.topics:
-        parts = []
+        parts: list[msg.DeleteRecordsResponse_PartitionResult] = []
         may_delete = allowed(ctx, conn, AclOperation.DELETE, ResourceType.TOPIC, topic.name)
         for p in topic.partitions:
-            out = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
+            out: msg.DeleteRecordsResponse_PartitionResult = {
+                "partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             try:
                 if not may_delete:
                     raise errors.TopicAuthorizationFailedError()

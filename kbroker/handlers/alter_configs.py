@@ -10,7 +10,8 @@ as Kafka does.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import cast
 
 from kbroker import errors
 from kbroker.config.dynamic import LIST_KEYS, DynamicConfigError, base_name, default_text, is_listener_keystore, usable
@@ -26,30 +27,38 @@ from kbroker.handlers.admin import (
     _require_config_resource,
 )
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import AclOperation
 from zk_compat import layout
 
 OPERATIONS = {SET: "SET", DELETE: "DELETE", APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
 RESOURCE_TYPES = {TOPIC_RESOURCE: "TOPIC", BROKER_RESOURCE: "BROKER", 8: "BROKER_LOGGER"}
 
-
-@handles(33)
-def alter_configs(ctx: BrokerContext, header, request, conn):
-    return _alter_each(ctx, request, conn, incremental=False)
-
-
-@handles(44)
-def incremental_alter_configs(ctx: BrokerContext, header, request, conn):
-    return _alter_each(ctx, request, conn, incremental=True)
+Request = msg.AlterConfigsRequest | msg.IncrementalAlterConfigsRequest
+Incremental = msg.IncrementalAlterConfigsRequest.Resource  # a resource of IncrementalAlterConfigs: operations
+Resource = msg.AlterConfigsRequest.Resource | Incremental
 
 
-def _apply_operations(current: Mapping[str, str], resource) -> dict[str, str]:
+@handles(msg.ALTER_CONFIGS)
+def alter_configs(ctx: BrokerContext, header: RequestHeader, request: msg.AlterConfigsRequest,
+                  conn: ClientConnection) -> Answer[msg.AlterConfigsResponse]:
+    return _alter_each(ctx, request, conn)
+
+
+@handles(msg.INCREMENTAL_ALTER_CONFIGS)
+def incremental_alter_configs(ctx: BrokerContext, header: RequestHeader, request: msg.IncrementalAlterConfigsRequest,
+                              conn: ClientConnection) -> Answer[msg.IncrementalAlterConfigsResponse]:
+    return _alter_each(ctx, request, conn)
+
+
+def _apply_operations(current: Mapping[str, str], resource: Incremental) -> dict[str, str]:
     """A topic's overrides after IncrementalAlterConfigs' operations."""
     new = dict(current)
     for c in resource.configs:
         if c.config_operation == SET:
-            new[c.name] = c.value
+            new[c.name] = cast(str, c.value)  # a null SET is passed on as it always was (only brokers refuse it)
         elif c.config_operation == DELETE:
             new.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT):
@@ -59,32 +68,33 @@ def _apply_operations(current: Mapping[str, str], resource) -> dict[str, str]:
     return new
 
 
-async def _alter_each(ctx: BrokerContext, request, conn, incremental: bool) -> dict:
-    async def alter(resource, out: dict) -> None:
+async def _alter_each(ctx: BrokerContext, request: Request, conn: ClientConnection) -> msg.AlterConfigsResponse:
+    async def alter(resource: Resource, out: msg.AlterConfigsResponse_ResourceResponse) -> None:
         _require_config_resource(ctx, conn, AclOperation.ALTER_CONFIGS, resource.resource_type,
                                  resource.resource_name)
         if resource.resource_type == TOPIC_RESOURCE:
-            await _alter_topic(ctx, request, resource, incremental)
+            await _alter_topic(ctx, request, resource)
         elif resource.resource_type == BROKER_RESOURCE:
-            await _alter_broker(ctx, request, resource, incremental)
+            await _alter_broker(ctx, request, resource)
         else:
             kind = RESOURCE_TYPES.get(resource.resource_type, str(resource.resource_type))
             raise errors.InvalidRequestError(
                 f"AlterConfigs is only supported for topics and brokers, but resource type is {kind}")
 
-    def first(resource) -> dict:
+    def first(resource: Resource) -> msg.AlterConfigsResponse_ResourceResponse:
         return {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
                 "resource_name": resource.resource_name}
 
-    return {"throttle_time_ms": 0, "responses": await _each(request.resources, first, alter)}
+    resources: Sequence[Resource] = request.resources
+    return {"throttle_time_ms": 0, "responses": await _each(resources, first, alter)}
 
 
-async def _alter_topic(ctx: BrokerContext, request, resource, incremental: bool) -> None:
+async def _alter_topic(ctx: BrokerContext, request: Request, resource: Resource) -> None:
     """AlterConfigs replaces the whole set of a topic's overrides; IncrementalAlterConfigs edits it."""
     info = ctx.topics.topics.get(resource.resource_name)
     if info is None:
         raise errors.UnknownTopicOrPartitionError(f"topic {resource.resource_name!r} does not exist")
-    new = (_apply_operations(info.configs, resource) if incremental
+    new = (_apply_operations(info.configs, resource) if isinstance(resource, Incremental)
            else {c.name: c.value for c in resource.configs if c.value is not None})
     await ctx.topics.alter_configs(resource.resource_name, new, validate_only=request.validate_only)
 
@@ -104,9 +114,9 @@ def _target(ctx: BrokerContext, name: str | None) -> int | None:
     return broker_id
 
 
-def _checked_entries(resource, incremental: bool) -> None:
+def _checked_entries(resource: Resource) -> None:
     names = [c.name for c in resource.configs]
-    if incremental:
+    if isinstance(resource, Incremental):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise errors.InvalidRequestError(f"Error due to duplicate config keys : {','.join(duplicates)}")
@@ -118,14 +128,16 @@ def _checked_entries(resource, incremental: bool) -> None:
         raise errors.InvalidRequestError(f"Null value not supported for : {','.join(nulls)}")
 
 
-def _broker_operations(layer: dict[str, str], resource) -> dict[str, str]:
+def _broker_operations(layer: dict[str, str], resource: Incremental) -> dict[str, str]:
     """ZkAdminManager.prepareIncrementalConfigs on a broker layer: APPEND and SUBTRACT only on LIST keys, from
     the layer's value or else the key's default."""
     for c in resource.configs:
+        if c.config_operation == DELETE:
+            layer.pop(c.name, None)
+            continue
+        assert c.value is not None, "_checked_entries refused a null value"
         if c.config_operation == SET:
             layer[c.name] = c.value
-        elif c.config_operation == DELETE:
-            layer.pop(c.name, None)
         elif c.config_operation in (APPEND, SUBTRACT):
             verb = "append" if c.config_operation == APPEND else "subtract"
             if base_name(c.name) not in LIST_KEYS:
@@ -140,18 +152,18 @@ def _broker_operations(layer: dict[str, str], resource) -> dict[str, str]:
     return layer
 
 
-async def _alter_broker(ctx: BrokerContext, request, resource, incremental: bool) -> None:
+async def _alter_broker(ctx: BrokerContext, request: Request, resource: Resource) -> None:
     name = resource.resource_name or ""
     where = f"ConfigResource(type=BROKER, name='{name}')"
-    _checked_entries(resource, incremental)
+    _checked_entries(resource)
     broker_id = _target(ctx, name)
     per_broker = broker_id is not None
     dynamic = ctx.dynamic_config
-    if incremental:
+    if isinstance(resource, Incremental):
         stored = await ctx.run_blocking(lambda: layout.get_broker_config(ctx.store, broker_id))
         layer = _broker_operations(usable(stored, per_broker, where), resource)
     else:
-        layer = {c.name: c.value for c in resource.configs}
+        layer = {c.name: c.value for c in resource.configs if c.value is not None}  # nulls refused above
     # the same keystore file named again is read again (reloadUpdatedFilesWithoutConfigChange)
     same = [k for k, v in layer.items() if per_broker and is_listener_keystore(k) and dynamic.per_broker.get(k) == v]
     try:

@@ -15,7 +15,9 @@ import logging
 from kbroker import errors
 from kbroker.handlers.acls import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from zk_compat import layout
 from zk_compat.store import BadVersionError, NoNodeError
 from zk_compat.znodes import PartitionState
@@ -23,12 +25,13 @@ from zk_compat.znodes import PartitionState
 log = logging.getLogger(__name__)
 
 
-def _top_level(code: int) -> dict:
+def _top_level(code: int) -> msg.AlterIsrResponse:
     return {"throttle_time_ms": 0, "error_code": code, "topics": []}
 
 
-@handles(56)
-def alter_isr(ctx: BrokerContext, header, request, conn):
+@handles(msg.ALTER_ISR)
+def alter_isr(ctx: BrokerContext, header: RequestHeader, request: msg.AlterIsrRequest,
+              conn: ClientConnection) -> Answer[msg.AlterIsrResponse]:
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         return _top_level(errors.ClusterAuthorizationFailedError.code)
     zk = ctx.zookeeper
@@ -42,18 +45,19 @@ def alter_isr(ctx: BrokerContext, header, request, conn):
     return _alter(ctx, request)
 
 
-async def _alter(ctx: BrokerContext, request) -> dict:
+async def _alter(ctx: BrokerContext, request: msg.AlterIsrRequest) -> msg.AlterIsrResponse:
     zk = ctx.zookeeper
     assert zk is not None
     controller = zk.controller
     asked = [(t.name, p) for t in request.topics for p in t.partitions]
 
-    def apply() -> list[tuple[str, dict]]:
-        out = []
+    def apply() -> list[tuple[str, msg.AlterIsrResponse_PartitionResult]]:
+        out: list[tuple[str, msg.AlterIsrResponse_PartitionResult]] = []
         changed = []
         for topic, p in asked:
-            answer = {"partition_index": p.partition_index, "error_code": 0, "leader_id": -1, "leader_epoch": -1,
-                      "isr": [], "current_isr_version": -1}
+            answer: msg.AlterIsrResponse_PartitionResult = {
+                "partition_index": p.partition_index, "error_code": 0, "leader_id": -1, "leader_epoch": -1,
+                "isr": [], "current_isr_version": -1}
             found = layout.get_partition_state(ctx.store, topic, p.partition_index)
             if found is None:
                 answer["error_code"] = errors.UnknownTopicOrPartitionError.code
@@ -65,8 +69,8 @@ async def _alter(ctx: BrokerContext, request) -> dict:
                     answer["error_code"] = errors.FencedLeaderEpochError.code
                 elif (wanted.leader, wanted.leader_epoch, wanted.isr) == (current.leader, current.leader_epoch,
                                                                            current.isr):
-                    answer.update(leader_id=current.leader, leader_epoch=current.leader_epoch, isr=current.isr,
-                                  current_isr_version=stat.version)
+                    answer.update({"leader_id": current.leader, "leader_epoch": current.leader_epoch,
+                                   "isr": current.isr, "current_isr_version": stat.version})
                 else:
                     try:
                         written = layout.set_partition_state(ctx.store, topic, p.partition_index, wanted,
@@ -77,8 +81,8 @@ async def _alter(ctx: BrokerContext, request) -> dict:
                     except NoNodeError:
                         answer["error_code"] = errors.UnknownTopicOrPartitionError.code
                     else:
-                        answer.update(leader_id=wanted.leader, leader_epoch=wanted.leader_epoch, isr=wanted.isr,
-                                      current_isr_version=written.version)
+                        answer.update({"leader_id": wanted.leader, "leader_epoch": wanted.leader_epoch,
+                                       "isr": wanted.isr, "current_isr_version": written.version})
                         changed.append((topic, p.partition_index))
             out.append((topic, answer))
         if changed:
@@ -92,7 +96,7 @@ async def _alter(ctx: BrokerContext, request) -> dict:
     except Exception:
         log.exception("AlterIsr from broker %d failed", request.broker_id)
         return _top_level(errors.UnknownServerError.code)
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.AlterIsrResponse_PartitionResult]] = {}
     for topic, answer in answers:
         by_topic.setdefault(topic, []).append(answer)
     return {"throttle_time_ms": 0, "error_code": 0,

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from kbroker.config.broker import DEFS
 from kbroker.config.dynamic import DynamicBrokerConfig
@@ -29,6 +28,7 @@ from kbroker.handlers.config_types import (
     kafka_string,
     topic_doc,
 )
+from kbroker.protocol import message_types as msg
 
 # DescribeConfigsResponse.ConfigSource
 TOPIC_CONFIG = 1
@@ -46,7 +46,7 @@ class Synonym:
     value: str | None
     source: int
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self) -> msg.DescribeConfigsResponse_Synonym:
         return {"name": self.name, "value": self.value, "source": self.source}
 
 
@@ -64,7 +64,7 @@ class ConfigEntry:
     def source(self) -> int:
         return self.synonyms[0].source if self.synonyms else DEFAULT_CONFIG
 
-    def wire(self, include_synonyms: bool, include_documentation: bool) -> dict[str, Any]:
+    def wire(self, include_synonyms: bool, include_documentation: bool) -> msg.DescribeConfigsResponse_ResourceResult:
         """The DescribeConfigs ResourceResult (a version ignores the fields it lacks)."""
         return {"name": self.name, "value": self.value, "read_only": self.read_only,
                 "is_default": self.source == DEFAULT_CONFIG, "config_source": self.source,

@@ -5,16 +5,20 @@ a list (v0), per topic (v1-2) or with their own leader epoch and delete flag (v3
 here. LeaderAndIsr v5 answers per topic id (KIP-516) instead of per topic name."""
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, TypeVar
 
-from kbroker.protocol import Struct, request_class
+from kbroker.protocol import Struct, message_types as msg
 
-_LAI_TOPIC: Any = getattr(request_class(4), "LeaderAndIsrTopicState")  # noqa: B009 - generated classes
-_UM_TOPIC: Any = getattr(request_class(6), "UpdateMetadataTopicState")  # noqa: B009
+_LAI_TOPIC = msg.LeaderAndIsrRequest.LeaderAndIsrTopicState
+_UM_TOPIC = msg.UpdateMetadataRequest.UpdateMetadataTopicState
+P = TypeVar("P", bound=Struct)
+T = TypeVar("T")
 
 
-def _regroup(ungrouped: list, topic_cls: Any, partition_cls: type[Struct]) -> list:
-    by_topic: dict[str, list] = {}
+def _regroup(ungrouped: Sequence[Any], topic_cls: Callable[..., T], partition_cls: type[P]) -> list[T]:
+    """Each partition's state without its topic name (its fields are the ungrouped state's others), by topic."""
+    by_topic: dict[str, list[P]] = {}
     names = [n for n in partition_cls._fields if n != "topic_name"]
     for p in ungrouped:
         copy = partition_cls(**{n: getattr(p, n) for n in names if hasattr(p, n)})
@@ -22,24 +26,26 @@ def _regroup(ungrouped: list, topic_cls: Any, partition_cls: type[Struct]) -> li
     return [topic_cls(topic_name=name, partition_states=states) for name, states in by_topic.items()]
 
 
-def regroup_leader_and_isr(version: int, request: Any) -> None:
+def regroup_leader_and_isr(version: int, request: msg.LeaderAndIsrRequest) -> None:
     if version < 2:
         request.topic_states = _regroup(request.ungrouped_partition_states, _LAI_TOPIC,
                                         _LAI_TOPIC.LeaderAndIsrPartitionState)
 
 
-def regroup_update_metadata(version: int, request: Any) -> None:
+def regroup_update_metadata(version: int, request: msg.UpdateMetadataRequest) -> None:
     if version < 5:
         request.topic_states = _regroup(request.ungrouped_partition_states, _UM_TOPIC,
                                         _UM_TOPIC.UpdateMetadataPartitionState)
 
 
-def leader_and_isr_answer(version: int, request: Any, error_code: int, results: list[dict]) -> dict:
+def leader_and_isr_answer(version: int, request: msg.LeaderAndIsrRequest, error_code: int,
+                          results: list[msg.LeaderAndIsrResponse_LeaderAndIsrPartitionError],
+                          ) -> msg.LeaderAndIsrResponse:
     """``results`` are {topic_name, partition_index, error_code}; v5 groups them under each topic's id."""
     if version < 5:
         return {"error_code": error_code, "partition_errors": results}
     ids = {t.topic_name: t.topic_id for t in request.topic_states}
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.LeaderAndIsrResponse_LeaderAndIsrTopicPartitionError]] = {}
     for r in results:
         by_topic.setdefault(r["topic_name"], []).append(
             {"partition_index": r["partition_index"], "error_code": r["error_code"]})
@@ -54,7 +60,7 @@ class StopReplicaPartition(NamedTuple):
     leader_epoch: int  # -1: none given (before v3), -2: the topic is being deleted (Kafka's EpochDuringDelete)
 
 
-def stop_replica_partitions(version: int, request: Any) -> list[StopReplicaPartition]:
+def stop_replica_partitions(version: int, request: msg.StopReplicaRequest) -> list[StopReplicaPartition]:
     if version == 0:
         return [StopReplicaPartition(p.topic_name, p.partition_index, request.delete_partitions, -1)
                 for p in request.ungrouped_partitions]

@@ -9,22 +9,25 @@ from kbroker.controller.reassignment import request_moves
 from kbroker.handlers import control_versions
 from kbroker.handlers.acls import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition
 from kbroker.log.log_manager import HOSTING_CHUNK
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 
 log = logging.getLogger(__name__)
 _DENIED = errors.ClusterAuthorizationFailedError.code
 
 
-@handles(7)
-def controlled_shutdown(ctx: BrokerContext, header, request, conn):
+@handles(msg.CONTROLLED_SHUTDOWN)
+def controlled_shutdown(ctx: BrokerContext, header: RequestHeader, request: msg.ControlledShutdownRequest,
+                        conn: ClientConnection) -> Answer[msg.ControlledShutdownResponse]:
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         return {"error_code": _DENIED, "remaining_partitions": []}
     return _controlled_shutdown(ctx, request.broker_id)
 
 
-async def _controlled_shutdown(ctx: BrokerContext, broker_id: int) -> dict:
+async def _controlled_shutdown(ctx: BrokerContext, broker_id: int) -> msg.ControlledShutdownResponse:
     zk = ctx.zookeeper
     if zk is None:
         return {"error_code": errors.NotControllerError.code, "remaining_partitions": []}
@@ -39,8 +42,10 @@ async def _controlled_shutdown(ctx: BrokerContext, broker_id: int) -> dict:
     return {"error_code": 0, "remaining_partitions": [{"topic_name": t, "partition_index": p} for t, p in remaining]}
 
 
-@handles(45)
-def alter_partition_reassignments(ctx: BrokerContext, header, request, conn):
+@handles(msg.ALTER_PARTITION_REASSIGNMENTS)
+def alter_partition_reassignments(ctx: BrokerContext, header: RequestHeader,
+                                  request: msg.AlterPartitionReassignmentsRequest,
+                                  conn: ClientConnection) -> Answer[msg.AlterPartitionReassignmentsResponse]:
     if not cluster_allowed(ctx, conn, Op.ALTER):
         return {"throttle_time_ms": 0, "error_code": _DENIED, "error_message": None, "responses": [
             {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": _DENIED,
@@ -49,7 +54,9 @@ def alter_partition_reassignments(ctx: BrokerContext, header, request, conn):
     return _alter_reassignments(ctx, request)
 
 
-async def _alter_reassignments(ctx: BrokerContext, request) -> dict:
+async def _alter_reassignments(ctx: BrokerContext,
+                               request: msg.AlterPartitionReassignmentsRequest,
+                               ) -> msg.AlterPartitionReassignmentsResponse:
     """Validate each move, then hand the valid ones to the controller through
     /admin/reassign_partitions (null replicas cancel a move in progress)."""
     if ctx.zookeeper is None:
@@ -61,11 +68,12 @@ async def _alter_reassignments(ctx: BrokerContext, request) -> dict:
     snap = ctx.zookeeper.cluster.snapshot
     moves: dict[tuple[str, int], list[int]] = {}
     cancels: list[tuple[str, int]] = []
-    responses = []
+    responses: list[msg.AlterPartitionReassignmentsResponse_ReassignableTopicResponse] = []
     for topic in request.topics:
-        results = []
+        results: list[msg.AlterPartitionReassignmentsResponse_ReassignablePartitionResponse] = []
         for p in topic.partitions:
-            out = {"partition_index": p.partition_index, "error_code": 0, "error_message": None}
+            out: msg.AlterPartitionReassignmentsResponse_ReassignablePartitionResponse = {
+                "partition_index": p.partition_index, "error_code": 0, "error_message": None}
             key = (topic.name, p.partition_index)
             replicas = snap.assignments.get(topic.name, {}).get(p.partition_index)
             if replicas is None:
@@ -90,12 +98,14 @@ async def _alter_reassignments(ctx: BrokerContext, request) -> dict:
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "responses": responses}
 
 
-@handles(46)
-def list_partition_reassignments(ctx: BrokerContext, header, request, conn):
+@handles(msg.LIST_PARTITION_REASSIGNMENTS)
+def list_partition_reassignments(ctx: BrokerContext, header: RequestHeader,
+                                 request: msg.ListPartitionReassignmentsRequest,
+                                 conn: ClientConnection) -> Answer[msg.ListPartitionReassignmentsResponse]:
     if not cluster_allowed(ctx, conn, Op.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": _DENIED, "error_message": None, "topics": []}
     wanted = None if request.topics is None else {(t.name, p) for t in request.topics for p in t.partition_indexes}
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.ListPartitionReassignmentsResponse_OngoingPartitionReassignment]] = {}
     if ctx.zookeeper is not None:  # a single broker moves nothing
         snap = ctx.zookeeper.cluster.snapshot
         for (topic, index), (adding, removing) in sorted(snap.moving.items()):
@@ -110,7 +120,8 @@ def list_partition_reassignments(ctx: BrokerContext, header, request, conn):
 
 # -- from the controller -------------------------------------------------------------------
 
-def _stale_controller(ctx: BrokerContext, request) -> bool:
+def _stale_controller(ctx: BrokerContext,
+                      request: msg.LeaderAndIsrRequest | msg.StopReplicaRequest | msg.UpdateMetadataRequest) -> bool:
     """Kafka refuses requests of a controller older than the newest one it heard from (and a single
     broker, which has no controller to hear from, refuses them all)."""
     if ctx.zookeeper is None or request.controller_epoch < ctx.zookeeper.metadata.controller_epoch:
@@ -119,8 +130,9 @@ def _stale_controller(ctx: BrokerContext, request) -> bool:
     return False
 
 
-@handles(4)
-def leader_and_isr(ctx: BrokerContext, header, request, conn):
+@handles(msg.LEADER_AND_ISR)
+def leader_and_isr(ctx: BrokerContext, header: RequestHeader, request: msg.LeaderAndIsrRequest,
+                   conn: ClientConnection) -> Answer[msg.LeaderAndIsrResponse]:
     version = header.api_version
     control_versions.regroup_leader_and_isr(version, request)
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
@@ -130,10 +142,11 @@ def leader_and_isr(ctx: BrokerContext, header, request, conn):
     return _leader_and_isr(ctx, version, request)
 
 
-async def _leader_and_isr(ctx: BrokerContext, version: int, request) -> dict:
+async def _leader_and_isr(ctx: BrokerContext, version: int,
+                          request: msg.LeaderAndIsrRequest) -> msg.LeaderAndIsrResponse:
     assert ctx.zookeeper is not None
     leaders = {b.broker_id: b for b in request.live_leaders}
-    results = []
+    results: list[msg.LeaderAndIsrResponse_LeaderAndIsrPartitionError] = []
     done = 0
     for topic in request.topic_states:
         for p in topic.partition_states:
@@ -155,13 +168,14 @@ async def _leader_and_isr(ctx: BrokerContext, version: int, request) -> dict:
     return control_versions.leader_and_isr_answer(version, request, 0, results)
 
 
-@handles(5)
-def stop_replica(ctx: BrokerContext, header, request, conn):
+@handles(msg.STOP_REPLICA)
+def stop_replica(ctx: BrokerContext, header: RequestHeader, request: msg.StopReplicaRequest,
+                 conn: ClientConnection) -> Answer[msg.StopReplicaResponse]:
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         return {"error_code": _DENIED, "partition_errors": []}
     if _stale_controller(ctx, request):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
-    results = []
+    results: list[msg.StopReplicaResponse_StopReplicaPartitionError] = []
     for stop in control_versions.stop_replica_partitions(header.api_version, request):
         code = 0
         partition = ctx.replicas.partitions.get(TopicPartition(stop.topic, stop.partition))
@@ -173,8 +187,9 @@ def stop_replica(ctx: BrokerContext, header, request, conn):
     return {"error_code": 0, "partition_errors": results}
 
 
-@handles(6)
-def update_metadata(ctx: BrokerContext, header, request, conn):
+@handles(msg.UPDATE_METADATA)
+def update_metadata(ctx: BrokerContext, header: RequestHeader, request: msg.UpdateMetadataRequest,
+                    conn: ClientConnection) -> Answer[msg.UpdateMetadataResponse]:
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         return {"error_code": _DENIED}
     if _stale_controller(ctx, request):

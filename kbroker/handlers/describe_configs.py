@@ -2,28 +2,31 @@
 (the entries are built in ``config_entries``)."""
 from __future__ import annotations
 
-from typing import Any
-
 from kbroker import errors
 from kbroker.handlers.admin import BROKER_RESOURCE, TOPIC_RESOURCE, _error, _require_config_resource
 from kbroker.handlers.config_entries import ConfigEntry, broker_entries, topic_entries, wanted
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import AclOperation
 from zk_compat.layout import get_entity_config
 
 
-@handles(32)
-def describe_configs(ctx: BrokerContext, header, request, conn):
+@handles(msg.DESCRIBE_CONFIGS)
+def describe_configs(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeConfigsRequest,
+                     conn: ClientConnection) -> Answer[msg.DescribeConfigsResponse]:
     return _describe_configs(ctx, request, conn)
 
 
-async def _describe_configs(ctx: BrokerContext, request, conn) -> dict:
+async def _describe_configs(ctx: BrokerContext, request: msg.DescribeConfigsRequest,
+                            conn: ClientConnection) -> msg.DescribeConfigsResponse:
     include_documentation = bool(getattr(request, "include_documentation", False))
-    results = []
+    results: list[msg.DescribeConfigsResponse_Result] = []
     for resource in request.resources:
-        out: dict[str, Any] = {"error_code": 0, "error_message": None, "resource_type": resource.resource_type,
-                               "resource_name": resource.resource_name, "configs": []}
+        out: msg.DescribeConfigsResponse_Result = {
+            "error_code": 0, "error_message": None, "resource_type": resource.resource_type,
+            "resource_name": resource.resource_name, "configs": []}
         try:
             _require_config_resource(ctx, conn, AclOperation.DESCRIBE_CONFIGS, resource.resource_type,
                                      resource.resource_name)

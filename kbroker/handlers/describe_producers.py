@@ -11,13 +11,15 @@ from __future__ import annotations
 from kbroker import errors
 from kbroker.handlers.acls import Op, Res, allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition
 from kbroker.log.producer_state import ProducerStateManager
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 
 
-def _active_producers(state: ProducerStateManager) -> list[dict]:
-    out = []
+def _active_producers(state: ProducerStateManager) -> list[msg.DescribeProducersResponse_ProducerState]:
+    out: list[msg.DescribeProducersResponse_ProducerState] = []
     for producer_id, entry in sorted(state.producers.items()):
         last = entry.batches[-1] if entry.batches else None
         out.append({"producer_id": producer_id, "producer_epoch": entry.epoch,
@@ -28,8 +30,9 @@ def _active_producers(state: ProducerStateManager) -> list[dict]:
     return out
 
 
-def _partition_answer(ctx: BrokerContext, tp: TopicPartition) -> dict:
-    out: dict = {"partition_index": tp.partition, "error_code": 0, "error_message": None, "active_producers": []}
+def _partition_answer(ctx: BrokerContext, tp: TopicPartition) -> msg.DescribeProducersResponse_PartitionResponse:
+    out: msg.DescribeProducersResponse_PartitionResponse = {
+        "partition_index": tp.partition, "error_code": 0, "error_message": None, "active_producers": []}
     partition = ctx.replicas.partitions.get(tp)
     if partition is None:
         out["error_code"] = ctx.replicas.not_hosted_error(tp.topic, tp.partition).code
@@ -40,17 +43,19 @@ def _partition_answer(ctx: BrokerContext, tp: TopicPartition) -> dict:
     return out
 
 
-@handles(61)
-def describe_producers(ctx: BrokerContext, header, request, conn):
-    topics = []
+@handles(msg.DESCRIBE_PRODUCERS)
+def describe_producers(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeProducersRequest,
+                       conn: ClientConnection) -> Answer[msg.DescribeProducersResponse]:
+    topics: list[msg.DescribeProducersResponse_TopicResponse] = []
     for topic in request.topics:
         code = 0
         if not allowed(ctx, conn, Op.READ, Res.TOPIC, topic.name):
             code = errors.TopicAuthorizationFailedError.code
         elif ctx.topics.metadata_partitions(topic.name) is None:
             code = errors.UnknownTopicOrPartitionError.code
-        partitions = [{"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
-                      if code else _partition_answer(ctx, TopicPartition(topic.name, index))
-                      for index in topic.partition_indexes]
+        partitions: list[msg.DescribeProducersResponse_PartitionResponse] = [
+            {"partition_index": index, "error_code": code, "error_message": None, "active_producers": []}
+            if code else _partition_answer(ctx, TopicPartition(topic.name, index))
+            for index in topic.partition_indexes]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time_ms": 0, "topics": topics}

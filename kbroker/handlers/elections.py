@@ -22,14 +22,17 @@ from kbroker.controller import election
 from kbroker.controller.election import PREFERRED, UNCLEAN, Outcome, Refusal
 from kbroker.handlers.acls import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 
 TP = tuple[str, int]
 _POLL_S = 0.02  # how often a waiting election looks at the metadata again
 
 
-@handles(43)
-def elect_leaders(ctx: BrokerContext, header, request, conn):
+@handles(msg.ELECT_LEADERS)
+def elect_leaders(ctx: BrokerContext, header: RequestHeader, request: msg.ElectLeadersRequest,
+                  conn: ClientConnection) -> Answer[msg.ElectLeadersResponse]:
     election_type = request.election_type if header.api_version >= 1 else PREFERRED
     named = None if request.topic_partitions is None else list(dict.fromkeys(
         (t.topic, p) for t in request.topic_partitions for p in t.partition_id))
@@ -43,7 +46,8 @@ def elect_leaders(ctx: BrokerContext, header, request, conn):
     return _elect(ctx, named, election_type, request.timeout_ms)
 
 
-async def _elect(ctx: BrokerContext, named: list[TP] | None, election_type: int, timeout_ms: int) -> dict:
+async def _elect(ctx: BrokerContext, named: list[TP] | None, election_type: int,
+                 timeout_ms: int) -> msg.ElectLeadersResponse:
     deadline = time.monotonic() + max(timeout_ms, 0) / 1000
     zk = ctx.zookeeper
     if zk is None:
@@ -86,8 +90,8 @@ def _single_broker(ctx: BrokerContext, tp: TP, election_type: int) -> Outcome:
     return Refusal(errors.ElectionNotNeededError.code, f"{tp[0]}-{tp[1]} is led by its only live replica")
 
 
-def _response(code: int, outcomes: dict[TP, Outcome], every_partition: bool) -> dict:
-    by_topic: dict[str, list[dict]] = {}
+def _response(code: int, outcomes: dict[TP, Outcome], every_partition: bool) -> msg.ElectLeadersResponse:
+    by_topic: dict[str, list[msg.ElectLeadersResponse_PartitionResult]] = {}
     for (topic, index), outcome in outcomes.items():
         refusal = outcome if isinstance(outcome, Refusal) else Refusal(0)
         if every_partition and refusal.code == errors.ElectionNotNeededError.code:

@@ -14,17 +14,20 @@ from collections.abc import Callable
 from kbroker import errors
 from kbroker.handlers.acls import Op, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition
 from kbroker.log.partition_log import LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.replication.partition import Partition, error_code_of
 from kbroker.security.quotas import FetchQuota, fetch_response_size
 
 log = logging.getLogger(__name__)
 
 
-@handles(1)
-def fetch(ctx: BrokerContext, header, request, conn):
+@handles(msg.FETCH)
+def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
+          conn: ClientConnection) -> Answer[msg.FetchResponse]:
     version = header.api_version
     wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
               for t in request.topics for p in t.partitions]
@@ -53,13 +56,20 @@ def fetch(ctx: BrokerContext, header, request, conn):
                                        metrics=ctx.metrics, known=ctx.topics.exists)
 
 
-def _throttle_of(quota: FetchQuota) -> Callable[[list[tuple[str, dict]], int], dict | None]:
-    def throttle(partitions: list[tuple[str, dict]], session_id: int) -> dict | None:
+Answers = list[tuple[str, msg.FetchResponse_PartitionData]]  # each partition's answer with its topic
+
+
+def _throttle_of(quota: FetchQuota) -> Callable[[Answers, int], msg.FetchResponse | None]:
+    def throttle(partitions: Answers, session_id: int) -> msg.FetchResponse | None:
         return quota.throttled_response(fetch_response_size(partitions), session_id)
     return throttle
 
 
-def _authorized(ctx: BrokerContext, conn, replica_id: int, wanted: list) -> tuple[list, list[tuple[str, int]]]:
+Wanted = list[tuple[str, int, int, int, int]]  # (topic, partition, fetch offset, max bytes, leader epoch)
+
+
+def _authorized(ctx: BrokerContext, conn: ClientConnection, replica_id: int,
+                wanted: Wanted) -> tuple[Wanted, list[tuple[str, int]]]:
     """(the wanted partitions the ACLs allow, the refused ones): a follower needs CLUSTER_ACTION on
     the cluster (else every partition is refused), a consumer READ on each topic."""
     if replica_id >= 0:
@@ -71,18 +81,20 @@ def _authorized(ctx: BrokerContext, conn, replica_id: int, wanted: list) -> tupl
     return [w for w in wanted if may_read(w[0])], [(w[0], w[1]) for w in wanted if not may_read(w[0])]
 
 
-@handles(23)
-def offset_for_leader_epoch(ctx: BrokerContext, header, request, conn):
+@handles(msg.OFFSET_FOR_LEADER_EPOCH)
+def offset_for_leader_epoch(ctx: BrokerContext, header: RequestHeader, request: msg.OffsetForLeaderEpochRequest,
+                            conn: ClientConnection) -> Answer[msg.OffsetForLeaderEpochResponse]:
     """Where did ``leader_epoch`` end in the leader's log (its first offset of the next epoch, or
     the log end offset for the current one)? Followers ask it before fetching after a change."""
-    topics = []
+    topics: list[msg.OffsetForLeaderEpochResponse_OffsetForLeaderTopicResult] = []
     may_describe = None
     if ctx.security.authorizer is not None and not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         may_describe = topic_filter(ctx, conn, Op.DESCRIBE)
     for topic in request.topics:
-        partitions = []
+        partitions: list[msg.OffsetForLeaderEpochResponse_EpochEndOffset] = []
         for p in topic.partitions:
-            out = {"error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+            out: msg.OffsetForLeaderEpochResponse_EpochEndOffset = {
+                "error_code": 0, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
             if may_describe is not None and not may_describe(topic.topic):
                 out["error_code"] = errors.TopicAuthorizationFailedError.code
                 partitions.append(out)
@@ -110,16 +122,18 @@ def _epoch_of_answer(partition: Partition, timestamp: int, offset: int, from_rep
     return partition.log.leader_epochs.epoch_for_offset(offset)
 
 
-@handles(2)
-def list_offsets(ctx: BrokerContext, header, request, conn):
+@handles(msg.LIST_OFFSETS)
+def list_offsets(ctx: BrokerContext, header: RequestHeader, request: msg.ListOffsetsRequest,
+                 conn: ClientConnection) -> Answer[msg.ListOffsetsResponse]:
     version = header.api_version
-    topics = []
+    topics: list[msg.ListOffsetsResponse_TopicResponse] = []
     may_describe = topic_filter(ctx, conn, Op.DESCRIBE)
     for topic in request.topics:
-        partitions = []
+        partitions: list[msg.ListOffsetsResponse_PartitionResponse] = []
         for p in topic.partitions:
-            out = {"partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
-                   "leader_epoch": -1}
+            out: msg.ListOffsetsResponse_PartitionResponse = {
+                "partition_index": p.partition_index, "error_code": 0, "timestamp": -1, "offset": -1,
+                "leader_epoch": -1}
             if may_describe is not None and not may_describe(topic.name):
                 out["error_code"] = errors.TopicAuthorizationFailedError.code
                 if version == 0:

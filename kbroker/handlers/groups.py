@@ -5,18 +5,24 @@ to the transaction coordinator). The coordinators hold the logic; these translat
 OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.coordinator.group.zk_offsets``)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kbroker import errors
 from kbroker.coordinator.group import zk_offsets
-from kbroker.coordinator.group.coordinator import GroupCoordinator, OffsetCommitEntry
+from kbroker.coordinator.group.coordinator import GroupCoordinator
 from kbroker.handlers.acls import Op, Res, allowed, authorized_operations, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.metadata import listener_of
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.handlers.txn import for_version as txn_error_for_version
 from kbroker.log import TopicPartition
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 
 GROUP_KEY, TRANSACTION_KEY = 0, 1
 _GROUP_DENIED = errors.GroupAuthorizationFailedError.code
+# the coordinator's OffsetCommitEntry: (offset, leader epoch, metadata), v1 adds the commit timestamp
+CommitEntry = tuple[int, int, str | None] | tuple[int, int, str | None, int]
 
 
 def _coordinator(ctx: BrokerContext) -> GroupCoordinator:
@@ -25,10 +31,11 @@ def _coordinator(ctx: BrokerContext) -> GroupCoordinator:
     return coordinator
 
 
-@handles(10)
-def find_coordinator(ctx: BrokerContext, header, request, conn):
+@handles(msg.FIND_COORDINATOR)
+def find_coordinator(ctx: BrokerContext, header: RequestHeader, request: msg.FindCoordinatorRequest,
+                     conn: ClientConnection) -> Answer[msg.FindCoordinatorResponse]:
     keys = list(request.coordinator_keys) if header.api_version >= 4 else [request.key]
-    results = []
+    results: list[msg.FindCoordinatorResponse_Coordinator] = []
     for key in keys:
         code, message = 0, None
         transactional = request.key_type == TRANSACTION_KEY
@@ -63,8 +70,9 @@ def find_coordinator(ctx: BrokerContext, header, request, conn):
             "node_id": r["node_id"], "host": r["host"], "port": r["port"]}
 
 
-@handles(11)
-async def join_group(ctx: BrokerContext, header, request, conn):
+@handles(msg.JOIN_GROUP)
+async def join_group(ctx: BrokerContext, header: RequestHeader, request: msg.JoinGroupRequest,
+                     conn: ClientConnection) -> msg.JoinGroupResponse:
     v = header.api_version
     if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "generation_id": -1, "protocol_type": None,
@@ -85,8 +93,9 @@ async def join_group(ctx: BrokerContext, header, request, conn):
     }
 
 
-@handles(14)
-async def sync_group(ctx: BrokerContext, header, request, conn):
+@handles(msg.SYNC_GROUP)
+async def sync_group(ctx: BrokerContext, header: RequestHeader, request: msg.SyncGroupRequest,
+                     conn: ClientConnection) -> msg.SyncGroupResponse:
     v = header.api_version
     if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "protocol_type": None, "protocol_name": None,
@@ -101,8 +110,9 @@ async def sync_group(ctx: BrokerContext, header, request, conn):
             "protocol_name": result.protocol_name, "assignment": result.assignment}
 
 
-@handles(12)
-def heartbeat(ctx: BrokerContext, header, request, conn):
+@handles(msg.HEARTBEAT)
+def heartbeat(ctx: BrokerContext, header: RequestHeader, request: msg.HeartbeatRequest,
+              conn: ClientConnection) -> Answer[msg.HeartbeatResponse]:
     if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED}
     code = _coordinator(ctx).heartbeat(request.group_id, request.member_id, request.generation_id,
@@ -110,14 +120,14 @@ def heartbeat(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "error_code": code}
 
 
-@handles(13)
-def leave_group(ctx: BrokerContext, header, request, conn):
+@handles(msg.LEAVE_GROUP)
+def leave_group(ctx: BrokerContext, header: RequestHeader, request: msg.LeaveGroupRequest,
+                conn: ClientConnection) -> Answer[msg.LeaveGroupResponse]:
     if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
         return {"throttle_time_ms": 0, "error_code": _GROUP_DENIED, "members": []}
+    members: list[str | tuple[str, str | None]] = [request.member_id]
     if header.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in request.members]
-    else:
-        members = [request.member_id]
     result = _coordinator(ctx).leave_group(request.group_id, members)
     if header.api_version < 3:
         return {"throttle_time_ms": 0, "error_code": result.legacy_error}
@@ -126,11 +136,12 @@ def leave_group(ctx: BrokerContext, header, request, conn):
                         for m in result.members]}
 
 
-@handles(8)
-async def offset_commit(ctx: BrokerContext, header, request, conn):
+@handles(msg.OFFSET_COMMIT)
+async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: msg.OffsetCommitRequest,
+                        conn: ClientConnection) -> msg.OffsetCommitResponse:
     v = header.api_version
-    offsets = {}
-    unknown = {}
+    offsets: dict[TopicPartition, CommitEntry] = {}
+    unknown: dict[TopicPartition, int] = {}
     group_ok = allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id)
     may_read = topic_filter(ctx, conn, Op.READ)
     for topic in request.topics:
@@ -145,11 +156,8 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
             if not ctx.topics.exists(topic.name, p.partition_index):
                 unknown[tp] = errors.UnknownTopicOrPartitionError.code
                 continue
-            entry: OffsetCommitEntry = (p.committed_offset, p.committed_leader_epoch if v >= 6 else -1,
-                                        p.committed_metadata)
-            if v == 1:
-                entry += (p.commit_timestamp,)
-            offsets[tp] = entry
+            entry = (p.committed_offset, p.committed_leader_epoch if v >= 6 else -1, p.committed_metadata)
+            offsets[tp] = (*entry, p.commit_timestamp) if v == 1 else entry
     codes = dict(unknown)
     if offsets and v == 0:  # v0: ZooKeeper storage, as Kafka 0.8.2+
         codes.update(await zk_offsets.commit_v0(ctx, request.group_id,
@@ -159,7 +167,7 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
             request.group_id, request.member_id if v >= 1 else "", request.generation_id if v >= 1 else -1,
             request.group_instance_id if v >= 7 else None, offsets,
             request.retention_time_ms if 2 <= v <= 4 else -1))
-    topics: dict[str, list[dict]] = {}
+    topics: dict[str, list[msg.OffsetCommitResponse_Partition]] = {}
     for topic in request.topics:
         for p in topic.partitions:
             code = codes.get(TopicPartition(topic.name, p.partition_index), 0)
@@ -167,8 +175,9 @@ async def offset_commit(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()]}
 
 
-def _fetch_group(ctx: BrokerContext, conn, version: int, group_id: str, topics,
-                 require_stable: bool) -> tuple[int, list[dict]]:
+def _fetch_group(ctx: BrokerContext, conn: ClientConnection, version: int, group_id: str,
+                 topics: Sequence[msg.OffsetFetchRequest.Topic | msg.OffsetFetchRequest.Group.GroupTopic] | None,
+                 require_stable: bool) -> tuple[int, list[msg.OffsetFetchResponse_Topic]]:
     wanted = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
     may_describe = topic_filter(ctx, conn, Op.DESCRIBE)
     refused: list[TopicPartition] = []
@@ -188,7 +197,7 @@ def _fetch_group(ctx: BrokerContext, conn, version: int, group_id: str, topics,
         found = {tp: v for tp, v in found.items() if may_describe(tp.topic)}
     for tp in refused:
         found[tp] = (-1, -1, "", errors.TopicAuthorizationFailedError.code)
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.OffsetFetchResponse_Partition]] = {}
     for (topic, index), (offset, epoch, metadata, code) in found.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "committed_offset": offset,
                                                "committed_leader_epoch": epoch, "metadata": metadata,
@@ -196,11 +205,12 @@ def _fetch_group(ctx: BrokerContext, conn, version: int, group_id: str, topics,
     return 0, [{"name": t, "partitions": ps} for t, ps in by_topic.items()]
 
 
-@handles(9)
-def offset_fetch(ctx: BrokerContext, header, request, conn):
+@handles(msg.OFFSET_FETCH)
+def offset_fetch(ctx: BrokerContext, header: RequestHeader, request: msg.OffsetFetchRequest,
+                 conn: ClientConnection) -> Answer[msg.OffsetFetchResponse]:
     v = header.api_version
     if v >= 8:
-        groups = []
+        groups: list[msg.OffsetFetchResponse_Group] = []
         for g in request.groups:
             code, topics = _fetch_group(ctx, conn, v, g.group_id, g.topics, request.require_stable)
             groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
@@ -210,27 +220,28 @@ def offset_fetch(ctx: BrokerContext, header, request, conn):
             return {"throttle_time_ms": 0, "topics": [
                 {"name": t.name, "partitions": [{"partition_index": p, "committed_offset": -1, "metadata": "",
                                                  "error_code": _GROUP_DENIED} for p in t.partition_indexes]}
-                for t in request.topics]}
+                for t in request.topics or ()]}
         return _offset_fetch_zookeeper(ctx, request)
     code, topics = _fetch_group(ctx, conn, v, request.group_id, request.topics, v >= 7 and request.require_stable)
     return {"throttle_time_ms": 0, "topics": topics, "error_code": code}
 
 
-async def _offset_fetch_zookeeper(ctx: BrokerContext, request) -> dict:
+async def _offset_fetch_zookeeper(ctx: BrokerContext, request: msg.OffsetFetchRequest) -> msg.OffsetFetchResponse:
     """OffsetFetch v0 reads /consumers/<group>/offsets (OffsetCommit v0 writes there)."""
-    wanted = [TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes]
+    wanted = [TopicPartition(t.name, p) for t in request.topics or () for p in t.partition_indexes]
 
     found = await zk_offsets.fetch_v0(ctx, request.group_id, wanted, ctx.topics.exists)
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.OffsetFetchResponse_Partition]] = {}
     for (topic, index), (offset, code) in found.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "committed_offset": offset,
                                                "metadata": "", "error_code": code})
     return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-@handles(15)
-def describe_groups(ctx: BrokerContext, header, request, conn):
-    groups = []
+@handles(msg.DESCRIBE_GROUPS)
+def describe_groups(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeGroupsRequest,
+                    conn: ClientConnection) -> Answer[msg.DescribeGroupsResponse]:
+    groups: list[msg.DescribeGroupsResponse_DescribedGroup] = []
     for group_id in request.groups:
         if not allowed(ctx, conn, Op.DESCRIBE, Res.GROUP, group_id):
             groups.append({"error_code": _GROUP_DENIED, "group_id": group_id, "group_state": "",
@@ -252,8 +263,9 @@ def describe_groups(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "groups": groups}
 
 
-@handles(16)
-def list_groups(ctx: BrokerContext, header, request, conn):
+@handles(msg.LIST_GROUPS)
+def list_groups(ctx: BrokerContext, header: RequestHeader, request: msg.ListGroupsRequest,
+                conn: ClientConnection) -> Answer[msg.ListGroupsResponse]:
     code, groups = _coordinator(ctx).list_groups(request.states_filter if header.api_version >= 4 else None)
     if ctx.security.authorizer is not None and not cluster_allowed(ctx, conn, Op.DESCRIBE):
         groups = [g for g in groups if allowed(ctx, conn, Op.DESCRIBE, Res.GROUP, g.group_id, log_denied=False)]
@@ -262,8 +274,9 @@ def list_groups(ctx: BrokerContext, header, request, conn):
                        for g in groups]}
 
 
-@handles(42)
-async def delete_groups(ctx: BrokerContext, header, request, conn):
+@handles(msg.DELETE_GROUPS)
+async def delete_groups(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteGroupsRequest,
+                        conn: ClientConnection) -> msg.DeleteGroupsResponse:
     names = [g for g in request.groups_names if allowed(ctx, conn, Op.DELETE, Res.GROUP, g)]
     codes = await _coordinator(ctx).delete_groups(names) if names else {}
     codes = {g: codes.get(g, _GROUP_DENIED) for g in request.groups_names}
@@ -271,8 +284,9 @@ async def delete_groups(ctx: BrokerContext, header, request, conn):
             "results": [{"group_id": g, "error_code": code} for g, code in codes.items()]}
 
 
-@handles(47)
-async def offset_delete(ctx: BrokerContext, header, request, conn):
+@handles(msg.OFFSET_DELETE)
+async def offset_delete(ctx: BrokerContext, header: RequestHeader, request: msg.OffsetDeleteRequest,
+                        conn: ClientConnection) -> msg.OffsetDeleteResponse:
     """OffsetDelete: DELETE on the group, then READ on each topic (TOPIC_AUTHORIZATION_FAILED) and
     a partition the broker knows (UNKNOWN_TOPIC_OR_PARTITION), as Kafka's KafkaApis. A group-level
     error is answered alone, with no topics."""
@@ -294,15 +308,16 @@ async def offset_delete(ctx: BrokerContext, header, request, conn):
     if code:
         return {"error_code": code, "throttle_time_ms": 0, "topics": []}
     codes.update(deleted)
-    by_topic: dict[str, list[dict]] = {}
-    for (topic, index), c in codes.items():
-        by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": c})
+    by_topic: dict[str, list[msg.OffsetDeleteResponse_Partition]] = {}
+    for (name, index), c in codes.items():
+        by_topic.setdefault(name, []).append({"partition_index": index, "error_code": c})
     return {"error_code": 0, "throttle_time_ms": 0,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-@handles(22)
-def init_producer_id(ctx: BrokerContext, header, request, conn):
+@handles(msg.INIT_PRODUCER_ID)
+def init_producer_id(ctx: BrokerContext, header: RequestHeader, request: msg.InitProducerIdRequest,
+                     conn: ClientConnection) -> Answer[msg.InitProducerIdResponse]:
     authorizer = ctx.security.authorizer
     if authorizer is not None:
         if request.transactional_id is not None:
@@ -314,7 +329,7 @@ def init_producer_id(ctx: BrokerContext, header, request, conn):
             code = errors.ClusterAuthorizationFailedError.code
             return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
     if request.transactional_id is not None:
-        return _init_transactional(ctx, header.api_version, request)
+        return _init_transactional(ctx, header.api_version, request, request.transactional_id)
     if header.api_version >= 3 and request.producer_id >= 0:
         # KIP-360: an idempotent producer bumping its epoch keeps its id
         epoch = request.producer_epoch + 1
@@ -325,7 +340,8 @@ def init_producer_id(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(), "producer_epoch": 0}
 
 
-async def _init_transactional(ctx: BrokerContext, version: int, request) -> dict:
+async def _init_transactional(ctx: BrokerContext, version: int, request: msg.InitProducerIdRequest,
+                              transactional_id: str) -> msg.InitProducerIdResponse:
     """A transactional producer: the transaction coordinator gives its id and (bumped) epoch; one that
     sends its current id and epoch (v3+, KIP-360) is fenced if they are no longer current."""
     coordinator = ctx.transactions.coordinator
@@ -333,7 +349,7 @@ async def _init_transactional(ctx: BrokerContext, version: int, request) -> dict
         code, pid, epoch = errors.CoordinatorNotAvailableError.code, -1, -1
     else:
         expected = (request.producer_id, request.producer_epoch) if version >= 3 and request.producer_id >= 0 else None
-        code, pid, epoch = await coordinator.init_producer_id(request.transactional_id,
+        code, pid, epoch = await coordinator.init_producer_id(transactional_id,
                                                               request.transaction_timeout_ms, expected)
     return {"throttle_time_ms": 0, "error_code": txn_error_for_version(22, version, code), "producer_id": pid,
             "producer_epoch": epoch}

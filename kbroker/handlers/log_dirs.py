@@ -8,15 +8,18 @@ from pathlib import Path
 from kbroker import errors
 from kbroker.handlers.acls import cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import PartitionLog, TopicPartition
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import AclOperation
 
 log = logging.getLogger(__name__)
 
 
-@handles(35)
-def describe_log_dirs(ctx: BrokerContext, header, request, conn):
+@handles(msg.DESCRIBE_LOG_DIRS)
+def describe_log_dirs(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeLogDirsRequest,
+                      conn: ClientConnection) -> Answer[msg.DescribeLogDirsResponse]:
     if not cluster_allowed(ctx, conn, AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "results": []}  # Kafka answers an empty result, no error
     lm = ctx.log_manager
@@ -28,10 +31,10 @@ def describe_log_dirs(ctx: BrokerContext, header, request, conn):
         by_dir.setdefault(plog.directory.parent, []).append((tp, plog, False))
     for tp, plog in list(lm.future_logs.items()):
         by_dir.setdefault(plog.directory.parent, []).append((tp, plog, True))
-    results = []
+    results: list[msg.DescribeLogDirsResponse_Result] = []
     for directory in lm.log_dirs:
         offline = directory in lm.offline_dirs
-        topics: dict[str, list[dict]] = {}
+        topics: dict[str, list[msg.DescribeLogDirsResponse_Partition]] = {}
         if not offline:
             for tp, plog, future in sorted(by_dir.get(directory, []), key=lambda e: (e[0], e[2])):
                 if wanted is not None and tuple(tp) not in wanted:
@@ -51,8 +54,9 @@ def describe_log_dirs(ctx: BrokerContext, header, request, conn):
     return {"throttle_time_ms": 0, "results": results}
 
 
-@handles(34)
-def alter_replica_log_dirs(ctx: BrokerContext, header, request, conn):
+@handles(msg.ALTER_REPLICA_LOG_DIRS)
+def alter_replica_log_dirs(ctx: BrokerContext, header: RequestHeader, request: msg.AlterReplicaLogDirsRequest,
+                           conn: ClientConnection) -> Answer[msg.AlterReplicaLogDirsResponse]:
     """Per partition, as Kafka: CLUSTER_AUTHORIZATION_FAILED for all without ALTER on the cluster,
     else the replica manager's answer. A partition named twice keeps the last dir asked (Kafka's map)."""
     moves: dict[TopicPartition, str] = {}
@@ -74,7 +78,7 @@ def alter_replica_log_dirs(ctx: BrokerContext, header, request, conn):
             except Exception:
                 log.exception("AlterReplicaLogDirs %s to %s failed", tp, path)
                 codes[tp] = errors.UnknownServerError.code
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.AlterReplicaLogDirsResponse_Partition]] = {}
     for tp, code in codes.items():
         by_topic.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": code})
     return {"throttle_time_ms": 0,

@@ -7,31 +7,35 @@ import uuid
 from kbroker import errors
 from kbroker.handlers.acls import Op, Res, allowed, authorized_operations, cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.metadata.zk_view import LiveBroker
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import CLUSTER_NAME
 from kbroker.replicas.internal_topics import INTERNAL_TOPICS
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def listener_of(conn) -> str:
+def listener_of(conn: ClientConnection) -> str:
     """The listener a request came in on: brokers are answered with their endpoint on it."""
-    session = getattr(conn, "session", None)
+    session = getattr(conn, "session", None)  # tests call handlers with connections that have none
     return session.listener if session is not None else "PLAINTEXT"
 
 
-def brokers_on(ctx: BrokerContext, conn) -> list:
+def brokers_on(ctx: BrokerContext, conn: ClientConnection) -> list[LiveBroker]:
     """Live brokers as a client of this connection's listener reaches them; brokers without that
     listener are left out, as Kafka does."""
     listener = listener_of(conn)
     return [e for e in (b.on(listener) for b in ctx.topics.live_brokers()) if e is not None]
 
 
-def _brokers(ctx: BrokerContext, conn) -> list[dict]:
+def _brokers(ctx: BrokerContext, conn: ClientConnection) -> list[msg.MetadataResponse_Broker]:
     return [{"node_id": b.id, "host": b.host, "port": b.port, "rack": b.rack} for b in brokers_on(ctx, conn)]
 
 
-def topic_metadata(ctx: BrokerContext, name: str, version: int, alive: set[int], live: set[int]) -> dict | None:
+def topic_metadata(ctx: BrokerContext, name: str, version: int, alive: set[int],
+                   live: set[int]) -> msg.MetadataResponse_Topic | None:
     """The topic as Kafka's MetadataCache answers it (None: Metadata does not know it yet). ``alive`` are the
     brokers reachable on this connection's listener, ``live`` every registered one. Without a reachable
     leader a partition has leader -1 and LEADER_NOT_AVAILABLE (LISTENER_NOT_FOUND from v6 when the leader
@@ -39,7 +43,7 @@ def topic_metadata(ctx: BrokerContext, name: str, version: int, alive: set[int],
     views = ctx.topics.metadata_partitions(name)
     if views is None:
         return None
-    partitions = []
+    partitions: list[msg.MetadataResponse_Partition] = []
     for view in views:
         replicas, isr = view.replicas, view.isr
         if version == 0:
@@ -61,19 +65,22 @@ def topic_metadata(ctx: BrokerContext, name: str, version: int, alive: set[int],
             "is_internal": name in INTERNAL_TOPICS, "partitions": partitions}
 
 
-@handles(3)
-def metadata(ctx: BrokerContext, header, request, conn):
+@handles(msg.METADATA)
+def metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRequest,
+             conn: ClientConnection) -> Answer[msg.MetadataResponse]:
     if not ctx.topics.announced():
         return _once_announced(ctx, header, request, conn)
     return _metadata(ctx, header, request, conn)
 
 
-async def _once_announced(ctx: BrokerContext, header, request, conn) -> dict:
+async def _once_announced(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRequest,
+                          conn: ClientConnection) -> msg.MetadataResponse:
     await ctx.topics.until_announced()
     return _metadata(ctx, header, request, conn)
 
 
-def _metadata(ctx: BrokerContext, header, request, conn) -> dict:
+def _metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRequest,
+              conn: ClientConnection) -> msg.MetadataResponse:
     version = header.api_version
     # before v4 a request always allows auto-creation
     auto = (request.allow_auto_topic_creation or version < 4) and ctx.config.auto_create_topics_enable
@@ -81,8 +88,8 @@ def _metadata(ctx: BrokerContext, header, request, conn) -> dict:
     if every:
         names = ctx.topics.metadata_topics()
     else:
-        names = list(dict.fromkeys(t.name for t in request.topics if t.name is not None))  # once each, as Kafka
-    topics = []
+        names = list(dict.fromkeys(t.name for t in request.topics or () if t.name is not None))  # once each, as Kafka
+    topics: list[msg.MetadataResponse_Topic] = []
     ids = {t.topic_id for t in request.topics or () if version >= 12 and t.topic_id.int}
     if ids and not every:  # v12 (KIP-516): topics named by id, never created; an unknown id is UNKNOWN_TOPIC_ID
         by_id = {info.topic_id: name for name, info in ctx.topics.topics.items()}
@@ -113,7 +120,7 @@ def _metadata(ctx: BrokerContext, header, request, conn) -> dict:
             except errors.KafkaError as exc:
                 code = exc.code
             topics.append({"error_code": code, "name": name, "partitions": []})
-    response = {
+    response: msg.MetadataResponse = {
         "brokers": _brokers(ctx, conn),
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),
@@ -129,7 +136,8 @@ def _metadata(ctx: BrokerContext, header, request, conn) -> dict:
     return response
 
 
-def _described(ctx: BrokerContext, conn, names: list[str], all_topics: bool) -> tuple[list[str], list[str]]:
+def _described(ctx: BrokerContext, conn: ClientConnection, names: list[str],
+               all_topics: bool) -> tuple[list[str], list[str]]:
     """(the topics the principal may describe, the named ones it may not). Asked for all topics,
     the refused ones are left out silently, as Kafka does."""
     ok = [n for n in names if allowed(ctx, conn, Op.DESCRIBE, Res.TOPIC, n, log_denied=not all_topics)]
@@ -138,13 +146,14 @@ def _described(ctx: BrokerContext, conn, names: list[str], all_topics: bool) -> 
     return ok, [n for n in names if n not in ok]
 
 
-def _may_create(ctx: BrokerContext, conn, name: str) -> bool:
+def _may_create(ctx: BrokerContext, conn: ClientConnection, name: str) -> bool:
     return cluster_allowed(ctx, conn, Op.CREATE) or allowed(ctx, conn, Op.CREATE, Res.TOPIC, name)
 
 
-@handles(60)
-def describe_cluster(ctx: BrokerContext, header, request, conn):
-    out = {
+@handles(msg.DESCRIBE_CLUSTER)
+def describe_cluster(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeClusterRequest,
+                     conn: ClientConnection) -> Answer[msg.DescribeClusterResponse]:
+    out: msg.DescribeClusterResponse = {
         "error_code": 0,
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),

@@ -14,21 +14,24 @@ below 0.11, whose log keeps magic 0/1 messages (``kbroker.log.legacy_append``).
 """
 from __future__ import annotations
 
-from typing import Any
-
 from kbroker import errors
 from kbroker.handlers.acls import Op, Res, allowed, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
-from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
+from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Outcome
+
+PartitionAnswer = msg.ProduceResponse_PartitionResponse
 
 
-@handles(0)
-def produce(ctx: BrokerContext, header, request, conn):
+@handles(msg.PRODUCE)
+def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceRequest,
+            conn: ClientConnection) -> Answer[msg.ProduceResponse]:
     """Authorize, hand the allowed topics to ``ReplicaManager.append_records`` and shape its answers."""
     version = header.api_version
     acks = request.acks
-    refused: dict[int, list[dict]] = {}  # position in the request: the partitions of a topic the ACLs refuse
+    refused: dict[int, list[PartitionAnswer]] = {}  # position in the request: the partitions of a topic the ACLs refuse
     topics = request.topic_data
     if ctx.security.authorizer is not None:  # ACLs: the transactional id, then each topic
         if request.transactional_id is not None and not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID,
@@ -44,7 +47,7 @@ def produce(ctx: BrokerContext, header, request, conn):
         if refused:
             topics = [t for position, t in enumerate(topics) if position not in refused]
 
-    def respond(answers: list[list[dict]], failed: bool):
+    def respond(answers: list[list[PartitionAnswer]], failed: bool) -> msg.ProduceResponse | Outcome:
         if acks == 0:
             return CLOSE if failed or refused else NO_RESPONSE
         if refused:
@@ -58,22 +61,23 @@ def produce(ctx: BrokerContext, header, request, conn):
     return ctx.replicas.append_records(topics, acks, version, request.timeout_ms, respond, ctx.topics, ctx.metrics)
 
 
-def _may_exist(ctx: BrokerContext, conn, topic: str) -> bool:
+def _may_exist(ctx: BrokerContext, conn: ClientConnection, topic: str) -> bool:
     """The topic exists, or it would be auto-created and the principal may create it."""
     if topic in ctx.topics.topics or not ctx.config.auto_create_topics_enable:
         return True
     return cluster_allowed(ctx, conn, Op.CREATE) or allowed(ctx, conn, Op.CREATE, Res.TOPIC, topic)
 
 
-def _refused(index: int, version: int, error: type[errors.KafkaError]) -> dict:
-    out: dict[str, Any] = {"index": index, "error_code": error.code, "base_offset": -1, "log_append_time_ms": -1,
+def _refused(index: int, version: int, error: type[errors.KafkaError]) -> PartitionAnswer:
+    out: PartitionAnswer = {"index": index, "error_code": error.code, "base_offset": -1, "log_append_time_ms": -1,
                            "log_start_offset": -1}
     if version >= 8:
         out["error_message"] = None
     return out
 
 
-def _refused_whole(request, acks: int, version: int, error: type[errors.KafkaError]):
+def _refused_whole(request: msg.ProduceRequest, acks: int, version: int,
+                   error: type[errors.KafkaError]) -> msg.ProduceResponse | Outcome:
     if acks == 0:
         return CLOSE
     return {"throttle_time_ms": 0, "responses": [

@@ -15,13 +15,15 @@ from typing import Any
 from kbroker import errors
 from kbroker.handlers.acls import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.quotas import MATCH_ANY, MATCH_DEFAULT, MATCH_EXACT
 from kbroker.security.entity_configs import DEFAULT
 from kbroker.security.quotas import QUOTA_KEYS
 from zk_compat import layout
 from zk_compat.jvm import java_double
-from zk_compat.store import NoNodeError
+from zk_compat.store import MetadataStore, NoNodeError
 from zk_compat.znodes import (
     ConfigEntityChangeNotificationSequenceZNode as ChangeSeq,
     ConfigEntityZNode,
@@ -39,7 +41,7 @@ def _name(part: str) -> str | None:
     return None if part == DEFAULT else desanitize_entity_name(part)
 
 
-def _read_all(store) -> list[tuple[Any, Any, dict[str, str]]]:
+def _read_all(store: MetadataStore) -> list[tuple[Any, Any, dict[str, str]]]:
     """Every user, client and user+client entity as (user, client, configs); a part absent is
     _MISSING, a default None."""
     def children(path: str) -> list[str]:
@@ -100,8 +102,8 @@ def _describe_filter(request: Any) -> tuple[Any, Any]:
     return user, client
 
 
-def _entity(user: Any, client: Any) -> list[dict]:
-    out = []
+def _entity(user: Any, client: Any) -> list[msg.DescribeClientQuotasResponse_Entity]:
+    out: list[msg.DescribeClientQuotasResponse_Entity] = []
     if user is not _MISSING:
         out.append({"entity_type": USER, "entity_name": user})
     if client is not _MISSING:
@@ -109,8 +111,9 @@ def _entity(user: Any, client: Any) -> list[dict]:
     return out
 
 
-@handles(48)
-async def describe_client_quotas(ctx: BrokerContext, header, request, conn):
+@handles(msg.DESCRIBE_CLIENT_QUOTAS)
+async def describe_client_quotas(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeClientQuotasRequest,
+                                 conn: ClientConnection) -> msg.DescribeClientQuotasResponse:
     if not cluster_allowed(ctx, conn, Op.DESCRIBE_CONFIGS):
         return {"throttle_time_ms": 0, "error_code": errors.ClusterAuthorizationFailedError.code,
                 "error_message": CLUSTER_DENIED, "entries": None}
@@ -119,9 +122,9 @@ async def describe_client_quotas(ctx: BrokerContext, header, request, conn):
     except errors.KafkaError as exc:
         return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": exc.message, "entries": None}
     entities = await ctx.run_blocking(lambda: _read_all(ctx.store))
-    entries = []
+    entries: list[msg.DescribeClientQuotasResponse_Entry] = []
     for user, client, configs in entities:
-        values = []
+        values: list[msg.DescribeClientQuotasResponse_Value] = []
         for key, text in configs.items():
             if key not in QUOTA_KEYS:
                 continue
@@ -194,7 +197,7 @@ def _apply(ops: list[Any]) -> tuple[dict[str, str], list[str]]:
     return sets, removes
 
 
-def _write(store, kind: str, name: str, sets: dict[str, str], removes: list[str]) -> str:
+def _write(store: MetadataStore, kind: str, name: str, sets: dict[str, str], removes: list[str]) -> str:
     """Merge into the entity's znode (its other keys, SCRAM credentials among them, kept) and
     leave the change notice. Returns the entity path (``users/alice``) EntityConfigs knows it by."""
     configs = layout.get_entity_config(store, kind, name)
@@ -206,22 +209,25 @@ def _write(store, kind: str, name: str, sets: dict[str, str], removes: list[str]
     return ChangeSeq.decode(data)
 
 
-@handles(49)
-async def alter_client_quotas(ctx: BrokerContext, header, request, conn):
-    def result(entry, code: int = 0, message: str | None = None) -> dict:
+@handles(msg.ALTER_CLIENT_QUOTAS)
+async def alter_client_quotas(ctx: BrokerContext, header: RequestHeader, request: msg.AlterClientQuotasRequest,
+                              conn: ClientConnection) -> msg.AlterClientQuotasResponse:
+    def result(entry: msg.AlterClientQuotasRequest.Entry, code: int = 0,
+               message: str | None = None) -> msg.AlterClientQuotasResponse_Entry:
         return {"error_code": code, "error_message": message,
                 "entity": [{"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity]}
 
     if not cluster_allowed(ctx, conn, Op.ALTER_CONFIGS):
         code = errors.ClusterAuthorizationFailedError.code
         return {"throttle_time_ms": 0, "entries": [result(e, code, CLUSTER_DENIED) for e in request.entries]}
-    out = []
+    out: list[msg.AlterClientQuotasResponse_Entry] = []
     for entry in request.entries:
         try:
             kind, name = _entity_path(entry.entity)
             sets, removes = _apply(entry.ops)
             if not request.validate_only:
-                def write(kind=kind, name=name, sets=sets, removes=removes) -> str:
+                def write(kind: str = kind, name: str = name, sets: dict[str, str] = sets,
+                          removes: list[str] = removes) -> str:
                     path = _write(ctx.store, kind, name, sets, removes)
                     ctx.security.entity_configs.reload(path)  # this broker at once; the others by the notice
                     return path

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 from kbroker import errors
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 
 ILLEGAL_SASL_STATE = errors.IllegalSaslStateError.code
 
 
-@handles(17)
-def sasl_handshake(ctx: BrokerContext, header, request, conn):
+@handles(msg.SASL_HANDSHAKE)
+def sasl_handshake(ctx: BrokerContext, header: RequestHeader, request: msg.SaslHandshakeRequest,
+                   conn: ClientConnection) -> Answer[msg.SaslHandshakeResponse]:
     return {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
 
 
-@handles(36)
-def sasl_authenticate(ctx: BrokerContext, header, request, conn):
+@handles(msg.SASL_AUTHENTICATE)
+def sasl_authenticate(ctx: BrokerContext, header: RequestHeader, request: msg.SaslAuthenticateRequest,
+                      conn: ClientConnection) -> Answer[msg.SaslAuthenticateResponse]:
     return {"error_code": ILLEGAL_SASL_STATE,
             "error_message": "SaslAuthenticate request received after successful authentication",
             "auth_bytes": b"", "session_lifetime_ms": 0}

@@ -13,7 +13,9 @@ import logging
 from kbroker import errors
 from kbroker.handlers.acls import cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import AclOperation
 from kbroker.security.credentials import (
     MAX_ITERATIONS,
@@ -39,9 +41,12 @@ RESOURCE_NOT_FOUND = errors.ResourceNotFoundError.code
 DUPLICATE_RESOURCE = errors.DuplicateResourceError.code
 UNACCEPTABLE_CREDENTIAL = errors.UnacceptableCredentialError.code
 
+Info = msg.DescribeUserScramCredentialsResponse_CredentialInfo
+Described = msg.DescribeUserScramCredentialsResponse_Result
 
-def _infos(user: str, configs: dict[str, str]) -> list[dict]:
-    out = []
+
+def _infos(user: str, configs: dict[str, str]) -> list[Info]:
+    out: list[Info] = []
     for mechanism, (_, code) in SCRAM_MECHANISMS.items():
         text = configs.get(mechanism)
         if text is not None:
@@ -49,7 +54,7 @@ def _infos(user: str, configs: dict[str, str]) -> list[dict]:
     return out
 
 
-def _describe(ctx: BrokerContext, names: list[str] | None) -> list[dict]:
+def _describe(ctx: BrokerContext, names: list[str] | None) -> list[Described]:
     """Blocking: reads the store."""
     store = ctx.store
     if names is None:   # every user that has SCRAM credentials, by name
@@ -57,7 +62,7 @@ def _describe(ctx: BrokerContext, names: list[str] | None) -> list[dict]:
             children = store.get_children("/config/users")
         except NoNodeError:
             children = []
-        results = []
+        results: list[Described] = []
         for child in children:
             if child == "<default>":
                 continue
@@ -78,31 +83,33 @@ def _describe(ctx: BrokerContext, names: list[str] | None) -> list[dict]:
         counts[name] = counts.get(name, 0) + 1
     results = []
     for name in dict.fromkeys(names):
-        result = {"user": name, "error_code": 0, "error_message": None, "credential_infos": []}
+        result: Described = {"user": name, "error_code": 0, "error_message": None, "credential_infos": []}
         if not name:
-            result.update(error_code=RESOURCE_NOT_FOUND, error_message="Username must not be empty")
+            result.update({"error_code": RESOURCE_NOT_FOUND, "error_message": "Username must not be empty"})
         elif counts[name] > 1:
-            result.update(error_code=DUPLICATE_RESOURCE, error_message=(
-                f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}"))
+            result.update({"error_code": DUPLICATE_RESOURCE, "error_message": (
+                f"Cannot describe SCRAM credentials for the same user twice in a single request: {name}")})
         else:
             try:
                 infos = _infos(name, read_user_config(store, name))
             except ValueError:
                 log.error("the SCRAM credentials of user %r are unreadable", name)
-                result.update(error_code=UNKNOWN_SERVER_ERROR,
-                              error_message=f"The SCRAM credentials of user {name} could not be read")
+                result.update({"error_code": UNKNOWN_SERVER_ERROR,
+                              "error_message": f"The SCRAM credentials of user {name} could not be read"})
                 infos = []
             if infos:
                 result["credential_infos"] = infos
             elif result["error_code"] == 0:
-                result.update(error_code=RESOURCE_NOT_FOUND,
-                              error_message=f"Attempt to describe a user credential that does not exist: {name}")
+                result.update({"error_code": RESOURCE_NOT_FOUND,
+                              "error_message": f"Attempt to describe a user credential that does not exist: {name}"})
         results.append(result)
     return results
 
 
-@handles(50)
-async def describe_user_scram_credentials(ctx: BrokerContext, header, request, conn):
+@handles(msg.DESCRIBE_USER_SCRAM_CREDENTIALS)
+async def describe_user_scram_credentials(ctx: BrokerContext, header: RequestHeader,
+                                          request: msg.DescribeUserScramCredentialsRequest,
+                                          conn: ClientConnection) -> msg.DescribeUserScramCredentialsResponse:
     if not cluster_allowed(ctx, conn, AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": CLUSTER_AUTHORIZATION_FAILED, "error_message": None,
                 "results": []}
@@ -111,11 +118,13 @@ async def describe_user_scram_credentials(ctx: BrokerContext, header, request, c
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": results}
 
 
-@handles(51)
-async def alter_user_scram_credentials(ctx: BrokerContext, header, request, conn):
+@handles(msg.ALTER_USER_SCRAM_CREDENTIALS)
+async def alter_user_scram_credentials(ctx: BrokerContext, header: RequestHeader,
+                                       request: msg.AlterUserScramCredentialsRequest,
+                                       conn: ClientConnection) -> msg.AlterUserScramCredentialsResponse:
     users = list(dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions]))
 
-    def every(code: int, message: str | None = None) -> dict:
+    def every(code: int, message: str | None = None) -> msg.AlterUserScramCredentialsResponse:
         return {"throttle_time_ms": 0,
                 "results": [{"user": u, "error_code": code, "error_message": message} for u in users]}
     zk = ctx.zookeeper
@@ -129,9 +138,11 @@ async def alter_user_scram_credentials(ctx: BrokerContext, header, request, conn
 
     def fail(user: str, code: int, message: str) -> None:
         failed.setdefault(user, (code, message))
-    for item in [*request.deletions, *request.upsertions]:
+    items: list[msg.AlterUserScramCredentialsRequest.Deletion | msg.AlterUserScramCredentialsRequest.Upsertion] = [
+        *request.deletions, *request.upsertions]
+    for item in items:
         seen[(item.name, item.mechanism)] = seen.get((item.name, item.mechanism), 0) + 1
-    for item in [*request.deletions, *request.upsertions]:
+    for item in items:
         if not item.name:
             fail(item.name, UNACCEPTABLE_CREDENTIAL, "Username must not be empty")
         elif item.mechanism not in MECHANISM_BY_TYPE:
@@ -178,7 +189,7 @@ async def alter_user_scram_credentials(ctx: BrokerContext, header, request, conn
                 outcome[user] = (UNKNOWN_SERVER_ERROR, "Writing the credentials failed")
         return outcome
     written = await ctx.run_blocking(write) if changes else {}
-    results = []
+    results: list[msg.AlterUserScramCredentialsResponse_Result] = []
     for user in users:
         code, message = failed.get(user) or written.get(user) or (0, None)
         results.append({"user": user, "error_code": code, "error_message": message})

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from typing import TypedDict
 
 from kbroker import errors
 from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
 from kbroker.handlers.acls import Op, Res, allowed, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
+from kbroker.replicas.replica_manager import TxnMarker
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +33,20 @@ def for_version(api_key: int, version: int, code: int) -> int:
     return code
 
 
-@handles(24)
-def add_partitions_to_txn(ctx: BrokerContext, header, request, conn):
+class CodeOnly(TypedDict, total=False):
+    """AddOffsetsToTxn's and EndTxn's answer: the same two fields."""
+    throttle_time_ms: int
+    error_code: int
+
+
+@handles(msg.ADD_PARTITIONS_TO_TXN)
+def add_partitions_to_txn(ctx: BrokerContext, header: RequestHeader, request: msg.AddPartitionsToTxnRequest,
+                          conn: ClientConnection) -> Answer[msg.AddPartitionsToTxnResponse]:
     return _add_partitions(ctx, header.api_version, request, conn)
 
 
-async def _add_partitions(ctx: BrokerContext, version: int, request, conn) -> dict:
+async def _add_partitions(ctx: BrokerContext, version: int, request: msg.AddPartitionsToTxnRequest,
+                          conn: ClientConnection) -> msg.AddPartitionsToTxnResponse:
     wanted = {(t.name, p) for t in request.topics for p in t.partitions}
     unknown = {(t, p) for t, p in wanted if not ctx.topics.exists(t, p)}
     coordinator = ctx.transactions.coordinator
@@ -58,7 +70,7 @@ async def _add_partitions(ctx: BrokerContext, version: int, request, conn) -> di
     else:
         code = for_version(24, version, await coordinator.add_partitions(
             request.transactional_id, request.producer_id, request.producer_epoch, wanted))
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.AddPartitionsToTxnResponse_PartitionResult]] = {}
     for topic, index in sorted(wanted):
         error = errors.UnknownTopicOrPartitionError.code if (topic, index) in unknown else code
         error = refused.get((topic, index), error)
@@ -66,8 +78,9 @@ async def _add_partitions(ctx: BrokerContext, version: int, request, conn) -> di
     return {"throttle_time_ms": 0, "results": [{"name": t, "results": r} for t, r in by_topic.items()]}
 
 
-@handles(25)
-def add_offsets_to_txn(ctx: BrokerContext, header, request, conn):
+@handles(msg.ADD_OFFSETS_TO_TXN)
+def add_offsets_to_txn(ctx: BrokerContext, header: RequestHeader, request: msg.AddOffsetsToTxnRequest,
+                       conn: ClientConnection) -> Answer[msg.AddOffsetsToTxnResponse]:
     if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
         return {"throttle_time_ms": 0, "error_code": errors.TransactionalIdAuthorizationFailedError.code}
     if not allowed(ctx, conn, Op.READ, Res.GROUP, request.group_id):
@@ -76,24 +89,26 @@ def add_offsets_to_txn(ctx: BrokerContext, header, request, conn):
                                                                   request.producer_epoch, request.group_id))
 
 
-@handles(26)
-def end_txn(ctx: BrokerContext, header, request, conn):
+@handles(msg.END_TXN)
+def end_txn(ctx: BrokerContext, header: RequestHeader, request: msg.EndTxnRequest,
+            conn: ClientConnection) -> Answer[msg.EndTxnResponse]:
     if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
         return {"throttle_time_ms": 0, "error_code": errors.TransactionalIdAuthorizationFailedError.code}
     return _with_coordinator(ctx, header, lambda c: c.end_txn(request.transactional_id, request.producer_id,
                                                               request.producer_epoch, request.committed))
 
 
-async def _with_coordinator(ctx: BrokerContext, header,
-                            call: Callable[[TransactionCoordinator], Awaitable[int]]) -> dict:
+async def _with_coordinator(ctx: BrokerContext, header: RequestHeader,
+                            call: Callable[[TransactionCoordinator], Awaitable[int]]) -> CodeOnly:
     """A request answered by the transaction coordinator with one error code."""
     coordinator = ctx.transactions.coordinator
     code = errors.CoordinatorNotAvailableError.code if coordinator is None else await call(coordinator)
     return {"throttle_time_ms": 0, "error_code": for_version(header.api_key, header.api_version, code)}
 
 
-@handles(28)
-def txn_offset_commit(ctx: BrokerContext, header, request, conn):
+@handles(msg.TXN_OFFSET_COMMIT)
+def txn_offset_commit(ctx: BrokerContext, header: RequestHeader, request: msg.TxnOffsetCommitRequest,
+                      conn: ClientConnection) -> Answer[msg.TxnOffsetCommitResponse]:
     if ctx.security.authorizer is not None:
         code = 0
         if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
@@ -110,7 +125,8 @@ def txn_offset_commit(ctx: BrokerContext, header, request, conn):
     return _txn_offset_commit(ctx, request)
 
 
-async def _txn_offset_commit(ctx: BrokerContext, request, refused: set[str] | None = None) -> dict:
+async def _txn_offset_commit(ctx: BrokerContext, request: msg.TxnOffsetCommitRequest,
+                             refused: set[str] | None = None) -> msg.TxnOffsetCommitResponse:
     """The offsets are written as the producer's transactional batch and count once the COMMIT
     marker reaches the group's __consumer_offsets partition (an ABORT drops them)."""
     groups = ctx.groups.coordinator
@@ -125,14 +141,15 @@ async def _txn_offset_commit(ctx: BrokerContext, request, refused: set[str] | No
         if refused and t.name in refused:
             for p in t.partitions:
                 results[TopicPartition(t.name, p.partition_index)] = errors.TopicAuthorizationFailedError.code
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[msg.TxnOffsetCommitResponse_Partition]] = {}
     for (topic, index), code in results.items():
         by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})
     return {"throttle_time_ms": 0, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
 
 
-@handles(27)
-def write_txn_markers(ctx: BrokerContext, header, request, conn):
+@handles(msg.WRITE_TXN_MARKERS)
+def write_txn_markers(ctx: BrokerContext, header: RequestHeader, request: msg.WriteTxnMarkersRequest,
+                      conn: ClientConnection) -> Answer[msg.WriteTxnMarkersResponse]:
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         denied = errors.ClusterAuthorizationFailedError.code
         return {"markers": [{"producer_id": m.producer_id, "topics": [
@@ -141,15 +158,15 @@ def write_txn_markers(ctx: BrokerContext, header, request, conn):
     return _write_txn_markers(ctx, request)
 
 
-async def _write_txn_markers(ctx: BrokerContext, request) -> dict:
-    markers = [{"producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
+async def _write_txn_markers(ctx: BrokerContext, request: msg.WriteTxnMarkersRequest) -> msg.WriteTxnMarkersResponse:
+    markers: list[TxnMarker] = [{"producer_id": m.producer_id, "producer_epoch": m.producer_epoch,
                 "transaction_result": m.transaction_result, "coordinator_epoch": m.coordinator_epoch,
                 "topics": [{"name": t.name, "partition_indexes": list(t.partition_indexes)} for t in m.topics]}
                for m in request.markers]
     results = await ctx.replicas.write_markers(markers)
-    out = []
+    out: list[msg.WriteTxnMarkersResponse_MarkerResult] = []
     for m in markers:
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[msg.WriteTxnMarkersResponse_PartitionResult]] = {}
         for t in m["topics"]:
             for index in t["partition_indexes"]:
                 by_topic.setdefault(t["name"], []).append(

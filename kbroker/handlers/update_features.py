@@ -13,7 +13,9 @@ import re
 from kbroker import errors
 from kbroker.handlers.acls import cluster_allowed
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import handles
+from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import AclOperation
 
 INVALID_REQUEST = errors.InvalidRequestError.code
@@ -26,7 +28,7 @@ def _versioning_enabled(ctx: BrokerContext) -> bool:
     return found is None or (int(found.group(1)), int(found.group(2))) >= (2, 7)
 
 
-def _refusal(update) -> str:
+def _refusal(update: msg.UpdateFeaturesRequest.FeatureUpdateKey) -> str:
     """Why KafkaController.validateFeatureUpdate refuses ``update`` when no feature is supported or finalized."""
     if not update.feature:
         return "Feature name can not be empty."
@@ -38,9 +40,10 @@ def _refusal(update) -> str:
     return "Could not apply finalized feature update because the provided feature is not supported."
 
 
-@handles(57)
-def update_features(ctx: BrokerContext, header, request, conn):
-    def top_level(code: int, message: str | None = None) -> dict:
+@handles(msg.UPDATE_FEATURES)
+def update_features(ctx: BrokerContext, header: RequestHeader, request: msg.UpdateFeaturesRequest,
+                    conn: ClientConnection) -> Answer[msg.UpdateFeaturesResponse]:
+    def top_level(code: int, message: str | None = None) -> msg.UpdateFeaturesResponse:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "results": []}
 
     if not cluster_allowed(ctx, conn, AclOperation.ALTER):
@@ -50,6 +53,8 @@ def update_features(ctx: BrokerContext, header, request, conn):
         return top_level(errors.NotControllerError.code)
     if not _versioning_enabled(ctx):
         return top_level(INVALID_REQUEST, "Feature versioning system is disabled.")
-    results = {u.feature: {"feature": u.feature, "error_code": INVALID_REQUEST, "error_message": _refusal(u)}
-               for u in request.feature_updates}  # Kafka's request keys the updates by feature: the last one counts
+    # Kafka's request keys the updates by feature: the last one counts
+    results: dict[str, msg.UpdateFeaturesResponse_UpdatableFeatureResult] = {
+        u.feature: {"feature": u.feature, "error_code": INVALID_REQUEST, "error_message": _refusal(u)}
+        for u in request.feature_updates}
     return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": list(results.values())}

@@ -1,7 +1,7 @@
 """The ``kbroker`` command line, in the habits of Kafka's tools.
 
     kbroker serve [server.properties] [--override key=value ...]      (kafka-server-start.sh)
-    kbroker host-plan [server.properties] [--override key=value ...] [--json]
+    kbroker host-plan [server.properties] [--override key=value ...] [--json [--with-properties]]
                                        (host mode: the brokers broker.processes=auto|N would run, started by none)
     kbroker dump-log --files 00000000000000000000.log [--files ...]   (kafka-dump-log.sh)
     kbroker topics --bootstrap-server HOST:PORT --create|--list|--describe|--alter|--delete ...
@@ -150,7 +150,14 @@ def host_plan(args: argparse.Namespace) -> int:
     except (ConfigError, HostPlanError, OSError) as exc:
         print(f"kbroker: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.describe(), end="\n" if args.json else "")
+    if not (args.json or args.with_properties):
+        print(plan.describe(), end="")
+        return 0
+    out = plan.to_json()
+    if args.with_properties:  # the deployment installs exactly what kbroker serve would hand each broker
+        for process in out["processes"]:
+            process["server.properties"] = plan.render(process["index"])
+    print(json.dumps(out, indent=2))
     return 0
 
 
@@ -191,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     plan.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                       help="set a property, overriding the file (repeatable)")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
+    plan.add_argument("--with-properties", action="store_true",
+                      help="print the plan as JSON with each broker's rendered server.properties (for a "
+                      "deployment to install)")
     dump = sub.add_parser("dump-log", help="print the batches of segment files and the entries of index files")
     dump.add_argument("--files", action="append", required=True, help="a .log, .index or .timeindex file")
     from kbroker.tools import acls, configs, groups, leader_election, log_dirs, reassign, topics

@@ -222,20 +222,26 @@ def _clamped(admin: AdminClient, wanted: dict[TopicPartition, int], err: TextIO)
 def _scope(admin: AdminClient, group_id: str, args: argparse.Namespace) -> list[TopicPartition]:
     if args.all_topics:
         return sorted(tp for tp, offset in admin.fetch_offsets(group_id).items() if offset >= 0)
-    out: list[TopicPartition] = []
-    bare = []
-    for value in args.topic:
-        topic, partitions = parse_topic(value)
-        if partitions is None:
-            bare.append(topic)
-        else:
-            out += [TopicPartition(topic, p) for p in partitions]
+    out, bare = _split_topics(args.topic)
     if bare:
         for t in admin.metadata(bare).topics:
             if t.error_code:
                 raise KafkaApiError(t.error_code, context=f"topic '{t.name}'")
             out += [TopicPartition(t.name, p.partition_index) for p in t.partitions]
     return sorted(set(out))
+
+
+def _split_topics(values: list[str]) -> tuple[list[TopicPartition], list[str]]:
+    """``--topic`` values (``topic`` or ``topic:0,2``): the partitions they name, and the topics named whole."""
+    named: list[TopicPartition] = []
+    whole: list[str] = []
+    for value in values:
+        topic, partitions = parse_topic(value)
+        if partitions is None:
+            whole.append(topic)
+        else:
+            named += [TopicPartition(topic, p) for p in partitions]
+    return named, whole
 
 
 def _by_time(admin: AdminClient, partitions: list[TopicPartition], timestamp: int,
@@ -350,14 +356,7 @@ def reset_offsets(admin: AdminClient, args: argparse.Namespace, out: TextIO, err
 
 def delete_offsets(admin: AdminClient, group_id: str, topics: list[str], out: TextIO, err: TextIO) -> int:
     results: dict[TopicPartition, int] = {}
-    partitions: list[TopicPartition] = []
-    bare = []
-    for value in topics:
-        topic, indexes = parse_topic(value)
-        if indexes is None:
-            bare.append(topic)
-        else:
-            partitions += [TopicPartition(topic, p) for p in indexes]
+    partitions, bare = _split_topics(topics)
     if bare:
         for t in admin.metadata(bare).topics:
             if t.error_code:

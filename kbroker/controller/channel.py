@@ -65,7 +65,8 @@ class BrokerChannel:
         self.desired: dict[tuple[str, int], ReplicaState] = {}
         self.acked: dict[tuple[str, int], ReplicaKey] = {}
         self.acked_metadata = -1
-        self.resend_all = False  # the next LeaderAndIsr carries every replica (ControllerChannel.ask_again)
+        # LeaderAndIsr carries every replica until an answer to such a request came (ControllerChannel.ask_again)
+        self.asked_again = self.answered_again = 0
         self._wake = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
@@ -98,7 +99,8 @@ class BrokerChannel:
 
     async def _send_differences(self) -> None:
         owner = self.owner
-        resend_all, self.resend_all = self.resend_all, False
+        asked = self.asked_again
+        resend_all = asked > self.answered_again
         changed = {tp: rs for tp, rs in self.desired.items() if resend_all or self.acked.get(tp) != rs.key}
         if changed:
             response = await self.connection.request(4, LEADER_AND_ISR_VERSION, owner.leader_and_isr(changed))
@@ -106,6 +108,7 @@ class BrokerChannel:
                 raise OSError(f"LeaderAndIsr refused: {errors.for_code(response.error_code).__name__}")
             for tp, rs in changed.items():
                 self.acked[tp] = rs.key
+            self.answered_again = max(self.answered_again, asked)
             owner.partition_errors(self.target.id, response.partition_errors)
         gone = sorted(tp for tp in self.acked if tp not in self.desired)
         if gone:
@@ -120,8 +123,9 @@ class BrokerChannel:
             if response.error_code:
                 raise OSError(f"UpdateMetadata refused: {errors.for_code(response.error_code).__name__}")
             self.acked_metadata = version
-        if self.desired is not None and any(self.acked.get(tp) != rs.key for tp, rs in self.desired.items()):
-            self._wake.set()  # changed while we were sending
+        if self.desired is not None and (any(self.acked.get(tp) != rs.key for tp, rs in self.desired.items())
+                                         or (self.desired and self.asked_again > self.answered_again)):
+            self._wake.set()  # changed (or asked again) while we were sending
 
 
 class ControllerChannel:
@@ -152,7 +156,7 @@ class ControllerChannel:
         for broker_id in brokers:
             channel = self.channels.get(broker_id)
             if channel is not None:
-                channel.resend_all = True
+                channel.asked_again += 1
                 channel.update(channel.desired)
 
     def partition_errors(self, broker_id: int, answered: Iterable[Any]) -> None:

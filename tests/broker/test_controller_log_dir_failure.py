@@ -169,3 +169,56 @@ def test_deleting_notices_is_fenced_by_the_controller_epoch(store):
     layout.delete_log_dir_event_notifications(store, [name, "log_dir_event_0000000099"],
                                               controller_epoch_zk_version=stat.version)
     assert store.get_children(LogDirEventNotificationZNode.path()) == []
+
+
+def test_asking_again_survives_a_failed_send():
+    """The resend of every replica after a log dir event is not lost when that send fails: the retry asks again."""
+    class Peer:
+        """The broker's end of the channel's connection: answers LeaderAndIsr with a storage error for t-0 once
+        asked again; the first resend is lost (the connection drops)."""
+
+        def __init__(self) -> None:
+            self.sent: list[list[int]] = []
+            self.drop_next = False
+
+        async def request(self, api_key: int, version: int, body: dict) -> SimpleNamespace:
+            if api_key != 4:
+                return SimpleNamespace(error_code=0, partition_errors=[])
+            parts = [p["partition_index"] for t in body["topic_states"] for p in t["partition_states"]]
+            self.sent.append(parts)
+            if self.drop_next:
+                self.drop_next = False
+                raise OSError("connection reset")
+            code = KAFKA_STORAGE_ERROR if len(self.sent) > 1 else 0
+            return SimpleNamespace(error_code=0, partition_errors=[
+                SimpleNamespace(topic_name="t", partition_index=p, error_code=code if p == 0 else 0) for p in parts])
+
+        def close(self) -> None:
+            pass
+
+    async def run() -> tuple[list[list[int]], dict]:
+        channel = ControllerChannel(1, 30000)
+        channel.backoff_s = 0.01
+        snap = Snapshot(controller_id=1)
+        snap.brokers = {3: LiveBroker(3, "127.0.0.1", 1, None, epoch=3)}
+        snap.assignments = {"t": {0: [3, 1], 1: [3, 1]}}
+        snap.states = {("t", p): PartitionState(3, 0, [3, 1], 1) for p in (0, 1)}
+        peer = Peer()
+        channel.sync(snap, 1)
+        channel.channels[3].connection = peer  # type: ignore[assignment]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if peer.sent:
+                break
+        peer.drop_next = True
+        channel.ask_again([3])
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if channel.offline.view():
+                break
+        offline = channel.offline.view()
+        channel.stop()
+        return peer.sent, offline
+    sent, offline = asyncio.run(run())
+    assert sent[:3] == [[0, 1], [0, 1], [0, 1]]  # the first send, the lost resend, its retry
+    assert offline == {3: frozenset({("t", 0)})}

@@ -7,30 +7,22 @@ import asyncio
 import os
 import socket
 import threading
-from types import SimpleNamespace
 
 import pytest
 
 from kbroker.log.segment import FileSlice
 from kbroker.network.connection import Connection
 from kbroker.network.responses import COPY_RANGE_BYTES, ResponseSlot
-from tests.network.loopback import accepted_pair
+from tests.network.loopback import connection_on_loopback
 
 
 @pytest.fixture
 def pair():
     """A Connection on the accepted end of a loopback TCP socket with a tiny send buffer (so sends
     are cut short and the writer must wait for writability), and the client end."""
-    loop = asyncio.new_event_loop()
-    server_sock, client, peer = accepted_pair()
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    forgotten = []
-    server = SimpleNamespace(loop=loop, max_request_bytes=1 << 20, dispatch=None, forget=forgotten.append)
-    conn = Connection(server, server_sock, peer)
-    yield loop, conn, client, forgotten
-    conn.close()
-    client.close()
-    loop.close()
+    forgotten: list[Connection] = []
+    with connection_on_loopback(forget=forgotten.append, server_send_buffer=4096) as (loop, conn, client, _):
+        yield loop, conn, client, forgotten
 
 
 def drain(client: socket.socket, want: int, got: bytearray) -> threading.Thread:

@@ -8,50 +8,22 @@ import asyncio
 import socket
 import struct
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from kbroker.network.connection import Connection
 from kbroker.protocol import decode_response, encode_request
-from tests.network.loopback import accepted_pair
+from tests.network.loopback import RecordingDispatch, connection_on_loopback, read_frame
 
 
 @pytest.fixture
 def pair():
-    loop = asyncio.new_event_loop()
-    server_sock, client, peer = accepted_pair()
-    handlers: dict[int, object] = {}   # correlation id -> what the handler returns
-    dispatched: list[tuple[float, int]] = []
-
-    def dispatch(header, body, conn):
-        dispatched.append((time.monotonic(), header.correlation_id))
-        return handlers.get(header.correlation_id, {"error_code": 0, "api_keys": []})
-    server = SimpleNamespace(loop=loop, max_request_bytes=1 << 20, dispatch=dispatch, forget=lambda c: None)
-    conn = Connection(server, server_sock, peer)
-    yield loop, conn, client, handlers, dispatched, server_sock
-    conn.close()
-    client.close()
-    loop.close()
+    dispatch = RecordingDispatch()  # answers: correlation id -> what the handler returns
+    with connection_on_loopback(dispatch) as (loop, conn, client, server_sock):
+        yield loop, conn, client, dispatch.answers, dispatch.dispatched, server_sock
 
 
 def request(correlation_id: int) -> bytes:
     return bytes(encode_request(18, 0, correlation_id, "one-at-a-time", {}))
-
-
-def read_frame(sock: socket.socket, timeout: float = 5.0) -> bytes:
-    sock.settimeout(timeout)
-    head = b""
-    while len(head) < 4:
-        more = sock.recv(4 - len(head))
-        if not more:
-            raise EOFError
-        head += more
-    size = struct.unpack(">i", head)[0]
-    body = b""
-    while len(body) < size:
-        body += sock.recv(size - len(body))
-    return body
 
 
 async def read_without_blocking_the_loop(sock: socket.socket) -> bytes:

@@ -5,30 +5,20 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from types import SimpleNamespace
 
 import pytest
 
 from kbroker.metrics import BrokerMetrics
-from kbroker.network.connection import Connection
 from kbroker.network.responses import ResponseSlot
-from tests.network.loopback import accepted_pair
+from tests.network.loopback import connection_on_loopback
 
 
 @pytest.fixture
 def pair():
-    loop = asyncio.new_event_loop()
-    server_sock, client, peer = accepted_pair()
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
-    client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     metrics = BrokerMetrics()
-    server = SimpleNamespace(loop=loop, max_request_bytes=1 << 20, dispatch=None, forget=lambda conn: None,
-                             metrics=metrics)
-    conn = Connection(server, server_sock, peer)
-    yield loop, conn, client, metrics
-    conn.close()
-    client.close()
-    loop.close()
+    with connection_on_loopback(server_send_buffer=4096, client_receive_buffer=4096,
+                                metrics=metrics) as (loop, conn, client, _):
+        yield loop, conn, client, metrics
 
 
 def _timed_slot(correlation_id: int) -> ResponseSlot:

@@ -72,7 +72,7 @@ class Broker:
         self.servers: list[NetworkServer] = []  # one per listener
         self.server: NetworkServer | None = None  # the first
         self._store_server: EmbeddedServer | None = None
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Future[None]] = []  # the offsets mirror, housekeeping
         self.log_manager = LogManager(config.log_dirs, config.log, cleaner_threads=config.log_cleaner_threads,
                                       last_stable_offset=lambda tp: self.replicas.first_unstable_offset(tp),
                                       on_all_dirs_offline=lambda: halt_without_log_dirs(self.log_manager.log_dirs),

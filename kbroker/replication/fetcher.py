@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -176,7 +176,7 @@ class LeaderFetcher:
         if not pending:
             return False
         asked: dict[TopicPartition, tuple[_Target, int]] = {}
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}  # the request's partitions, as the encoder takes them
         for target in pending:
             p = target.partition
             epoch = p.log.leader_epochs.latest_epoch
@@ -222,7 +222,7 @@ class LeaderFetcher:
         ready = unthrottled
         cfg = self.broker.config
         full = self._session_epoch == INITIAL_SESSION_EPOCH
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[dict[str, Any]]] = {}
         sent: dict[TopicPartition, tuple[_Target, int]] = {}  # every partition the leader's session will hold
         positions: dict[TopicPartition, tuple[int, int, int]] = {}
         for target in ready:
@@ -285,16 +285,17 @@ class LeaderFetcher:
                 self._back_off(target, "error")
         return True
 
-    def _answers(self, topics, asked: dict[TopicPartition, tuple[_Target, int]],
+    def _answers(self, topics: Iterable[Any], asked: dict[TopicPartition, tuple[_Target, int]],
                  index_of: Callable[[Any], int]) -> Iterator[tuple[Any, _Target, int]]:
-        """(answer, target, what was asked of it) for each answered partition this loop still follows."""
+        """(answer, target, what was asked of it) for each answered partition this loop still follows (``topics``:
+        the decoded response's, as the client decodes them)."""
         for topic in topics:
             for answer in topic.partitions:
                 found = asked.get(TopicPartition(topic.topic, index_of(answer)))
                 if found is not None and found[0].current(self):
                     yield answer, found[0], found[1]
 
-    def _append(self, target: _Target, data) -> None:
+    def _append(self, target: _Target, data: Any) -> None:
         p = target.partition
         records = data.records if data.records is not None else b""
         try:

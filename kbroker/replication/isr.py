@@ -17,7 +17,7 @@ from kbroker.clock import monotonic_ms
 from kbroker.log import TopicPartition
 from kbroker.replication.partition import Partition
 from zk_compat import layout
-from zk_compat.store import BadVersionError, MetadataStore, NoNodeError
+from zk_compat.store import BadVersionError, MetadataStore, NoNodeError, Stat
 from zk_compat.znodes import PartitionState
 
 log = logging.getLogger(__name__)
@@ -33,8 +33,8 @@ class IsrManager:
         self.store = store
         self.run_blocking = run_blocking  # ZooKeeper writes go off the event loop
         self.on_change = on_change  # delayed produces and fetches look again
-        self._task: asyncio.Task | None = None
-        self._writes: set[asyncio.Task] = set()
+        self._task: asyncio.Task[None] | None = None
+        self._writes: set[asyncio.Task[None]] = set()
         self.shrinks = self.expands = 0  # ISR changes ZooKeeper took (kafka_server_replicamanager_isr*_total)
 
     def start(self) -> None:
@@ -80,7 +80,7 @@ class IsrManager:
         tp = partition.tp
         store = self.store
 
-        def write():
+        def write() -> Stat:
             stat = layout.set_partition_state(store, tp.topic, tp.partition, state, version)
             layout.create_isr_change_notification(store, [(tp.topic, tp.partition)])
             return stat

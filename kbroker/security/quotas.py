@@ -48,7 +48,9 @@ from typing import Any
 
 from kbroker.config.broker import BrokerConfig
 from kbroker.metrics.rates import Rate
+from kbroker.protocol import message_types as msg
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
+from kbroker.replication.fetch_read import PartitionAnswers, records_size
 from kbroker.security.entity_configs import DEFAULT, EntityConfigs, parse_entity_path
 
 log = logging.getLogger(__name__)
@@ -191,7 +193,7 @@ class FetchQuota:
         self.conn = conn
         self.max_bytes = max_bytes
 
-    def throttled_response(self, size: int, session_id: int) -> dict | None:
+    def throttled_response(self, size: int, session_id: int) -> msg.FetchResponse | None:
         """None: send the response. Else the empty, throttled response to send instead."""
         now = _now_ms()
         throttle = self.quotas.record(self.user, self.client, size, now)
@@ -202,7 +204,7 @@ class FetchQuota:
         return {"throttle_time_ms": throttle, "error_code": 0, "session_id": session_id, "responses": []}
 
 
-def fetch_response_size(partitions: list[tuple[str, dict]]) -> int:
+def fetch_response_size(partitions: PartitionAnswers) -> int:
     """About what a Fetch response of these partitions takes on the wire (records plus fields)."""
     size = 16
     topics = set()
@@ -210,8 +212,7 @@ def fetch_response_size(partitions: list[tuple[str, dict]]) -> int:
         if topic not in topics:
             topics.add(topic)
             size += 6 + len(topic)
-        records = out.get("records")
-        size += 46 + (getattr(records, "length", None) or len(records or b""))
+        size += 46 + records_size(out.get("records"))
     return size
 
 

@@ -24,7 +24,10 @@ from urllib.parse import urlsplit
 from kbroker.handlers.context import BrokerContext
 from kbroker.log import TopicPartition
 from kbroker.metrics import CONTENT_TYPE, render
-from kbroker.status.metrics import scrape
+from kbroker.status.metrics import CommittedOffset, GroupStatus, scrape
+
+# A JSON object of the status views (json.dumps writes it as it is).
+JsonObject = dict[str, object]
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +73,7 @@ class StatusServer:
             pass
         writer.close()
 
-    def _answer(self, method: str, path: str) -> tuple[int, dict | bytes]:
+    def _answer(self, method: str, path: str) -> tuple[int, JsonObject | bytes]:
         if method != "GET":
             return 405, {"error": f"{method} is not served; use GET"}
         path = path.rstrip("/") or "/status"
@@ -92,14 +95,14 @@ class StatusServer:
 
     # -- views --------------------------------------------------------------------------------
 
-    def brokers(self) -> dict:
+    def brokers(self) -> JsonObject:
         topics = self.broker.topics
         return {"controller_id": topics.controller_id(),
                 "brokers": [{"id": x.id, "host": x.host, "port": x.port, "rack": x.rack}
                             for x in topics.live_brokers()]}
 
-    def partitions(self) -> list[dict]:
-        out = []
+    def partitions(self) -> list[JsonObject]:
+        out: list[JsonObject] = []
         for tp, p in sorted(self.broker.replicas.partitions.items()):
             plog = p.log
             out.append({
@@ -115,19 +118,19 @@ class StatusServer:
         return sum(1 for p in self.broker.replicas.partitions.values()
                    if p.is_leader and len(p.isr) < len(p.replicas))
 
-    def groups(self) -> list[dict]:
+    def groups(self) -> list[GroupStatus]:
         coordinator = self.broker.groups.coordinator
         if coordinator is None:
             return []
         _, overviews = coordinator.list_groups()
-        out = []
+        out: list[GroupStatus] = []
         for overview in sorted(overviews, key=lambda g: g.group_id):
             description = coordinator.describe_group(overview.group_id)
             try:
                 offsets = coordinator.fetch_offsets(overview.group_id)
             except Exception:  # moved away meanwhile
                 continue
-            committed = []
+            committed: list[CommittedOffset] = []
             for (topic, index), (offset, _, _, _code) in sorted(offsets.items()):
                 partition = self.broker.replicas.partitions.get(TopicPartition(topic, index))
                 hw = partition.high_watermark if partition is not None and partition.is_leader else None

@@ -16,7 +16,7 @@ partition), and the controller's gauges when it is the active controller (0 else
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TypedDict
 
 from kbroker.handlers.context import BrokerContext
 from kbroker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, QUANTILES, BrokerMetrics, Family
@@ -33,7 +33,25 @@ _PHASE_HELP = {
 }
 
 
-def scrape(broker: BrokerContext, groups: list[dict], under_replicated: int) -> list[Family]:
+class CommittedOffset(TypedDict):
+    """A group's committed offset of one partition in the status view (lag where this broker leads it)."""
+    topic: str
+    partition: int
+    offset: int
+    high_watermark: int | None
+    lag: int | None
+
+
+class GroupStatus(TypedDict):
+    """A group coordinated here, as /status and /groups show it."""
+    group: str
+    state: str
+    protocol_type: str
+    members: int
+    offsets: list[CommittedOffset]
+
+
+def scrape(broker: BrokerContext, groups: list[GroupStatus], under_replicated: int) -> list[Family]:
     """Every family, from the counters and the broker's state now (``groups`` as the status view has them)."""
     families: list[Family] = [
         Family("kafka_server_brokertopicmetrics_replicationbytesin_total", "counter",
@@ -156,7 +174,7 @@ def _logs(broker: BrokerContext) -> list[Family]:
     return [size, end, start, segments, newest, oldest, threads]
 
 
-def _consumer_groups(groups: list[dict[str, Any]]) -> list[Family]:
+def _consumer_groups(groups: list[GroupStatus]) -> list[Family]:
     members = Family("kafka_consumergroup_members", "gauge", "members of a group coordinated here")
     current = Family("kafka_consumergroup_current_offset", "gauge", "a group's committed offset")
     lag = Family("kafka_consumergroup_lag", "gauge",

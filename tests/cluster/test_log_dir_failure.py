@@ -95,10 +95,12 @@ def test_failed_log_dir_moves_its_leaders_and_loses_nothing(jbod_cluster: Cluste
         for p in kept & {1, 2, 3}:  # the dir still online keeps its leaders
             assert partition_state(c, TOPIC, p).leader == victim_id
 
+        expected = {p: {victim_id} if p in lost else set() for p in range(6)}
+        wait_until(lambda: _offline_replicas(victim.bootstrap) == expected, timeout=10,
+                   message="Metadata listing the failed dir's replicas offline")
         kafka_admin = KafkaAdminClient(bootstrap_servers=victim.bootstrap)
         try:
             described = kafka_admin.describe_log_dirs(brokers=[victim_id])
-            metadata = kafka_admin.describe_topics([TOPIC])
         finally:
             kafka_admin.close()
         total = sum(map(len, producer.acked.values()))
@@ -115,9 +117,6 @@ def test_failed_log_dir_moves_its_leaders_and_loses_nothing(jbod_cluster: Cluste
     assert dirs[str(failing)]["error_code"] == KAFKA_STORAGE_ERROR and dirs[str(failing)]["topics"] == []
     online = next(d for path, d in dirs.items() if path != str(failing))
     assert online["error_code"] == 0
-    parts = {p["partition_index"]: p for p in metadata[0]["partitions"]}
-    for p in range(6):
-        assert parts[p]["offline_replicas"] == ([victim_id] if p in lost else []), (p, parts[p])
 
     assert producer.failed == []
     acked = {p: sorted(v) for p, v in producer.acked.items()}
@@ -129,3 +128,22 @@ def test_failed_log_dir_moves_its_leaders_and_loses_nothing(jbod_cluster: Cluste
         assert values == sorted(set(values)), f"partition {p}: a message twice or out of order"
         assert values == acked[p], f"partition {p}: {len(set(acked[p]) - set(values))} acknowledged lost"
 
+    # a new controller asks every broker afresh: the replicas stay offline and are never elected
+    c.brokers[controller_id].stop()
+    wait_until(lambda: layout.get_controller_id(c.store) not in (None, controller_id), timeout=30,
+               message="a new controller")
+    survivor = next(b for i, b in c.brokers.items() if i not in (controller_id, victim_id))
+    expected = {p: {victim_id, controller_id} if p in lost else {controller_id} for p in range(6)}
+    wait_until(lambda: _offline_replicas(survivor.bootstrap) == expected, timeout=20,
+               message="the new controller's Metadata listing the failed dir's replicas offline")
+    assert all(partition_state(c, TOPIC, p).leader not in (-1, victim_id, controller_id) for p in lost)
+
+
+def _offline_replicas(bootstrap: str) -> dict[int, set[int]]:
+    """partition -> offline replicas, from kafka-python's Metadata."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        [topic] = admin.describe_topics([TOPIC])
+    finally:
+        admin.close()
+    return {p["partition_index"]: set(p["offline_replicas"]) for p in topic["partitions"]}

@@ -10,6 +10,7 @@ Conventions:
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from kbroker.protocol.header import (
@@ -24,7 +25,7 @@ from kbroker.protocol.header import (
 )
 from kbroker.protocol.messages import APIS
 from kbroker.protocol.schema import Api, Struct
-from kbroker.protocol.types import INT32, ProtocolError
+from kbroker.protocol.types import INT32, Buffer, Parts, ProtocolError
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -48,16 +49,17 @@ SUPPORTED_VERSIONS: dict[int, tuple[int, int]] = {
 API_NAMES: dict[int, str] = {k: a.name for k, a in sorted(APIS.items())}
 API_KEYS: dict[str, int] = {a.name: k for k, a in APIS.items()}
 
+Codec = Callable[..., Any]  # a generated decoder or encoder (schema.Api.decoders, .encoders)
 DEFAULT_MAX_FRAME = 104857600  # Kafka's socket.request.max.bytes default
 UNSUPPORTED_VERSION_CODE = 35
 
 
-def frame_size(prefix, max_size: int = DEFAULT_MAX_FRAME) -> int:
+def frame_size(prefix: Buffer, max_size: int = DEFAULT_MAX_FRAME) -> int:
     """Size from a frame's first 4 bytes; negative or oversized frames are refused before any
     allocation (Kafka closes the connection for both)."""
     if len(prefix) < 4:
         raise ProtocolError("a frame size needs 4 bytes")
-    (n,) = INT32.unpack_from(prefix, 0)
+    n: int = INT32.unpack_from(prefix, 0)[0]
     if n < 0 or n > max_size:
         raise ProtocolError(f"frame size {n} outside 0..{max_size}")
     return n
@@ -67,14 +69,14 @@ def is_flexible(api_key: int, version: int) -> bool:
     return APIS[api_key].is_flexible(version)
 
 
-def _view(frame) -> memoryview:
+def _view(frame: Buffer) -> memoryview:
     buf = frame if frame.__class__ is memoryview else memoryview(frame)
     if buf.format != "B" or buf.ndim != 1:
         buf = buf.cast("B")
     return buf
 
 
-def _context(exc: Exception, what: str, **attrs) -> ProtocolError:
+def _context(exc: Exception, what: str, **attrs: int | None) -> ProtocolError:
     if isinstance(exc, ProtocolError):
         msg = f"{what}: {exc}"
     else:  # a short read inside struct, a bad UTF-8 string, an index past the end, ...
@@ -82,7 +84,7 @@ def _context(exc: Exception, what: str, **attrs) -> ProtocolError:
     return ProtocolError(msg, ProtocolError.MALFORMED, **attrs)
 
 
-def decode_request(frame, *, strict: bool = False) -> tuple[RequestHeader, Struct]:
+def decode_request(frame: Buffer, *, strict: bool = False) -> tuple[RequestHeader, Struct]:
     """Decode one request frame (without its size prefix) into (header, body).
 
     Records fields of the body are memoryview slices of `frame`: keep the buffer alive (and
@@ -119,7 +121,7 @@ def decode_request(frame, *, strict: bool = False) -> tuple[RequestHeader, Struc
     return RequestHeader(api_key, version, correlation_id, client_id), body
 
 
-def decode_response(api_key: int, version: int, frame, *, strict: bool = False) -> tuple[int, Struct]:
+def decode_response(api_key: int, version: int, frame: Buffer, *, strict: bool = False) -> tuple[int, Struct]:
     """Decode a response frame (without its size prefix) into (correlation id, body)."""
     api = _api(api_key)
     decode = _codec(api, api.decoders[1], version)
@@ -140,7 +142,7 @@ def decode_response(api_key: int, version: int, frame, *, strict: bool = False) 
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
-                   body) -> bytes:
+                   body: object) -> bytes:
     """A complete request frame (size prefix included). `body` may be the request object or a dict."""
     api = _api(api_key)
     encode = _codec(api, api.encoders[0], version)
@@ -157,7 +159,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, client_id: s
     return b"".join(parts)
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body) -> list:
+def encode_response(api_key: int, version: int, correlation_id: int, body: object) -> Parts:
     """A complete response frame as chunks: `list[bytes | file slice]`, size prefix included.
 
     Consecutive bytes are joined; each records value without the buffer protocol (anything with a
@@ -178,7 +180,7 @@ def encode_response(api_key: int, version: int, correlation_id: int, body) -> li
         raise _context(e, f"encoding {api.name} v{version} response") from e
 
 
-def _chunks(parts: list, holes: list[int]) -> list:
+def _chunks(parts: Parts, holes: list[int]) -> Parts:
     """Join `parts` into bytes chunks around the file slices at the indexes in `holes`, and
     write the frame size (parts[0], still b"") once everything after the first slice is sized."""
     if not holes:
@@ -201,7 +203,7 @@ def _chunks(parts: list, holes: list[int]) -> list:
     return chunks
 
 
-def encode_api_versions_unsupported(correlation_id: int) -> list:
+def encode_api_versions_unsupported(correlation_id: int) -> Parts:
     """The answer to an ApiVersions request whose version we do not know (KIP-511): a v0 body with
     UNSUPPORTED_VERSION and only ApiVersions' own range, so the client can retry with one we do."""
     api = APIS[API_VERSIONS_KEY]
@@ -218,7 +220,7 @@ def _api(api_key: int) -> Api:
     return api
 
 
-def _codec(api: Api, table: dict, version: int):
+def _codec(api: Api, table: dict[int, Codec], version: int) -> Codec:
     fn = table.get(version)
     if fn is None:
         raise ProtocolError(

@@ -15,7 +15,7 @@ from __future__ import annotations
 import codecs
 import struct
 
-from kbroker.protocol.types import INT16, ProtocolError, read_uvarint, skip_tagged_fields
+from kbroker.protocol.types import INT16, Buffer, ProtocolError, read_uvarint, skip_tagged_fields
 
 API_VERSIONS_KEY = 18
 _utf8 = codecs.utf_8_decode
@@ -35,7 +35,7 @@ class RequestHeader:
         self.correlation_id = correlation_id
         self.client_id = client_id
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if other.__class__ is not RequestHeader:
             return NotImplemented
         return (self.api_key, self.api_version, self.correlation_id, self.client_id) == (
@@ -56,7 +56,7 @@ def response_header_version(api_key: int, flexible: bool) -> int:
     return 1 if flexible and api_key != API_VERSIONS_KEY else 0
 
 
-def read_client_id(buf, p: int, end: int) -> tuple[str, int]:
+def read_client_id(buf: Buffer, p: int, end: int) -> tuple[str, int]:
     """The classic nullable ClientId at buf[p]; returns (client id, next position)."""
     (n,) = INT16.unpack_from(buf, p)
     p += 2
@@ -70,7 +70,7 @@ def read_client_id(buf, p: int, end: int) -> tuple[str, int]:
     return _utf8(buf[p:e])[0], e
 
 
-def skip_header_tags(buf, p: int, end: int) -> int:
+def skip_header_tags(buf: Buffer, p: int, end: int) -> int:
     n = buf[p]
     if n < 128:
         p += 1

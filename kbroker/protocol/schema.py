@@ -34,7 +34,8 @@ import codecs
 import struct
 import sys
 import uuid
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn
 
 from kbroker.protocol import types as _t
 from kbroker.protocol.types import FIXED_FORMATS, ZERO_UUID, ProtocolError
@@ -43,6 +44,9 @@ MAX_VERSION = 0x7FFF
 _PRIMITIVES = set(FIXED_FORMATS) | {"string", "bytes", "records", "uuid"}
 _MISSING = object()
 _PREFIXED = ("string", "bytes", "records", "array")  # kinds that start with a length or count
+# The generated codecs: decode(buffer, position, end) -> (message, position); encode(message, parts, holes).
+Decoder = Callable[[_t.Buffer, int, int], tuple[Any, int]]
+Encoder = Callable[[Any, _t.Parts, list[int]], None]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -92,7 +96,7 @@ class StructSpec:
         self.fields: list[Field] = []
         self.cls: type[Struct] | None = None
 
-    def structs(self):
+    def structs(self) -> Iterator[StructSpec]:
         """This struct and every struct nested in it, depth first."""
         yield self
         for f in self.fields:
@@ -115,7 +119,7 @@ def _versions(text: str, where: str) -> tuple[int, int]:
         raise ValueError(f"{where}: bad version range {text!r}") from None
 
 
-def _literal(text: str, where: str):
+def _literal(text: str, where: str) -> Any:
     named = {"true": True, "false": False, "null": None}
     if text in named:
         return named[text]
@@ -196,7 +200,7 @@ def parse_struct(text: str, name: str) -> StructSpec:
     """Parse an indented field list into a StructSpec tree."""
     top = StructSpec(name, name)
     # stack of (indentation of the children, spec); indentation None until the first child
-    stack: list[list] = [[None, top]]
+    stack: list[list[Any]] = [[None, top]]  # [indentation, StructSpec]
     last: Field | None = None
     last_indent = -1
     for raw in text.splitlines():
@@ -242,7 +246,7 @@ class Struct:
     _fields: tuple[str, ...] = ()
     _spec: StructSpec | None = None
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if other.__class__ is not self.__class__:
             return NotImplemented
         return all(getattr(self, n) == getattr(other, n) for n in self._fields)
@@ -253,9 +257,9 @@ class Struct:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self._fields)
         return f"{type(self).__qualname__}({inner})"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """Plain dicts and lists all the way down (records/memoryviews are left as they are)."""
-        def conv(v):
+        def conv(v: Any) -> Any:
             if isinstance(v, Struct):
                 return v.to_dict()
             if isinstance(v, list):
@@ -266,8 +270,9 @@ class Struct:
 
 def _build_class(spec: StructSpec, module: str) -> type[Struct]:
     """Create the slotted class for `spec` (and, first, for its nested structs)."""
-    ns: dict = {"_MISSING": _MISSING}
-    params, body = [], []
+    ns: dict[str, Any] = {"_MISSING": _MISSING}
+    params: list[str] = []
+    body: list[str] = []
     for f in spec.fields:
         if f.struct is not None:
             sub = _build_class(f.struct, module)
@@ -311,7 +316,7 @@ class _Gen:
         self.top = top
         self.v = version
         self.flex = flexible
-        self.ns: dict = {
+        self.ns: dict[str, Any] = {  # what the generated source refers to
             "_uvar": _t.read_uvarint,
             "_uvb": _t.uvarint_bytes,
             "_UV1": _t.UVARINT_1,
@@ -349,7 +354,7 @@ class _Gen:
             self.ns[key] = s.unpack_from if op == "u" else s.pack
         return key
 
-    def _const(self, prefix: str, value) -> str:
+    def _const(self, prefix: str, value: object) -> str:
         for k, v in self.ns.items():
             if k.startswith(prefix) and v is value:
                 return k
@@ -364,7 +369,8 @@ class _Gen:
             return f"_C_{f.nested().name}()"
         return self._const("_DF", f.default)
 
-    def _layout(self, spec: StructSpec, generate) -> tuple[list[tuple[list[Field], str | None]], list[Field]]:
+    def _layout(self, spec: StructSpec,
+                generate: Callable[[StructSpec], None]) -> tuple[list[tuple[list[Field], str | None]], list[Field]]:
         """Generate (with `generate`) the structs nested in `spec`, then return the fields of `spec`
         in this version: those written in place, in order, as runs, and the tagged ones, by tag.
         A run is (consecutive fixed-width fields, their struct format) or ([one other field], None)."""
@@ -642,30 +648,30 @@ def _element(f: Field) -> Field:
     return elem
 
 
-def _uuid_bytes(u) -> bytes:
-    b = u.bytes if hasattr(u, "bytes") else bytes(u)
+def _uuid_bytes(u: Any) -> bytes:
+    b: bytes = u.bytes if hasattr(u, "bytes") else bytes(u)
     if len(b) != 16:
         raise ProtocolError(f"a uuid is 16 bytes, got {len(b)}")
     return b
 
 
-def _neg(where: str, n: int):
+def _neg(where: str, n: int) -> NoReturn:
     raise ProtocolError(f"{where}: invalid length {n} (null not allowed here)")
 
 
-def _past(where: str, n: int, left: int):
+def _past(where: str, n: int, left: int) -> NoReturn:
     raise ProtocolError(f"{where}: length {n} runs past the end of the frame ({left} bytes left)")
 
 
-def _many(where: str, n: int, left: int):
+def _many(where: str, n: int, left: int) -> NoReturn:
     raise ProtocolError(f"{where}: count {n} exceeds the {left} bytes left")
 
 
-def _null(where: str):
+def _null(where: str) -> NoReturn:
     raise ProtocolError(f"{where}: None is not allowed in this version")
 
 
-def _badtag(where: str):
+def _badtag(where: str) -> NoReturn:
     raise ProtocolError(f"{where}: tagged value overruns its declared size")
 
 
@@ -690,11 +696,11 @@ class Api:
         self.flexible = flexible  # first flexible version, None if never
         specs = (parse_struct(request, name + "Request"), parse_struct(response, name + "Response"))
         self.request, self.response = (_build_class(s, module) for s in specs)
-        self.decoders: tuple[dict, dict] = ({}, {})
-        self.encoders: tuple[dict, dict] = ({}, {})
+        self.decoders: tuple[dict[int, Decoder], dict[int, Decoder]] = ({}, {})
+        self.encoders: tuple[dict[int, Encoder], dict[int, Encoder]] = ({}, {})
         for direction, spec in enumerate(specs):
             _check(spec, self)
-            cache: dict[str, tuple] = {}  # identical wire shapes share one compiled codec
+            cache: dict[str, tuple[Decoder, Encoder]] = {}  # identical wire shapes share one compiled codec
             for v in range(lo, hi + 1):
                 gen = _Gen(spec, v, self.is_flexible(v))
                 src = gen.build()

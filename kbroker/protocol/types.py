@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 __all__ = [
     "ProtocolError",
@@ -66,6 +68,10 @@ FIXED_FORMATS: dict[str, str] = {
 
 ZERO_UUID = uuid.UUID(int=0)
 
+Buffer = bytes | bytearray | memoryview  # what frames are read from
+# An encoded message in pieces: bytes-likes, and file slices (anything with a ``length``) sent with sendfile.
+Parts = list[Any]
+
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
 
@@ -73,7 +79,7 @@ INT32 = struct.Struct(">i")
 UVARINT_1 = tuple(bytes((i,)) for i in range(128))
 
 
-def read_uvarint(buf, p: int) -> tuple[int, int]:
+def read_uvarint(buf: Buffer, p: int) -> tuple[int, int]:
     """Unsigned LEB128 at buf[p]; returns (value, next position). At most 5 bytes (a uint32)."""
     value = 0
     shift = 0
@@ -100,7 +106,7 @@ def uvarint_bytes(n: int) -> bytes:
     return bytes((n & 0x7F | 0x80,)) + uvarint_bytes(n >> 7)  # the low 7 bits, then the rest
 
 
-def skip_tagged_fields(buf, p: int, end: int, count: int) -> int:
+def skip_tagged_fields(buf: Buffer, p: int, end: int, count: int) -> int:
     """Skip `count` (tag, size, value) entries we do not know; receivers must ignore unknown tags."""
     if count > end - p:
         raise ProtocolError(f"tagged field count {count} exceeds the {end - p} bytes left")
@@ -113,13 +119,13 @@ def skip_tagged_fields(buf, p: int, end: int, count: int) -> int:
     return p
 
 
-def skip_tag_section(buf, p: int, end: int) -> int:
+def skip_tag_section(buf: Buffer, p: int, end: int) -> int:
     """Skip a whole tag section (count included) of which we know no tag."""
     count, p = read_uvarint(buf, p)
     return skip_tagged_fields(buf, p, end, count)
 
 
-def write_tagged_fields(tags: list[tuple[int, bytes]], append) -> None:
+def write_tagged_fields(tags: list[tuple[int, bytes]], append: Callable[[bytes], object]) -> None:
     """Write a tag section from (tag, encoded value) pairs already in ascending tag order."""
     append(uvarint_bytes(len(tags)))
     for tag, value in tags:
@@ -128,7 +134,7 @@ def write_tagged_fields(tags: list[tuple[int, bytes]], append) -> None:
         append(value)
 
 
-def encode_records(value, parts: list, holes: list, compact: bool) -> None:
+def encode_records(value: Any, parts: Parts, holes: list[int], compact: bool) -> None:
     """Append a non-null records value with its length prefix.
 
     bytes-like values become parts. An object with a `length` attribute that is not one of the

@@ -132,7 +132,9 @@ def serve_host(raw: dict[str, tuple[str, str]]) -> int:
         build_config({key: raw[key] if raw.get(key, ("", ""))[0] == value else (value, f"broker {process.broker_id}")
                       for key, value in plan.process_properties(process.index).items()})
     if len(plan.processes) == 1:
-        return run_broker(build_config({key: value for key, value in raw.items() if key not in HOST_KEYS}))
+        own = {key: value for key, value in raw.items() if key not in HOST_KEYS}
+        own.setdefault("broker.rack", (plan.processes[0].rack, "host mode: the server's host name"))
+        return run_broker(build_config(own))
     return Supervisor(plan).run()
 
 

@@ -15,6 +15,11 @@ kbroker's own keys, not Kafka's (Kafka 2.8 has no equivalent; a Kafka broker wou
 ``broker.processes.port.step``  process i listens on every listener's port + i x step (default 1), and so
     does its ``status.listener``. Raise it when listeners sit on consecutive ports.
 
+``broker.rack`` unset in host mode defaults to the server's host name: the host the inter-broker listener
+advertises (``advertised.listeners``, else ``listeners``), or ``socket.gethostname()`` when that host is empty or a
+wildcard. Tools that only know racks (kafka-reassign-partitions.sh, Cruise Control) then keep a partition's replicas
+on different servers as kbroker's own placement does.
+
 What each process gets: the ``log.dirs`` in order, split into N contiguous groups of near-equal size (N > dirs is
 refused); the cores of ``os.sched_getaffinity(0)`` split into N disjoint sets that follow the NUMA nodes
 (/sys/devices/system/node/node*/cpulist): when N >= nodes, each node holds a share of the processes in proportion
@@ -23,6 +28,7 @@ to its cores and a set never spans two nodes; when N < nodes, each process gets 
 from __future__ import annotations
 
 import re
+import socket
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,10 +145,12 @@ class ProcessPlan:
     log_dirs: tuple[str, ...]
     cpus: tuple[int, ...]
     numa_nodes: tuple[int, ...]
+    rack: str  # broker.rack as written, else the server's host name (every process of a host shares it)
 
     def settings(self) -> dict[str, str]:
         """The keys this process's server.properties sets differently from the host's."""
-        out = {"broker.id": str(self.broker_id), "listeners": self.listeners, "log.dirs": ",".join(self.log_dirs)}
+        out = {"broker.id": str(self.broker_id), "listeners": self.listeners, "log.dirs": ",".join(self.log_dirs),
+               "broker.rack": self.rack}
         if self.advertised_listeners:
             out["advertised.listeners"] = self.advertised_listeners
         if self.status_listener:
@@ -152,7 +160,8 @@ class ProcessPlan:
     def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "broker.id": self.broker_id, "listeners": self.listeners,
                 "advertised.listeners": self.advertised_listeners, "status.listener": self.status_listener,
-                "log.dirs": list(self.log_dirs), "cpus": format_cpulist(self.cpus), "numa.nodes": list(self.numa_nodes)}
+                "log.dirs": list(self.log_dirs), "cpus": format_cpulist(self.cpus), "numa.nodes": list(self.numa_nodes),
+                "broker.rack": self.rack}
 
 
 @dataclass(frozen=True)
@@ -193,6 +202,7 @@ class HostPlan:
             if p.status_listener:
                 lines.append(f"  status.listener={p.status_listener}")
             lines.append(f"  log.dirs={','.join(p.log_dirs)}")
+            lines.append(f"  broker.rack={p.rack}")
             nodes = ",".join(str(n) for n in p.numa_nodes)
             lines.append(f"  cpus={format_cpulist(p.cpus)} (numa node{'s' if len(p.numa_nodes) > 1 else ''} {nodes})")
         return "\n".join(lines) + "\n"
@@ -221,17 +231,40 @@ def plan_host(properties: Mapping[str, str], topology: Topology) -> HostPlan:
     advertised = properties.get("advertised.listeners", "").strip()
     status = properties.get("status.listener", "").strip()
     cpu_sets = split_cpus(topology, count)
+    rack = properties.get("broker.rack", "").strip() or server_host_name(properties)
     processes = tuple(
         ProcessPlan(index=i, broker_id=ids[i],
                     listeners=_shift_ports(listeners, i * step, "listeners"),
                     advertised_listeners=_shift_ports(advertised, i * step, "advertised.listeners"),
                     status_listener=_shift_ports(status, i * step, "status.listener"),
                     log_dirs=tuple(dirs[len(dirs) * i // count:len(dirs) * (i + 1) // count]),
-                    cpus=cpu_sets[i][0], numa_nodes=cpu_sets[i][1])
+                    cpus=cpu_sets[i][0], numa_nodes=cpu_sets[i][1], rack=rack)
         for i in range(count))
     _check_ports(processes, step)
     kept = tuple((key, value) for key, value in properties.items() if key not in HOST_KEYS)
     return HostPlan(processes, kept, rule)
+
+
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def server_host_name(properties: Mapping[str, str]) -> str:
+    """The name other brokers know this server by: the host of the inter-broker listener's advertised endpoint
+    (Kafka advertises ``listeners`` when ``advertised.listeners`` is unset), or ``socket.gethostname()`` for an
+    empty or wildcard host (Kafka then advertises the machine's own name). The inter-broker listener is
+    ``inter.broker.listener.name``, else the listener named as ``security.inter.broker.protocol`` (PLAINTEXT)."""
+    name = (properties.get("inter.broker.listener.name", "").strip()
+            or properties.get("security.inter.broker.protocol", "").strip() or "PLAINTEXT").upper()
+    endpoints = (properties.get("advertised.listeners", "").strip() or properties.get("listeners", "").strip()
+                 or str(_default("listeners")))
+    for endpoint in (e.strip() for e in endpoints.split(",")):
+        listener, sep, rest = endpoint.partition("://")
+        if sep and listener.strip().upper() == name:
+            host = rest.rpartition(":")[0].strip().strip("[]")
+            if host not in _WILDCARD_HOSTS:
+                return host
+            break
+    return socket.gethostname()
 
 
 def split_cpus(topology: Topology, count: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:

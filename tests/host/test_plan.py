@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -168,7 +169,33 @@ def test_render_is_a_server_properties_each_broker_reads() -> None:
     assert json.loads(json.dumps(plan.to_json()))["processes"][1] == {
         "index": 1, "broker.id": 2, "listeners": "PLAINTEXT://10.0.0.5:9093", "advertised.listeners": "",
         "status.listener": "http://127.0.0.1:8081", "log.dirs": [f"/data/d{i:02}" for i in range(6, 12)],
-        "cpus": "32-63", "numa.nodes": [1]}
+        "cpus": "32-63", "numa.nodes": [1], "broker.rack": "10.0.0.5"}
+
+
+def test_rack_defaults_to_the_servers_host_name() -> None:
+    """Issue 24 item 2: broker.rack unset in host mode is the host the inter-broker listener advertises, the same
+    for every process of the server, so rack-only tools keep replicas on different servers."""
+    plan = plan_host(host(broker_processes="3"), TWO_NODES_64)
+    assert [p.rack for p in plan.processes] == ["10.0.0.5"] * 3
+    for process in plan.processes:
+        assert parse_properties(plan.render(process.index), "rendered")["broker.rack"][0] == "10.0.0.5"
+        assert build_config(parse_properties(plan.render(process.index), "rendered")).broker_rack == "10.0.0.5"
+    assert "  broker.rack=10.0.0.5" in plan.describe().splitlines()
+    advertised = host(broker_processes="2", advertised_listeners="PLAINTEXT://kb1.example.net:9092")
+    assert {p.rack for p in plan_host(advertised, TWO_NODES_64).processes} == {"kb1.example.net"}
+    named = host(broker_processes="2", listeners="CLIENT://0.0.0.0:9092,REPL://10.1.0.5:9192",
+                 advertised_listeners="CLIENT://kb1.example.net:9092,REPL://kb1-repl.example.net:9192",
+                 listener_security_protocol_map="CLIENT:PLAINTEXT,REPL:PLAINTEXT", inter_broker_listener_name="REPL")
+    assert {p.rack for p in plan_host(named, TWO_NODES_64).processes} == {"kb1-repl.example.net"}
+    by_protocol = host(broker_processes="2", listeners="PLAINTEXT://10.0.0.5:9092,SSL://[fd00::5]:9093",
+                       security_inter_broker_protocol="SSL", broker_processes_port_step="2")
+    assert {p.rack for p in plan_host(by_protocol, TWO_NODES_64).processes} == {"fd00::5"}
+    wildcard = host(broker_processes="2", listeners="PLAINTEXT://0.0.0.0:9092")
+    assert {p.rack for p in plan_host(wildcard, TWO_NODES_64).processes} == {socket.gethostname()}
+    assert {p.rack for p in plan_host(host(broker_processes="2", listeners="PLAINTEXT://:9092"),
+                                      TWO_NODES_64).processes} == {socket.gethostname()}
+    explicit = host(broker_processes="2", broker_rack="rack-7")
+    assert {p.rack for p in plan_host(explicit, TWO_NODES_64).processes} == {"rack-7"}
 
 
 def test_cpulists() -> None:

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from tests.integration.conftest import BrokerProcess
 
@@ -22,5 +23,9 @@ def test_one_planned_broker_runs_in_process(tmp_path: Path, processes: str) -> N
         log = broker.log()
         assert f"kbroker 0 serving on {broker.bootstrap}" in log
         assert "unknown config" not in log and "[broker " not in log
+        # broker.rack unset in host mode: the server's host name, here the listener's 127.0.0.1 (issue 24 item 2)
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        cluster = admin.describe_cluster().result(15)
+        assert [node.rack for node in cluster.nodes] == ["127.0.0.1"]
     finally:
         broker.stop_cleanly()

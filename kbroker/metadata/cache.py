@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from kbroker.protocol import message_types as msg
 from zk_compat.znodes import PartitionState
 
 
@@ -28,7 +28,7 @@ class MetadataCache:
     live_broker_ids: frozenset[int] = frozenset()
     listeners: list[Callable[[], None]] = field(default_factory=list)
 
-    def update(self, request: Any) -> None:  # an UpdateMetadataRequest (a generated protocol class)
+    def update(self, request: msg.UpdateMetadataRequest) -> None:
         """Replace the cache with an UpdateMetadata request's picture (the controller sends it whole)."""
         self.controller_id = request.controller_id
         self.controller_epoch = request.controller_epoch

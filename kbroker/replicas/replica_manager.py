@@ -31,8 +31,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol, TypedDict, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol, TypeAlias, TypedDict, TypeVar
 
 from kbroker import errors
 from kbroker._core import records as core_records
@@ -54,6 +54,7 @@ from kbroker.replication.isr import IsrManager
 from kbroker.replication.partition import Partition, error_code_of
 from kbroker.replication.purgatory import Purgatory
 from kbroker.replication.throttle import ReplicationQuotas, throttled
+from zk_compat.store import MetadataStore
 from zk_compat.znodes import PartitionState
 
 log = logging.getLogger(__name__)
@@ -65,13 +66,23 @@ MarkerListener = Callable[[int, bool, TopicPartition], Awaitable[None]]
 
 class ProducePartition(Protocol):
     """One partition of a Produce request: its index and its records (a view into the request frame)."""
-    index: int
-    records: Any
+    @property
+    def index(self) -> int: ...
+
+    @property
+    def records(self) -> memoryview | None: ...
 
 
 class ProduceTopic(Protocol):
-    name: str
-    partition_data: list[Any]  # ProducePartition each
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def partition_data(self) -> Sequence[ProducePartition]: ...
+
+
+# One partition's state in a LeaderAndIsr request (v2+ groups them by topic).
+LeaderAndIsrPartition: TypeAlias = "msg.LeaderAndIsrRequest.LeaderAndIsrTopicState.LeaderAndIsrPartitionState"
 
 
 class KnownTopic(Protocol):
@@ -138,7 +149,7 @@ class ReplicaManager:
         self.mover = LogDirMover(log_manager, self._prepare_move, self._moved, self.quotas.alter_log_dirs)
         self.log_dir_failures = LogDirFailures(self)  # the log manager's on_dir_offline (KIP-112)
 
-    def enable_replication(self, store: Any, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+    def enable_replication(self, store: MetadataStore, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
                            exists_in_cluster: Callable[[str, int], bool]) -> None:
         """ZooKeeper mode: follower fetchers, the ISR manager writing through ``store``, and the cluster's view of
         which partitions exist (a partition known there but not here answers NOT_LEADER_OR_FOLLOWER)."""
@@ -213,7 +224,7 @@ class ReplicaManager:
         self._resume_move(tp)
         return partition
 
-    def delete_partitions(self, topic: str, indexes: Any) -> None:
+    def delete_partitions(self, topic: str, indexes: Iterable[int]) -> None:
         """The topic is deleted: stop its replicas and delete their logs."""
         for index in indexes:
             tp = TopicPartition(topic, index)
@@ -255,8 +266,9 @@ class ReplicaManager:
             return response
         return self.wait_for_isr(response, waiting, version, timeout_ms)
 
-    def _append_one(self, version: int, acks: int, topic: str, index: int, batches: Any, waiting: list[PendingAck],
-                    admin: TopicTable, metrics: BrokerMetrics | None) -> msg.ProduceResponse_PartitionResponse:
+    def _append_one(self, version: int, acks: int, topic: str, index: int, batches: memoryview | None,
+                    waiting: list[PendingAck], admin: TopicTable,
+                    metrics: BrokerMetrics | None) -> msg.ProduceResponse_PartitionResponse:
         out: msg.ProduceResponse_PartitionResponse = {"index": index, "error_code": 0, "base_offset": -1,
                                                       "log_append_time_ms": -1, "log_start_offset": -1}
         counted = False  # reached the log, as Kafka counts TotalProduceRequests (past its request checks)
@@ -275,7 +287,7 @@ class ReplicaManager:
             if version >= 3:
                 _check_single_v2_batch(batches, version)
             elif legacy.is_legacy(batches) and partition.log.config.record_magic >= 2:
-                batches = legacy.up_convert(batches)  # v0-2: message sets (magic 0/1) become one batch
+                batches = memoryview(legacy.up_convert(batches))  # v0-2: message sets (magic 0/1) become one batch
             counted = True
             result = self.append_as_leader(partition, batches, acks)
             if metrics is not None:
@@ -300,7 +312,7 @@ class ReplicaManager:
             log.exception("produce to %s-%d failed", topic, index)
             out["error_code"] = error_code_of(exc)
             if metrics is not None and counted:
-                metrics.produce_refused(topic, out["error_code"], len(batches))
+                metrics.produce_refused(topic, out["error_code"], len(batches) if batches is not None else 0)
         return out
 
     def wait_for_isr(self, response: R, waiting: list[PendingAck], version: int,
@@ -417,7 +429,7 @@ class ReplicaManager:
 
     # -- roles (LeaderAndIsr, StopReplica) -------------------------------------------------------
 
-    def become_leader_or_follower(self, topic: str, p: Any, live_leader: LiveLeader | None) -> None:
+    def become_leader_or_follower(self, topic: str, p: LeaderAndIsrPartition, live_leader: LiveLeader | None) -> None:
         """One partition of a LeaderAndIsr request: host it (creating its log) and take the role. A state
         older (by zkVersion) than the one this broker has is ignored: requests can cross the leader's own
         ISR writes."""
@@ -574,7 +586,7 @@ class ReplicaManager:
         return {key: out["error_code"] for key, out in results.items()}
 
 
-def _check_single_v2_batch(batches: Any, version: int) -> None:
+def _check_single_v2_batch(batches: memoryview, version: int) -> None:
     """Produce v3+: exactly one batch, magic 2; zstd needs v7+."""
     try:
         header = core_records.parse_header(batches)

@@ -44,14 +44,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from kbroker.config.broker import BrokerConfig
 from kbroker.metrics.rates import Rate
 from kbroker.protocol import message_types as msg
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
 from kbroker.replication.fetch_read import PartitionAnswers, records_size
 from kbroker.security.entity_configs import DEFAULT, EntityConfigs, parse_entity_path
+from kbroker.security.principal import Session
 
 log = logging.getLogger(__name__)
 
@@ -179,6 +181,15 @@ class ClientQuotas:
         return found[1] * (self.num - 1) * self.window_ms / 1000.0
 
 
+class QuotaConnection(Protocol):
+    """What the quotas use of a client's connection (the network layer's): whose it is, and muting it (KIP-219)."""
+
+    @property
+    def session(self) -> Session: ...
+
+    def mute(self, seconds: float) -> None: ...
+
+
 class FetchQuota:
     """The consumer quota of one Fetch: caps its max bytes, and at response time records the
     response's size; over the quota, the response is replaced by an empty one (bytes taken back)
@@ -186,7 +197,7 @@ class FetchQuota:
 
     __slots__ = ("quotas", "user", "client", "conn", "max_bytes")
 
-    def __init__(self, quotas: ClientQuotas, user: str, client: str, conn: Any, max_bytes: int) -> None:
+    def __init__(self, quotas: ClientQuotas, user: str, client: str, conn: QuotaConnection, max_bytes: int) -> None:
         self.quotas = quotas
         self.user = user
         self.client = client
@@ -216,7 +227,7 @@ def fetch_response_size(partitions: PartitionAnswers) -> int:
     return size
 
 
-def produce_request_size(header: Any, body: Any) -> int:
+def produce_request_size(header: RequestHeader, body: msg.ProduceRequest) -> int:
     """About what a Produce request took on the wire (Kafka records the request's size)."""
     size = 20 + len(header.client_id or "") + len(getattr(body, "transactional_id", None) or "")
     for topic in body.topic_data:
@@ -262,7 +273,8 @@ class QuotaManager:
 
     # -- enforcement -----------------------------------------------------------------------
 
-    def run(self, handler: Callable[..., Any], ctx: Any, header: Any, body: Any, conn: Any) -> Any:
+    def run(self, handler: Callable[..., Any], ctx: Any, header: RequestHeader, body: Any,
+            conn: QuotaConnection) -> Any:
         """Run one request's handler under the quotas (the dispatcher calls this when
         ``enabled``): record its bytes and time, and throttle (KIP-219) when over a quota."""
         api = header.api_key
@@ -286,7 +298,7 @@ class QuotaManager:
         conn.mute(throttle / 1000.0)
         return with_throttle(result, throttle)
 
-    def fetch_quota(self, conn: Any, header: Any) -> FetchQuota | None:
+    def fetch_quota(self, conn: QuotaConnection, header: RequestHeader) -> FetchQuota | None:
         """The consumer quota of a consumer Fetch, or None when none applies."""
         if not self.enabled:
             return None

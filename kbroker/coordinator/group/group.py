@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from kbroker import errors
-from kbroker.config.broker import load_config
+from kbroker.config.broker import BrokerConfig, load_config
 from kbroker.coordinator.group.offsets_log import (
     GroupMetadataRecord,
     MemberIdentity,
@@ -111,7 +111,7 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300000
 
     @classmethod
-    def from_broker_config(cls, cfg: Any) -> GroupConfig:
+    def from_broker_config(cls, cfg: BrokerConfig) -> GroupConfig:
         """Pick the group settings out of a ``BrokerConfig`` (attributes it lacks keep the
         defaults); ``offsets.retention.minutes`` becomes ``offsets_retention_ms``."""
         values = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cls) if hasattr(cfg, f.name)}

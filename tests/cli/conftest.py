@@ -101,6 +101,24 @@ def kbroker():
     return run_cli
 
 
+def ok(result: subprocess.CompletedProcess) -> str:
+    """The output of a command that succeeded, with nothing on stderr."""
+    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
+    assert result.stderr == ""
+    return result.stdout
+
+
+def failed(result: subprocess.CompletedProcess, code: int = 1) -> str:
+    """The error line of a failed command (exit ``code``, no traceback): with code 1 (an error the tool reports)
+    the only line on stderr and nothing on stdout; else the last line (argparse's error after the usage)."""
+    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    if code == 1:
+        assert result.stdout == ""
+        assert result.stderr.endswith("\n") and result.stderr.count("\n") == 1, result.stderr
+    return result.stderr.rstrip("\n").splitlines()[-1]
+
+
 _names = itertools.count()
 
 

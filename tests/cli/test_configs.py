@@ -12,22 +12,9 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from tests.integration.conftest import BrokerProcess
 from tests.security.sasl_helpers import librdkafka_conf, run_broker, sasl_bootstrap, sasl_broker
 
+from .conftest import failed, ok
+
 ERROR = "Error while executing config command : "
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    assert result.stderr == ""
-    return result.stdout
-
-
-def failed(result, code: int = 1) -> str:
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    if code == 1:
-        assert result.stdout == ""
-        assert result.stderr.count("\n") == 1, result.stderr
-    return result.stderr.rstrip("\n")
 
 
 def test_client_and_user_quotas_round_trip(broker, kbroker, unique):

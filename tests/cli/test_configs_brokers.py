@@ -10,19 +10,9 @@ import pytest
 
 from tests.integration.conftest import BrokerProcess
 
+from .conftest import failed, ok
+
 ERROR = "Error while executing config command : "
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    assert result.stderr == ""
-    return result.stdout
-
-
-def failed(result, code: int = 1) -> str:
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    return result.stderr.rstrip("\n").splitlines()[-1]
 
 
 @pytest.fixture(scope="module")

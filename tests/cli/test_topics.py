@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from .conftest import free_port
+from .conftest import failed, free_port, ok
 
 ERROR = "Error while executing topic command : "
 
@@ -18,22 +18,6 @@ def header_re(topic: str, partitions: int, configs: str = "") -> re.Pattern:
 
 def partition_lines(topic: str, count: int) -> list[str]:
     return [f"\tTopic: {topic}\tPartition: {p}\tLeader: 0\tReplicas: 0\tIsr: 0" for p in range(count)]
-
-
-def ok(result) -> str:
-    assert result.returncode == 0, (result.returncode, result.stdout, result.stderr)
-    assert result.stderr == ""
-    return result.stdout
-
-
-def failed(result, code: int = 1) -> str:
-    """The single line on stderr of a failed command (no traceback, nothing on stdout)."""
-    assert result.returncode == code, (result.returncode, result.stdout, result.stderr)
-    assert "Traceback" not in result.stderr
-    if code == 1:
-        assert result.stdout == ""
-        assert result.stderr.endswith("\n") and result.stderr.count("\n") == 1, result.stderr
-    return result.stderr.rstrip("\n")
 
 
 def test_create_list_describe_alter_delete(broker, kbroker, unique):

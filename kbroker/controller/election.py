@@ -10,9 +10,10 @@ Per partition, in this order:
   it, so ``unclean.leader.election.enable`` does not matter here; a live replica is still required,
   otherwise ELIGIBLE_LEADERS_NOT_AVAILABLE.
 
-Brokers in controlled shutdown count as dead, as in Kafka. A successful election writes the state
-znode (leader_epoch + 1, fenced by the controller epoch); the watches bring it back as a view that
-the controller's channel sends out, so the caller waits for its own metadata to show the leader.
+Brokers in controlled shutdown count as dead, as in Kafka, and so does a replica on a failed log dir
+(KIP-112). A successful election writes the state znode (leader_epoch + 1, fenced by the controller
+epoch); the watches bring it back as a view that the controller's channel sends out, so the caller
+waits for its own metadata to show the leader.
 """
 from __future__ import annotations
 
@@ -66,8 +67,9 @@ def elect_leaders(ctl: Controller, snap: Snapshot, partitions: Iterable[TP], ele
             out[tp] = Refusal(errors.InvalidTopicError.code, "The topic is being deleted")
         elif not ctl.active:
             out[tp] = Refusal(errors.NotControllerError.code)
-        else:
-            out[tp] = _elect(ctl, tp, replicas, election_type, live)
+        else:  # a replica on a failed log dir (KIP-112) is no candidate, as Kafka's isReplicaOnline
+            online = {b for b in live if not ctl.offline_replicas.is_offline(b, tp)}
+            out[tp] = _elect(ctl, tp, replicas, election_type, online)
     return out
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
+from kbroker.controller.offline_dirs import OfflineReplicas
 from kbroker.metadata.servers import broker_servers, warn_crowded
 from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
@@ -40,6 +41,7 @@ class Controller(Protocol):
     epoch: int
     epoch_zk_version: int
     shutting_down: set[int]
+    offline_replicas: OfflineReplicas
 
     def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool: ...
 
@@ -173,6 +175,8 @@ def elect_preferred(ctl: Controller, snap: Snapshot, partitions: list[tuple[str,
         state, stat = found
         if state.leader == preferred or preferred not in live or preferred not in state.isr:
             continue
+        if ctl.offline_replicas.is_offline(preferred, (topic, index)):
+            continue  # on a failed log dir (KIP-112): Kafka's isReplicaOnline is false
         new = PartitionState(leader=preferred, leader_epoch=state.leader_epoch + 1, isr=list(state.isr),
                              controller_epoch=ctl.epoch)
         if ctl._write_state(topic, index, new, stat.version):

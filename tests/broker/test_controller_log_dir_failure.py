@@ -222,3 +222,18 @@ def test_asking_again_survives_a_failed_send():
     sent, offline = asyncio.run(run())
     assert sent[:3] == [[0, 1], [0, 1], [0, 1]]  # the first send, the lost resend, its retry
     assert offline == {3: frozenset({("t", 0)})}
+
+
+def test_no_election_an_operator_asks_for_picks_an_offline_replica(store):
+    from kbroker.controller import election, reassignment
+    ctl = _controller(store)
+    channel = ControllerChannel(1, 30000, ctl.offline_replicas)
+    _answer(3, {2: KAFKA_STORAGE_ERROR}, channel)
+    ctl.on_snapshot(_snapshot(store))
+    assert (_state(store, 2).leader, _state(store, 2).isr) == (-1, [3])  # 3, preferred and in the ISR, is offline
+    snap = _snapshot(store)
+    assert reassignment.elect_preferred(ctl, snap, [("t", 2)]) == []
+    [preferred] = election.elect_leaders(ctl, snap, [("t", 2)], election.PREFERRED).values()
+    assert isinstance(preferred, election.Refusal) and preferred.code == 80  # PREFERRED_LEADER_NOT_AVAILABLE
+    assert election.elect_leaders(ctl, snap, [("t", 2)], election.UNCLEAN) == {("t", 2): 2}
+    assert (_state(store, 2).leader, _state(store, 2).isr) == (2, [2])

@@ -59,11 +59,11 @@ from __future__ import annotations
 import logging
 
 from kbroker.controller import reassignment
-from kbroker.controller.offline_dirs import OfflineReplicas
+from kbroker.controller.offline_dirs import NewReplicas, OfflineReplicas
 from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
 from zk_compat.layout import ControllerMovedError
-from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, Stat
 from zk_compat.znodes import (
     IsrChangeNotificationZNode,
     LogDirEventNotificationSequenceZNode,
@@ -88,6 +88,7 @@ class Controller:
         # event was read: the channel asks each about all its replicas again (take_log_dir_failures)
         self.offline_replicas = offline_replicas if offline_replicas is not None else OfflineReplicas()
         self.log_dir_failures: set[int] = set()
+        self.new_replicas = NewReplicas()  # their first LeaderAndIsr says is_new
 
     def resign(self) -> None:
         if self.active:
@@ -146,12 +147,10 @@ class Controller:
             if broker_id not in replicas or len(replicas) < 2:
                 continue  # as Kafka: a single replica has nowhere to go
             for _ in range(3):  # a lost compare-and-set (the leader changed the ISR) is retried
-                current = layout.get_partition_state(self.store, topic, index)
+                current = self._state_held_by(topic, index, broker_id)
                 if current is None:
                     break
                 state, stat = current
-                if state.leader != broker_id and broker_id not in state.isr:
-                    break
                 isr = [r for r in state.isr if r != broker_id]
                 leader = state.leader
                 if leader == broker_id:
@@ -217,12 +216,10 @@ class Controller:
                 if not self.active or broker_id not in snap.brokers or seen is None or (
                         seen.leader != broker_id and broker_id not in seen.isr):
                     continue
-                current = layout.get_partition_state(self.store, topic, index)
+                current = self._state_held_by(topic, index, broker_id)
                 if current is None:
                     continue
                 state, stat = current
-                if state.leader != broker_id and broker_id not in state.isr:
-                    continue
                 replicas = snap.assignments.get(topic, {}).get(index, [])
 
                 def online(r: int, tp: tuple[str, int] = (topic, index)) -> bool:
@@ -245,6 +242,14 @@ class Controller:
                              new.leader_epoch)
                     wrote = True
         return wrote
+
+    def _state_held_by(self, topic: str, index: int, broker_id: int) -> tuple[PartitionState, Stat] | None:
+        """The partition's state as ZooKeeper holds it now, while ``broker_id`` still leads it or is in its
+        ISR (what controlled shutdown and a failed log dir take it out of); else None."""
+        current = layout.get_partition_state(self.store, topic, index)
+        if current is None or (current[0].leader != broker_id and broker_id not in current[0].isr):
+            return None
+        return current
 
     def _unclean_allowed(self, snap: Snapshot, topic: str) -> bool:
         unclean = snap.configs.get(topic, {}).get("unclean.leader.election.enable")
@@ -411,6 +416,7 @@ class Controller:
                 try:
                     layout.create_partition_state(self.store, topic, index, state,
                                                   controller_epoch_zk_version=self.epoch_zk_version)
+                    self.new_replicas.add(topic, index, replicas)
                     wrote = True
                 except NodeExistsError:
                     pass

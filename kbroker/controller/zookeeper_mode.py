@@ -6,7 +6,7 @@ and ``auto.leader.rebalance.enable`` runs on the active controller only."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Protocol
 
 from kbroker.config.broker import BrokerConfig
 from kbroker.controller.channel import ControllerChannel
@@ -15,13 +15,20 @@ from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.zk_view import ClusterView, Snapshot
 
 
+class RegisteredSession(Protocol):
+    """The ZooKeeper session that keeps this broker registered (``kazoo_bridge.SessionManager``, which only the
+    composition root imports)."""
+
+    def stop(self, timeout: float = ...) -> None: ...
+
+
 @dataclass
 class ZooKeeperParts:
     controller: Controller
     cluster: ClusterView
     metadata: MetadataCache
     channel: ControllerChannel
-    session: Any  # kazoo_bridge.SessionManager
+    session: RegisteredSession
 
     async def on_snapshot(self, snap: Snapshot) -> None:
         # the controller's writes come back through the watches as the next snapshot

@@ -36,8 +36,9 @@ For logs whose ``cleanup.policy`` includes ``compact``. Kafka's model:
 Records are read and batches rebuilt with ``batches.py``; this module decides what survives.
 
 Threading: the scan and copy (``run_job``) read only inactive segments, through duplicated file
-descriptors taken when the job is prepared, and write only ``*.cleaned`` files; they run on the
-cleaner thread. Preparing a job and swapping its result in happen on the thread that owns the logs
+descriptors taken when the job is prepared, and write only ``*.cleaned`` files; they run in a
+cleaner process (``cleaner_worker``, one per cleaner thread of ``cleaner_threads``) or on the
+cleaner thread itself. Preparing a job and swapping its result in happen on the thread that owns the logs
 (``LogManager.clean``), which checks that the source segments are still the same objects before
 swapping: a log truncated, deleted or shrunk by retention in between just discards the result.
 """
@@ -45,10 +46,12 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import fcntl
 import logging
 import mmap
 import os
-import queue
+import random
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -73,6 +76,10 @@ log = logging.getLogger(__name__)
 
 INT32_MAX = (1 << 31) - 1
 _WRITE_CHUNK = 1 << 20
+
+# Run before a crash point in this module kills the process: a cleaner process (cleaner_worker) kills its broker
+# first, as the machine's crash that the point stands for would.
+before_crash: Callable[[random.Random], object] | None = None
 
 
 class CleanerAborted(Exception):
@@ -358,7 +365,7 @@ class _CleanedWriter:
         """Write the rest, fsync everything, give the log file the sources' mtime; returns its size."""
         try:
             self._write()
-            crash_point("cleaner.cleaned.before_fsync")
+            crash_point("cleaner.cleaned.before_fsync", before_crash)
             try:
                 self.time_index.maybe_append(self.max_timestamp, self.offset_of_max)
             except IndexError:
@@ -525,136 +532,63 @@ def clean_log(plog: PartitionLog, checkpoint_offset: int | None = None, now: int
     return (job.end_offset if ok else None), job.stats
 
 
-# -- the cleaner threads -------------------------------------------------------------------------
+# -- the I/O rate of every cleaner --------------------------------------------------------------
 
 class Throttler:
     """``log.cleaner.io.max.bytes.per.second`` across every cleaner thread, as Kafka's Throttler: the bytes seen
     are summed, and once a check interval has passed a thread ahead of the rate sleeps until it is not (the
-    others wait on the lock meanwhile)."""
+    others wait on the lock meanwhile).
+
+    The rate, the interval's start and the bytes seen live in a small shared memory file (``fd``), locked with
+    ``lockf``, so that cleaner processes (``cleaner_worker``, ``attach``) share one ceiling with the broker, and a
+    new rate reaches a cleaning in progress. Its clock must be system-wide for that (CLOCK_MONOTONIC is)."""
 
     CHECK_INTERVAL_S = 0.3
+    _STATE = struct.Struct("=ddq")  # rate, interval start, bytes seen
+    _INTERVAL = struct.Struct("=dq")
 
     def __init__(self, rate: float = float("inf"), clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
-        self.rate = rate
+                 sleep: Callable[[float], None] = time.sleep, *, fd: int | None = None) -> None:
         self._clock, self._sleep = clock, sleep
-        self._lock = threading.Lock()
-        self._start = clock()
-        self._seen = 0
+        self._lock = threading.Lock()  # lockf excludes other processes, not this one's threads
+        self.fd = os.memfd_create("kbroker-cleaner-throttle") if fd is None else fd
+        if fd is None:
+            os.ftruncate(self.fd, self._STATE.size)
+        self._state = mmap.mmap(self.fd, self._STATE.size)
+        if fd is None:
+            self._STATE.pack_into(self._state, 0, rate, clock(), 0)
+
+    @classmethod
+    def attach(cls, fd: int) -> Throttler:
+        """The throttler whose state another process created (its ``fd``, inherited)."""
+        return cls(fd=fd)
+
+    @property
+    def rate(self) -> float:
+        return float(self._STATE.unpack_from(self._state, 0)[0])
+
+    @rate.setter
+    def rate(self, rate: float) -> None:
+        struct.pack_into("=d", self._state, 0, rate)
 
     def __call__(self, size: int) -> None:
         if self.rate >= UNLIMITED_RATE:
             return
-        with self._lock:  # held while sleeping, as Kafka's: the other threads wait for the same nap
-            self._seen += size
-            elapsed = self._clock() - self._start
-            if elapsed < self.CHECK_INTERVAL_S:
-                return
-            pause = self._seen / max(self.rate, 1e-9) - elapsed
-            if pause > 0:
-                self._sleep(pause)
-            self._start, self._seen = self._clock(), 0
+        # Held while sleeping, as Kafka's: the other threads and processes wait for the same nap.
+        with self._lock:
+            fcntl.lockf(self.fd, fcntl.LOCK_EX)
+            try:
+                rate, start, seen = self._STATE.unpack_from(self._state, 0)
+                seen += size
+                elapsed = self._clock() - start
+                if elapsed >= self.CHECK_INTERVAL_S:
+                    pause = seen / max(rate, 1e-9) - elapsed
+                    if pause > 0:
+                        self._sleep(pause)
+                    start, seen = self._clock(), 0
+                self._INTERVAL.pack_into(self._state, 8, start, seen)  # not the rate: a setter may change it
+            finally:
+                fcntl.lockf(self.fd, fcntl.LOCK_UN)
 
 
 UNLIMITED_RATE = 1.7976931348623157e308  # Kafka's default: Double.MaxValue
-
-
-class CleanerThread:
-    """``log.cleaner.threads`` workers running ``run_job`` for jobs submitted from the log manager's thread, each
-    job a different log (Kafka's cleaner threads); ``resize`` changes their number at run time."""
-
-    def __init__(self, threads: int = 1) -> None:
-        self._jobs: queue.Queue[CleanJob | None] = queue.Queue()
-        self._threads: list[threading.Thread] = []
-        self._wanted = max(threads, 1)
-        self._started = False
-        self._lock = threading.Lock()
-        self.current: set[CleanJob] = set()
-        self.throttle = Throttler()
-
-    @property
-    def running(self) -> bool:
-        return any(t.is_alive() for t in self._threads)
-
-    @property
-    def thread_count(self) -> int:
-        """Workers alive now (0 when not started)."""
-        return sum(t.is_alive() for t in self._threads)
-
-    @property
-    def threads(self) -> int:
-        """The number of workers wanted (log.cleaner.threads)."""
-        return self._wanted
-
-    @property
-    def capacity(self) -> int:
-        """Cleanings that may run at once: one per worker (one, inline, without workers)."""
-        return self._wanted if self._started else 1
-
-    def start(self) -> None:
-        self._started = True
-        self._spawn()
-
-    def resize(self, threads: int) -> None:
-        """Start workers up to ``threads``, or let the extra ones end after their current job."""
-        with self._lock:
-            self._wanted = max(threads, 1)
-            self._threads = [t for t in self._threads if t.is_alive()]
-            extra = len(self._threads) - self._wanted
-        if not self._started:
-            return  # start() runs as many
-        for _ in range(max(extra, 0)):
-            self._jobs.put(None)
-        self._spawn()
-        log.info("log cleaner: %d threads", self._wanted)
-
-    def _spawn(self) -> None:
-        with self._lock:
-            self._threads = [t for t in self._threads if t.is_alive()]
-            used = {t.name for t in self._threads}
-            n = 0
-            while len(self._threads) < self._wanted:
-                name = f"kafka-log-cleaner-thread-{n}"
-                n += 1
-                if name in used:
-                    continue
-                thread = threading.Thread(target=self._run, name=name, daemon=True)
-                thread.start()
-                self._threads.append(thread)
-
-    def _run(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            try:
-                run_job(job)
-            except BaseException as exc:  # pragma: no cover - run_job records its errors
-                log.exception("%s: cleaner failed: %r", job.tp, exc)
-            finally:
-                with self._lock:
-                    self.current.discard(job)
-
-    def submit(self, job: CleanJob) -> None:
-        job.throttle = self.throttle
-        with self._lock:
-            self.current.add(job)
-        if self.running:
-            self._jobs.put(job)
-        else:
-            try:
-                run_job(job)
-            finally:
-                with self._lock:
-                    self.current.discard(job)
-
-    def stop(self, timeout: float = 30.0) -> None:
-        with self._lock:
-            for job in self.current:
-                job.cancelled.set()
-            threads, self._threads = self._threads, []
-            self._started = False
-        for _ in threads:
-            self._jobs.put(None)
-        for thread in threads:
-            thread.join(timeout)

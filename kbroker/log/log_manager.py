@@ -35,7 +35,6 @@ from kbroker.config.topic import LogConfig
 from kbroker.crashpoints import crash_point
 from kbroker.log import checkpoint, future_replica
 from kbroker.log.cleaner import (
-    CleanerThread,
     CleanJob,
     CleanStats,
     apply_job,
@@ -43,6 +42,7 @@ from kbroker.log.cleaner import (
     prepare_job,
     should_clean,
 )
+from kbroker.log.cleaner_threads import CleanerThread
 from kbroker.log.names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
 from kbroker.log.partition_log import PartitionLog, WriteTracker
 from kbroker.log.swap import fsync_dir

@@ -168,6 +168,9 @@ class ChaosCluster:
             self.proxies.add(broker.id, broker.proxy_port, broker.replication_port)
         for broker in self.brokers:
             broker.start()
+        self.wait_registered()
+
+    def wait_registered(self) -> None:
         deadline = time.monotonic() + 60
         while True:  # every broker registered, as the controller sees it (topics need all three)
             try:
@@ -216,7 +219,7 @@ class ChaosCluster:
         return AdminClient({"bootstrap.servers": self.bootstrap})
 
     def healthy(self, topics: list[str]) -> tuple[bool, str]:
-        """Every partition of ``topics`` led, with every broker in its ISR (and every broker process alive)."""
+        """Every partition of ``topics`` led, with every replica in its ISR (and every broker process alive)."""
         for broker in self.brokers:
             if not broker.alive():
                 return False, f"broker {broker.id} is not running"
@@ -224,13 +227,12 @@ class ChaosCluster:
             md = self.admin().list_topics(timeout=10)
         except Exception as exc:
             return False, f"metadata: {exc}"
-        full = len(self.brokers)
         for topic in topics:
             t = md.topics.get(topic)
             if t is None or t.error is not None or not t.partitions:
                 return False, f"{topic}: {t.error if t is not None else 'missing'}"
             for p in t.partitions.values():
-                if p.leader < 0 or len(p.isrs) < full:
+                if p.leader < 0 or len(p.isrs) < len(p.replicas):
                     return False, f"{topic}-{p.id}: leader {p.leader}, isr {p.isrs}"
         return True, ""
 

@@ -16,6 +16,9 @@ from kazoo.client import KazooClient
 from bench.chaos.cluster import CHROOT, SESSION_TIMEOUT_MS, Broker, ChaosCluster
 
 KINDS = ("kill9", "sigstop", "zk_expire", "zk_restart", "net", "disk_full")
+# host mode (bench.chaos.hosts): no proxies, no per-broker session file or tmpfs, so net, zk_expire and disk_full
+# do not apply; a process killed alone is started again by its supervisor
+HOST_KINDS = ("host_down", "kill9", "sigstop", "zk_restart")
 OFFLINE_DIR_LOG = "is offline after"  # LogManager.mark_dir_offline's message
 
 Fault = Callable[[ChaosCluster, random.Random], dict[str, Any]]
@@ -147,8 +150,28 @@ def disk_full(cluster: ChaosCluster, rng: random.Random) -> dict[str, Any]:
     return record
 
 
+def host_down(cluster: ChaosCluster, rng: random.Random) -> dict[str, Any]:
+    """A whole server lost at once (host mode): its supervisor and every broker process SIGKILLed together,
+    down for a moment, then the server started again; its brokers come back under their ids once their old
+    ZooKeeper sessions have expired."""
+    servers = getattr(cluster, "servers", None)
+    if not servers:
+        return {"skipped": "not host mode (--host-mode)"}
+    server = servers[rng.randrange(len(servers))]
+    down_s = rng.uniform(0.5, 3.0)
+    ids = [p.id for p in server.processes]
+    record: dict[str, Any] = {"server": server.host, "brokers": ids, "was_controller": cluster.controller() in ids,
+                              "down_s": round(down_s, 2)}
+    record["killed"] = len(server.kill())
+    time.sleep(down_s)
+    t0 = time.monotonic()
+    server.start()
+    record["back_s"] = round(time.monotonic() - t0, 1)
+    return record
+
+
 FAULTS: dict[str, Fault] = {"kill9": kill9, "sigstop": sigstop, "zk_expire": zk_expire, "zk_restart": zk_restart,
-                            "net": net, "disk_full": disk_full}
+                            "net": net, "disk_full": disk_full, "host_down": host_down}
 
 
 class Schedule:

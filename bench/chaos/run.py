@@ -21,6 +21,7 @@ from confluent_kafka.admin import NewTopic
 from bench.chaos import checks
 from bench.chaos.cluster import ChaosCluster
 from bench.chaos.faults import FAULTS, KINDS, Schedule
+from bench.chaos.hosts import HostModeCluster
 from bench.chaos.workload import PARTITIONS, PLAIN_TOPICS, TXN_IN, TXN_OUT, Records, Workload
 
 DATA_TOPICS = [*PLAIN_TOPICS, TXN_IN, TXN_OUT]
@@ -39,6 +40,7 @@ class Options:
     workdir: Path | None = None
     heal_bound_s: float = HEAL_BOUND_S
     every_kind: bool = False  # keep injecting past the end until every kind of ``faults`` ran once
+    host_mode: bool = False  # three servers of two broker processes each (bench.chaos.hosts) instead of brokers
 
 
 def _emit(out: TextIO, line: dict[str, Any]) -> None:
@@ -73,14 +75,16 @@ def run(options: Options, out: TextIO = sys.stdout) -> dict[str, Any]:
     """The whole run; returns the summary (``summary["ok"]`` is the verdict)."""
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-chaos-", dir=options.workdir))
     # the work dir (broker output, ZooKeeper) is kept when the run fails, removed when it passes
-    cluster = ChaosCluster(workdir, options.brokers)
+    cluster = HostModeCluster(workdir) if options.host_mode else ChaosCluster(workdir, options.brokers)
     timeline: list[dict[str, Any]] = []
     summary: dict[str, Any] = {"event": "summary", "seed": options.seed, "minutes": options.minutes,
-                               "interval_s": options.interval, "brokers": options.brokers,
+                               "interval_s": options.interval, "brokers": len(cluster.brokers),
                                "settings": {"replication.factor": 3, "min.insync.replicas": 2,
                                             "unclean.leader.election.enable": False,
                                             "zookeeper.session.timeout.ms": 6000,
                                             "producers": "idempotent, acks=all"}}
+    if options.host_mode:
+        summary["host_mode"] = {server.host: [p.id for p in server.processes] for server in cluster.servers}
     try:
         cluster.start()
         _create_topics(cluster)

@@ -23,9 +23,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
-from kbroker.protocol import SUPPORTED_VERSIONS, ProtocolError, RequestHeader, Struct, decode_request, response_class
+from kbroker.protocol import (
+    SUPPORTED_VERSIONS,
+    ProtocolError,
+    RequestHeader,
+    Struct,
+    decode_request,
+    message_types as msg,
+    response_class,
+)
 from kbroker.security.credentials import SCRAM_MECHANISMS, CredentialCache
 from kbroker.security.principal import KafkaPrincipal, Session
 from kbroker.security.sasl.base import MechanismServer, SaslAuthenticationError, SaslError
@@ -184,7 +192,7 @@ class SaslServerAuthenticator:
             return
         header, body = decoded
         mechanisms = self.settings.mechanisms
-        mechanism: str = body.mechanism  # type: ignore[attr-defined]  # generated message classes are untyped
+        mechanism = cast(msg.SaslHandshakeRequest, body).mechanism  # the frame's api key is SaslHandshake's
         version, corr = header.api_version, header.correlation_id
         if mechanism not in mechanisms:
             self._fail(conn, f"unsupported SASL mechanism {mechanism!r} (enabled: {', '.join(mechanisms)})",
@@ -210,7 +218,7 @@ class SaslServerAuthenticator:
         server = self.server
         assert server is not None  # set with the AUTHENTICATE state
         try:
-            out = server.evaluate(bytes(body.auth_bytes))  # type: ignore[attr-defined]
+            out = server.evaluate(bytes(cast(msg.SaslAuthenticateRequest, body).auth_bytes))  # its api key's class
             if server.complete:
                 self._check_principal(server)
         except SaslAuthenticationError as exc:

@@ -142,7 +142,8 @@ class Broker:
             on_reelect=cluster.trigger, on_reconnect=cluster.trigger)
         self.zookeeper = ZooKeeperParts(controller, cluster, metadata,
                                         ControllerChannel(self.broker_id, cfg.request_timeout_ms,
-                                                          controller.offline_replicas, cluster.trigger), session)
+                                                          controller.offline_replicas, cluster.trigger,
+                                                          controller.new_replicas), session)
         self.dynamic_config.subscribe(self.zookeeper.follow_unclean_default)
         await session.start_async()
         await cluster.start()

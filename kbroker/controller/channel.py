@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kbroker import errors
-from kbroker.controller.offline_dirs import OfflineReplicas
+from kbroker.controller.offline_dirs import NewReplicas, OfflineReplicas
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
 from kbroker.replication.client import BrokerConnection
 from zk_compat.znodes import PartitionState
@@ -103,12 +103,14 @@ class BrokerChannel:
         resend_all = asked > self.answered_again
         changed = {tp: rs for tp, rs in self.desired.items() if resend_all or self.acked.get(tp) != rs.key}
         if changed:
-            response = await self.connection.request(4, LEADER_AND_ISR_VERSION, owner.leader_and_isr(changed))
+            new = {tp for tp in changed if owner.new_replicas.contains(tp[0], tp[1], self.target.id)}
+            response = await self.connection.request(4, LEADER_AND_ISR_VERSION, owner.leader_and_isr(changed, new))
             if response.error_code:
                 raise OSError(f"LeaderAndIsr refused: {errors.for_code(response.error_code).__name__}")
             for tp, rs in changed.items():
                 self.acked[tp] = rs.key
             self.answered_again = max(self.answered_again, asked)
+            owner.new_replicas.told(self.target.id, new)
             owner.partition_errors(self.target.id, response.partition_errors)
         gone = sorted(tp for tp in self.acked if tp not in self.desired)
         if gone:
@@ -130,11 +132,12 @@ class BrokerChannel:
 
 class ControllerChannel:
     def __init__(self, broker_id: int, request_timeout_ms: int, offline: OfflineReplicas | None = None,
-                 on_offline: Callable[[], None] = lambda: None) -> None:
+                 on_offline: Callable[[], None] = lambda: None, new_replicas: NewReplicas | None = None) -> None:
         self.broker_id = broker_id
         # replicas brokers answered KAFKA_STORAGE_ERROR for (shared with the controller), and who to wake then
         self.offline = offline if offline is not None else OfflineReplicas()
         self.on_offline = on_offline
+        self.new_replicas = new_replicas if new_replicas is not None else NewReplicas()  # is_new until told
         self.timeout_s = request_timeout_ms / 1000
         self.backoff_s = 0.2
         self.channels: dict[int, BrokerChannel] = {}
@@ -149,6 +152,7 @@ class ControllerChannel:
         self.channels.clear()
         self._metadata_key = None
         self.offline.clear()  # no longer controller: the next one asks every broker again
+        self.new_replicas.clear()
 
     def ask_again(self, brokers: Iterable[int]) -> None:
         """Send these brokers LeaderAndIsr for every replica they hold, as if never sent (after a log dir event:
@@ -213,7 +217,9 @@ class ControllerChannel:
 
     # -- request bodies ------------------------------------------------------------------------
 
-    def leader_and_isr(self, changed: dict[tuple[str, int], ReplicaState]) -> Body:
+    def leader_and_isr(self, changed: dict[tuple[str, int], ReplicaState],
+                       new: Collection[tuple[str, int]] = ()) -> Body:
+        """LeaderAndIsr for these partitions; ``new``: the replicas there are new (``is_new``, Kafka's NewReplica)."""
         by_topic: dict[str, list[Body]] = {}
         leaders = set()
         for (topic, index), rs in sorted(changed.items()):
@@ -222,7 +228,7 @@ class ControllerChannel:
                 "partition_index": index, "controller_epoch": s.controller_epoch, "leader": s.leader,
                 "leader_epoch": s.leader_epoch, "isr": list(s.isr), "zk_version": rs.zk_version,
                 "replicas": list(rs.replicas), "adding_replicas": list(rs.adding),
-                "removing_replicas": list(rs.removing), "is_new": False})
+                "removing_replicas": list(rs.removing), "is_new": (topic, index) in new})
             leaders.add(s.leader)
         return {"controller_id": self.broker_id, "controller_epoch": self.controller_epoch, "broker_epoch": -1,
                 "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()],

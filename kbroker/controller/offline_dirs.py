@@ -53,3 +53,34 @@ class OfflineReplicas:
     def is_offline(self, broker_id: int, tp: TP) -> bool:
         with self._lock:
             return tp in self._by_broker.get(broker_id, ())
+
+
+class NewReplicas:
+    """Replicas the controller just made (a new partition's, or added by a reassignment): Kafka's NewReplica state,
+    whose first LeaderAndIsr says ``is_new``. A broker with an offline log dir creates a log only for such a replica;
+    any other it cannot find may be on the failed dir, and an empty log there would lose what it held (Kafka's
+    ``LogManager.getOrCreateLog``: "Can not create log ... because log directories ... are offline").
+
+    Added by the controller on the cluster view's thread, taken by the channel on the event loop once a broker
+    acknowledged the LeaderAndIsr that carried it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._replicas: set[tuple[str, int, int]] = set()
+
+    def add(self, topic: str, index: int, brokers: Iterable[int]) -> None:
+        with self._lock:
+            self._replicas.update((topic, index, b) for b in brokers)
+
+    def contains(self, topic: str, index: int, broker_id: int) -> bool:
+        with self._lock:
+            return (topic, index, broker_id) in self._replicas
+
+    def told(self, broker_id: int, partitions: Iterable[TP]) -> None:
+        """``broker_id`` acknowledged a LeaderAndIsr for these partitions: their replicas there are not new now."""
+        with self._lock:
+            self._replicas.difference_update((t, p, broker_id) for t, p in partitions)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._replicas.clear()

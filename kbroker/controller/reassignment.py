@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-from kbroker.controller.offline_dirs import OfflineReplicas
+from kbroker.controller.offline_dirs import NewReplicas, OfflineReplicas
 from kbroker.metadata.servers import broker_servers, warn_crowded
 from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
@@ -42,6 +42,7 @@ class Controller(Protocol):
     epoch_zk_version: int
     shutting_down: set[int]
     offline_replicas: OfflineReplicas
+    new_replicas: NewReplicas
 
     def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool: ...
 
@@ -82,6 +83,8 @@ def start_requested(ctl: Controller, snap: Snapshot) -> bool:
             current.removing_replicas[index] = [r for r in original if r not in target]
             log.info("controller %d: reassigning %s-%d from %s to %s", ctl.broker_id, topic, index, original, target)
         if _write_assignment(ctl, topic, current, version):
+            for index in targets:  # the added replicas' first LeaderAndIsr says is_new (Kafka's NewReplica)
+                ctl.new_replicas.add(topic, index, current.adding_replicas.get(index, []))
             wrote = True
     return wrote
 

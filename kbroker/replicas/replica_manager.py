@@ -441,8 +441,13 @@ class ReplicaManager:
         if partition is not None and partition.log.offline:
             # Kafka's HostedPartition.Offline: the controller learns from this answer that the replica is offline
             raise errors.KafkaStorageError(f"{tp} is in the offline log dir {partition.log.directory.parent}")
+        lm = self.log_manager
+        if partition is None and lm.offline_dirs and not p.is_new and lm.get_log(tp) is None:
+            # Kafka's getOrCreateLog: the replica's log may be on the failed dir; an empty one would lose it
+            raise errors.KafkaStorageError(f"Can not create log for {tp} because log directories "
+                                           f"{','.join(map(str, sorted(lm.offline_dirs)))} are offline")
         if partition is None:
-            plog = self.log_manager.get_or_create_log(tp)
+            plog = lm.get_or_create_log(tp)
             if plog.offline:
                 raise errors.KafkaStorageError(f"{tp} is in the offline log dir {plog.directory.parent}")
             partition = self.partitions[tp] = Partition(tp, plog, self.broker_id, p.leader_epoch, single_replica=False)

@@ -237,3 +237,53 @@ def test_no_election_an_operator_asks_for_picks_an_offline_replica(store):
     assert isinstance(preferred, election.Refusal) and preferred.code == 80  # PREFERRED_LEADER_NOT_AVAILABLE
     assert election.elect_leaders(ctl, snap, [("t", 2)], election.UNCLEAN) == {("t", 2): 2}
     assert (_state(store, 2).leader, _state(store, 2).isr) == (2, [2])
+
+
+def test_a_new_partitions_first_leader_and_isr_says_is_new(store):
+    """Kafka's NewReplica: the replicas of a partition the controller creates (and those a reassignment adds) are
+    new in their first LeaderAndIsr only, so a broker with a failed dir makes a log for them and for no other."""
+    class Recorder:
+        def __init__(self) -> None:
+            self.is_new: list[dict[int, bool]] = []
+
+        async def request(self, api_key: int, version: int, body: dict) -> SimpleNamespace:
+            if api_key == 4:
+                self.is_new.append({p["partition_index"]: p["is_new"]
+                                    for t in body["topic_states"] for p in t["partition_states"]})
+            return SimpleNamespace(error_code=0, partition_errors=[])
+
+        def close(self) -> None:
+            pass
+
+    layout.create_topic(store, "n", {0: [3, 1], 1: [1, 3]})
+    ctl = Controller(store, 1)
+    ctl.on_snapshot(Snapshot(controller_id=None))
+    snap = Snapshot(controller_id=1)
+    snap.brokers = {b: LiveBroker(b, "127.0.0.1", 1, None, epoch=b) for b in (1, 3)}
+    snap.assignments = {"n": {0: [3, 1], 1: [1, 3]}}
+    assert ctl.on_snapshot(snap)  # creates both partitions' states
+    assert all(ctl.new_replicas.contains("n", p, b) for p in (0, 1) for b in (1, 3))
+
+    async def run() -> list[dict[int, bool]]:
+        channel = ControllerChannel(1, 30000, ctl.offline_replicas, new_replicas=ctl.new_replicas)
+        for p in (0, 1):
+            found = layout.get_partition_state(store, "n", p)
+            assert found is not None
+            snap.states[("n", p)], stat = found
+            snap.state_versions[("n", p)] = stat.version
+        peer = Recorder()
+        channel.sync(snap, ctl.epoch)
+        channel.channels[3].connection = peer  # type: ignore[assignment]
+        channel.channels[1].connection = Recorder()  # type: ignore[assignment]
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if peer.is_new:
+                break
+        channel.ask_again([3])
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(peer.is_new) > 1:
+                break
+        channel.stop()
+        return peer.is_new
+    assert asyncio.run(run()) == [{0: True, 1: True}, {0: False, 1: False}]

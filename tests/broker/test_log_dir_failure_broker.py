@@ -39,9 +39,9 @@ class _Broker:
             return await loop.run_in_executor(None, fn)
         self.replicas.enable_replication(self.store, run_blocking, lambda topic, index: True)
 
-    def lead(self, topic: str, index: int) -> None:
+    def lead(self, topic: str, index: int, is_new: bool = False) -> None:
         p = SimpleNamespace(partition_index=index, controller_epoch=1, leader=2, leader_epoch=0, isr=[2, 1],
-                            zk_version=0, replicas=[2, 1], adding_replicas=[], removing_replicas=[], is_new=False)
+                            zk_version=0, replicas=[2, 1], adding_replicas=[], removing_replicas=[], is_new=is_new)
         self.replicas.become_leader_or_follower(topic, p, None)
 
     def notices(self) -> list[bytes]:
@@ -71,7 +71,7 @@ def test_one_notice_per_failed_dir_and_storage_errors_for_its_replicas(tmp_path:
         try:
             await broker.enable()
             for index in range(4):
-                broker.lead("t", index)
+                broker.lead("t", index, is_new=True)
             where = {i: broker.log_manager.logs[TopicPartition("t", i)].directory.parent for i in range(4)}
             failing = where[0]
             lost = [i for i in range(4) if where[i] == failing]
@@ -108,6 +108,28 @@ def test_a_dir_failed_at_startup_is_announced_once_zookeeper_is_there(tmp_path: 
             await broker.enable()
             await _settle(broker)
             assert broker.notices() == [b'{"version":1,"broker":2,"event":1}']
+        finally:
+            broker.close()
+    asyncio.run(main())
+
+
+def test_with_a_dir_offline_only_a_new_replica_gets_a_new_log(tmp_path: Path):
+    """Kafka's getOrCreateLog: a replica whose log is not found may have been on the failed dir; an empty log
+    in its place would lose what it held (and lead with it), so only a replica the controller calls new gets one."""
+    (tmp_path / "file").write_bytes(b"")
+    dirs = [tmp_path / "a", tmp_path / "file" / "logs"]
+
+    async def main() -> None:
+        broker = _Broker(tmp_path, dirs)
+        try:
+            await broker.enable()
+            with pytest.raises(errors.KafkaStorageError) as raised:
+                broker.lead("t", 0)
+            assert str(raised.value) == f"Can not create log for t-0 because log directories {dirs[1]} are offline"
+            assert TopicPartition("t", 0) not in broker.log_manager.logs
+            broker.lead("t", 1, is_new=True)  # a new partition is created in the online dir
+            assert broker.log_manager.logs[TopicPartition("t", 1)].directory.parent == dirs[0]
+            broker.lead("t", 1)  # and is known from then on
         finally:
             broker.close()
     asyncio.run(main())

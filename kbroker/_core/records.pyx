@@ -218,6 +218,14 @@ def _crc_backend():
     return "sse4.2" if kb_crc32c_using_hw() else "software"
 
 
+def _set_nogil_bytes(Py_ssize_t n):
+    """Bench hook: the size from which CRCs, validate and assign_offsets release the GIL (65536; a size larger
+    than any buffer keeps it held). Returns the previous one."""
+    global NOGIL_BYTES
+    previous, NOGIL_BYTES = NOGIL_BYTES, n
+    return previous
+
+
 # ------------------------------------------------------------------------------------------------
 # Headers
 

@@ -38,9 +38,9 @@ import json
 import random
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -51,7 +51,12 @@ from pyspark.sql.datasource import (
     InputPartition,
     WriterCommitMessage,
 )
-from pyspark.sql.types import StructType
+from pyspark.sql.types import Row, StructType
+
+if TYPE_CHECKING:  # imported where used at run time: the driver needs confluent_kafka only to plan
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.datasource import ReadLimit
 
 try:  # Spark >= 4.2: admission control for latestOffset(start, limit)
     from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
@@ -62,6 +67,12 @@ SCHEMA = ("key binary, value binary, topic string, partition int, offset long, t
           "headers array<struct<key: string, value: binary>>")
 EARLIEST, LATEST = -2, -1
 DEFAULT_TIMEOUT = 60.0
+
+Options = dict[str, str]                          # lower-cased option name -> value
+Marks = dict[str, dict[str, tuple[int, int]]]     # topic -> partition (a string, as in JSON) -> (low, high)
+Offsets = dict[str, dict[str, int]]               # topic -> partition -> offset: Spark's offsets for a stream
+Record = tuple[Any, ...]                          # one row of SCHEMA
+ClientConfig = dict[str, str | int | float | bool]  # librdkafka's configuration
 
 
 # ---------------------------------------------------------------------------------------------- partitioner
@@ -102,22 +113,22 @@ def partition_for(key: bytes | None, partitions: int) -> int:
 
 # ---------------------------------------------------------------------------------------------- options
 
-def _client_config(options: dict) -> dict:
+def _client_config(options: Options) -> ClientConfig:
     servers = options.get("kafka.bootstrap.servers")
     if not servers:
         raise ValueError("the kbroker data source needs the kafka.bootstrap.servers option")
-    conf = {"bootstrap.servers": servers}
+    conf: ClientConfig = {"bootstrap.servers": servers}
     for k, v in options.items():
         if k.startswith("kafka.") and k != "kafka.bootstrap.servers":
             conf[k[len("kafka."):]] = v
     return conf
 
 
-def _timeout(options: dict) -> float:
+def _timeout(options: Options) -> float:
     return float(options.get("kbroker.timeout.ms", DEFAULT_TIMEOUT * 1000)) / 1000
 
 
-def _consumer(options: dict, **extra):
+def _consumer(options: Options, **extra: Any) -> Consumer:
     from confluent_kafka import Consumer
 
     conf = {"group.id": "kbroker-spark", "enable.auto.commit": False, "enable.partition.eof": True,
@@ -125,7 +136,7 @@ def _consumer(options: dict, **extra):
     return Consumer(conf)
 
 
-def _topics(options: dict, consumer) -> dict[str, int]:
+def _topics(options: Options, consumer: Consumer) -> dict[str, int]:
     """topic -> partition count for subscribe / subscribePattern."""
     md = consumer.list_topics(timeout=_timeout(options))
     if options.get("subscribe"):
@@ -141,10 +152,10 @@ def _topics(options: dict, consumer) -> dict[str, int]:
     return {t: len(md.topics[t].partitions) for t in names}
 
 
-def _watermarks(options: dict, consumer, topics: dict[str, int]) -> dict[str, dict[str, tuple[int, int]]]:
+def _watermarks(options: Options, consumer: Consumer, topics: dict[str, int]) -> Marks:
     from confluent_kafka import TopicPartition
 
-    out: dict[str, dict[str, tuple[int, int]]] = {}
+    out: Marks = {}
     for t, n in topics.items():
         out[t] = {}
         for p in range(n):
@@ -153,7 +164,7 @@ def _watermarks(options: dict, consumer, topics: dict[str, int]) -> dict[str, di
     return out
 
 
-def _resolve(spec: str | None, default: str, marks: dict) -> dict[str, dict[str, int]]:
+def _resolve(spec: str | None, default: str, marks: Marks) -> Offsets:
     """startingOffsets / endingOffsets -> {topic: {"p": offset}}."""
     spec = (spec or default).strip()
     if spec.startswith("{"):
@@ -162,7 +173,7 @@ def _resolve(spec: str | None, default: str, marks: dict) -> dict[str, dict[str,
         explicit, fallback = {}, spec
     if fallback not in ("earliest", "latest"):
         raise ValueError(f"offsets must be earliest, latest or JSON, not {spec!r}")
-    out: dict[str, dict[str, int]] = {}
+    out: Offsets = {}
     for t, parts in marks.items():
         out[t] = {}
         for p, (lo, hi) in parts.items():
@@ -181,7 +192,7 @@ class KafkaPartition(InputPartition):
         return f"KafkaPartition({self.topic}-{self.partition} [{self.start}, {self.end}))"
 
 
-def _plan(start: dict, end: dict) -> list[KafkaPartition]:
+def _plan(start: Mapping[str, Mapping[str, int]], end: Mapping[str, Mapping[str, int]]) -> list[KafkaPartition]:
     parts = []
     for t in sorted(end):
         for p in sorted(end[t], key=int):
@@ -192,7 +203,7 @@ def _plan(start: dict, end: dict) -> list[KafkaPartition]:
     return parts
 
 
-def _read(options: dict, part: KafkaPartition) -> Iterator[tuple]:
+def _read(options: Options, part: KafkaPartition) -> Iterator[Record]:
     """Rows of [start, end) of one partition (transaction markers and aborted records are skipped)."""
     import time
 
@@ -215,6 +226,7 @@ def _read(options: dict, part: KafkaPartition) -> Iterator[tuple]:
                         continue
                     raise RuntimeError(f"reading {part}: {err}")
                 off = m.offset()
+                assert off is not None  # a record read has its offset
                 if off >= part.end:
                     done = True
                     break
@@ -222,13 +234,13 @@ def _read(options: dict, part: KafkaPartition) -> Iterator[tuple]:
                 headers = m.headers()
                 yield (m.key(), m.value(), part.topic, part.partition, off,
                        datetime.fromtimestamp(ts / 1000, tz=UTC) if ts >= 0 else None,
-                       [(k, v) for k, v in headers] if headers else [])
+                       list(headers.items() if isinstance(headers, dict) else headers) if headers else [])
                 if off + 1 >= part.end:
                     done = True
                     break
             if done:
                 return
-            pos = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
+            pos: int = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
             if pos >= part.end:
                 return
             if time.monotonic() > deadline:
@@ -238,10 +250,10 @@ def _read(options: dict, part: KafkaPartition) -> Iterator[tuple]:
 
 
 class _BatchReader(DataSourceReader):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Options) -> None:
         self.options = options
 
-    def partitions(self):
+    def partitions(self) -> list[KafkaPartition]:
         c = _consumer(self.options)
         try:
             marks = _watermarks(self.options, c, _topics(self.options, c))
@@ -251,31 +263,32 @@ class _BatchReader(DataSourceReader):
         end = _resolve(self.options.get("endingoffsets"), "latest", marks)
         return _plan(start, end)
 
-    def read(self, partition):
+    def read(self, partition: InputPartition) -> Iterator[Record]:
+        assert isinstance(partition, KafkaPartition)  # what partitions() planned
         return _read(self.options, partition)
 
 
 class _StreamReader(DataSourceStreamReader):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Options) -> None:
         self.options = options
         self.max_per_trigger = int(options["maxoffsetspertrigger"]) if options.get("maxoffsetspertrigger") else None
 
-    def _marks(self) -> dict:
+    def _marks(self) -> Marks:
         c = _consumer(self.options)
         try:
             return _watermarks(self.options, c, _topics(self.options, c))
         finally:
             c.close()
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> Offsets:
         return _resolve(self.options.get("startingoffsets"), "latest", self._marks())
 
-    def getDefaultReadLimit(self):
-        if self.max_per_trigger and ReadMaxRows is not None:
-            return ReadMaxRows(self.max_per_trigger)
-        return ReadAllAvailable() if ReadAllAvailable is not None else None
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if ReadMaxRows is None or ReadAllAvailable is None:  # Spark < 4.2 has no admission control to ask this
+            raise NotImplementedError("read limits need Spark 4.2")
+        return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
 
-    def latestOffset(self, start: dict | None = None, limit=None) -> dict:
+    def latestOffset(self, start: Offsets | None = None, limit: ReadLimit | None = None) -> Offsets:
         marks = self._marks()
         latest = {t: {p: hi for p, (lo, hi) in parts.items()} for t, parts in marks.items()}
         cap = None
@@ -306,13 +319,14 @@ class _StreamReader(DataSourceStreamReader):
             given += extra
         return out
 
-    def partitions(self, start: dict, end: dict):
+    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaPartition]:
         return _plan(start, end)
 
-    def read(self, partition):
+    def read(self, partition: InputPartition) -> Iterator[Record]:
+        assert isinstance(partition, KafkaPartition)  # what partitions() planned
         return _read(self.options, partition)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: Offsets) -> None:
         pass
 
 
@@ -323,7 +337,7 @@ class KafkaCommitMessage(WriterCommitMessage):
         self.partition, self.count, self.skipped = partition, count, skipped
 
 
-def _as_bytes(v) -> bytes | None:
+def _as_bytes(v: str | bytes | bytearray | None) -> bytes | None:
     if v is None:
         return None
     if isinstance(v, str):
@@ -334,12 +348,12 @@ def _as_bytes(v) -> bytes | None:
 class _RowProducer:
     """Turns rows into produce calls with murmur2 placement; counts deliveries and keeps the first error."""
 
-    def __init__(self, options: dict, producer) -> None:
+    def __init__(self, options: Options, producer: Producer) -> None:
         self.options = options
         self.producer = producer
         self.default_topic = options.get("topic")
         self.counts: dict[str, int] = {}
-        self.error = None
+        self.error: KafkaError | None = None
         self.sent = 0
 
     def _partitions(self, topic: str) -> int:
@@ -350,13 +364,14 @@ class _RowProducer:
             if t is None or t.error is not None or not t.partitions:
                 raise ValueError(f"cannot write to topic {topic!r}: {t.error if t else 'unknown'}")
             n = self.counts[topic] = len(t.partitions)
+        assert n is not None
         return n
 
-    def _on_delivery(self, err, msg) -> None:
+    def _on_delivery(self, err: KafkaError | None, msg: object) -> None:
         if err is not None and self.error is None:
             self.error = err
 
-    def send(self, row) -> None:
+    def send(self, row: Row | Mapping[str, Any]) -> None:
         d = row.asDict() if hasattr(row, "asDict") else dict(row)
         topic = d.get("topic") or self.default_topic
         if not topic:
@@ -393,10 +408,10 @@ def _task_partition() -> int:
 
 
 class _BatchWriter(DataSourceWriter):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Options) -> None:
         self.options = options
 
-    def write(self, iterator):
+    def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
         from confluent_kafka import Producer
 
         producer = Producer({"enable.idempotence": True, "linger.ms": 5, **_client_config(self.options)})
@@ -410,7 +425,7 @@ class _BatchWriter(DataSourceWriter):
         return KafkaCommitMessage(_task_partition(), rp.sent)
 
 
-def _last_committed_batch(options: dict, commit_topic: str, marker_partition: int, marker_key: bytes) -> int | None:
+def _last_committed_batch(options: Options, commit_topic: str, marker_partition: int, marker_key: bytes) -> int | None:
     """The highest batch id committed under marker_key: read_committed up to the partition's high watermark as
     it is now. Reading only to the last stable offset is not enough: a transaction left open by a task of a
     stopped query (its owner's init_transactions aborts it when the owner runs again, in this same batch)
@@ -437,12 +452,14 @@ def _last_committed_batch(options: dict, commit_topic: str, marker_partition: in
         deadline = time.monotonic() + _timeout(options)
         while True:
             for m in c.consume(num_messages=1000, timeout=0.2):
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
                         continue
-                    raise RuntimeError(f"reading commit markers: {m.error()}")
-                if m.key() == marker_key and m.value():
-                    last = max(last if last is not None else -1, int(json.loads(m.value())["batch"]))
+                    raise RuntimeError(f"reading commit markers: {err}")
+                value = m.value()
+                if m.key() == marker_key and value:
+                    last = max(last if last is not None else -1, int(json.loads(value)["batch"]))
             if c.position([tp])[0].offset >= hi:
                 return last
             if time.monotonic() > deadline:
@@ -451,9 +468,10 @@ def _last_committed_batch(options: dict, commit_topic: str, marker_partition: in
         c.close()
 
 
-def _ensure_topic(options: dict, name: str, partitions: int) -> None:
+def _ensure_topic(options: Options, name: str, partitions: int) -> None:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
 
     admin = AdminClient(_client_config(options))
     md = admin.list_topics(timeout=_timeout(options))
@@ -468,24 +486,26 @@ def _ensure_topic(options: dict, name: str, partitions: int) -> None:
 
 
 class _StreamWriter(DataSourceStreamWriter):
-    def __init__(self, options: dict) -> None:
+    def __init__(self, options: Options) -> None:
         self.options = options
         topic = options.get("topic") or "kbroker"
         self.commit_topic = options.get("kbroker.sink.committopic", f"{topic}.kbroker-spark-commits")
         self.commit_partitions = int(options.get("kbroker.sink.committopicpartitions", 4))
         _ensure_topic(options, self.commit_topic, self.commit_partitions)
 
-    def write(self, iterator):
-        from confluent_kafka import Producer, TopicPartition  # noqa: F401
+    def write(self, iterator: Iterator[Row]) -> KafkaCommitMessage:
+        from confluent_kafka import Producer
         from pyspark import TaskContext
 
         ctx = TaskContext.get()
+        if ctx is None:
+            raise RuntimeError("kbroker stream writer: not in a Spark task")
         part = ctx.partitionId()
-        batch = ctx.getLocalProperty("streaming.sql.batchId")
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId")
         sink = self.options.get("kbroker.sink.id") or ctx.getLocalProperty("sql.streaming.queryId")
-        if batch is None or sink is None:
+        if batch_id is None or sink is None:
             raise RuntimeError("kbroker stream writer: no micro-batch id / query id in the task context")
-        batch = int(batch)
+        batch = int(batch_id)
         marker_key = f"{sink}/{part}".encode()
         marker_partition = (murmur2(marker_key) & 0x7FFFFFFF) % self.commit_partitions
         timeout = _timeout(self.options)
@@ -514,10 +534,10 @@ class _StreamWriter(DataSourceStreamWriter):
             raise
         return KafkaCommitMessage(part, rp.sent)
 
-    def commit(self, messages, batchId) -> None:
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # the tasks committed their transactions; their markers make a replay of batchId a no-op
 
-    def abort(self, messages, batchId) -> None:
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass  # transactions that committed stay; a replay of batchId skips their task partitions
 
 
@@ -530,26 +550,26 @@ class KBrokerDataSource(DataSource):
     def name(cls) -> str:
         return "kbroker"
 
-    def schema(self):
+    def schema(self) -> str:
         return SCHEMA
 
-    def _options(self) -> dict:
+    def _options(self) -> Options:
         # Spark hands options over case-insensitively: keep them lower-cased
         return {str(k).lower(): v for k, v in self.options.items()}
 
-    def reader(self, schema: StructType):
+    def reader(self, schema: StructType) -> _BatchReader:
         return _BatchReader(self._options())
 
-    def streamReader(self, schema: StructType):
+    def streamReader(self, schema: StructType) -> _StreamReader:
         return _StreamReader(self._options())
 
-    def writer(self, schema: StructType, overwrite: bool):
+    def writer(self, schema: StructType, overwrite: bool) -> _BatchWriter:
         return _BatchWriter(self._options())
 
-    def streamWriter(self, schema: StructType, overwrite: bool):
+    def streamWriter(self, schema: StructType, overwrite: bool) -> _StreamWriter:
         return _StreamWriter(self._options())
 
 
-def register(spark) -> None:
+def register(spark: SparkSession) -> None:
     """Make ``format("kbroker")`` available in a SparkSession."""
     spark.dataSource.register(KBrokerDataSource)

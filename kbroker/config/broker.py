@@ -246,8 +246,111 @@ class Listener:
         return cls(name, host.strip("[]") or "0.0.0.0", int(port))
 
 
+class BrokerValues:
+    """The type of every key of ``DEFS`` as a ``BrokerConfig`` attribute (its ``__getattr__`` serves them from
+    ``values``): annotations only, so that mypy checks each use. ``listeners``, ``advertised_listeners`` and
+    ``log_dirs`` are ``BrokerConfig`` fields (parsed); tests/broker/test_config_attributes.py keeps this in step
+    with ``DEFS``."""
+
+    broker_id: int
+    log_dir: str
+    num_network_threads: int
+    num_io_threads: int
+    socket_send_buffer_bytes: int
+    socket_receive_buffer_bytes: int
+    socket_request_max_bytes: int
+    connections_max_idle_ms: int
+    max_connections: int
+    max_connections_per_ip: int
+    max_connections_per_ip_overrides: str
+    auto_create_topics_enable: bool
+    num_partitions: int
+    default_replication_factor: int
+    delete_topic_enable: bool
+    offsets_topic_num_partitions: int
+    offsets_topic_replication_factor: int
+    offsets_topic_segment_bytes: int
+    offsets_retention_minutes: int
+    offsets_commit_timeout_ms: int
+    offsets_retention_check_interval_ms: int
+    transaction_state_log_num_partitions: int
+    transaction_state_log_replication_factor: int
+    transaction_state_log_min_isr: int
+    transaction_max_timeout_ms: int
+    transaction_state_log_segment_bytes: int
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int
+    group_initial_rebalance_delay_ms: int
+    group_min_session_timeout_ms: int
+    group_max_session_timeout_ms: int
+    group_max_size: int
+    log_retention_check_interval_ms: int
+    log_flush_scheduler_interval_ms: int
+    log_flush_offset_checkpoint_interval_ms: int
+    log_flush_start_offset_checkpoint_interval_ms: int
+    replica_lag_time_max_ms: int
+    replica_fetch_max_bytes: int
+    replica_fetch_wait_max_ms: int
+    replica_fetch_min_bytes: int
+    replica_fetch_response_max_bytes: int
+    replica_fetch_backoff_ms: int
+    num_replica_fetchers: int
+    replica_socket_timeout_ms: int
+    request_timeout_ms: int
+    zookeeper_connect: str
+    zookeeper_session_timeout_ms: int
+    zookeeper_connection_timeout_ms: int
+    broker_rack: str
+    offsets_zookeeper_mirror_enable: bool
+    offsets_zookeeper_mirror_interval_ms: int
+    status_listener: str
+    metrics_enabled: bool
+    controlled_shutdown_enable: bool
+    auto_leader_rebalance_enable: bool
+    leader_imbalance_check_interval_seconds: int
+    leader_imbalance_per_broker_percentage: int
+    controlled_shutdown_max_retries: int
+    controlled_shutdown_retry_backoff_ms: int
+    listener_security_protocol_map: str
+    inter_broker_listener_name: str
+    security_inter_broker_protocol: str
+    sasl_enabled_mechanisms: list[str]
+    sasl_mechanism_inter_broker_protocol: str
+    sasl_jaas_config: str
+    connections_max_reauth_ms: int
+    connection_failed_authentication_delay_ms: int
+    sasl_server_max_receive_size: int
+    ssl_keystore_type: str
+    ssl_keystore_location: str
+    ssl_keystore_password: str
+    ssl_keystore_certificate_chain: str
+    ssl_keystore_key: str
+    ssl_key_password: str
+    ssl_truststore_type: str
+    ssl_truststore_location: str
+    ssl_truststore_password: str
+    ssl_truststore_certificates: str
+    ssl_client_auth: str
+    ssl_principal_mapping_rules: str
+    ssl_enabled_protocols: list[str]
+    ssl_protocol: str
+    ssl_cipher_suites: list[str]
+    ssl_endpoint_identification_algorithm: str
+    authorizer_class_name: str
+    super_users: str
+    allow_everyone_if_no_acl_found: bool
+    quota_window_num: int
+    quota_window_size_seconds: int
+    log_cleaner_threads: int
+    log_cleaner_io_max_bytes_per_second: float
+    leader_replication_throttled_rate: int
+    follower_replication_throttled_rate: int
+    replica_alter_log_dirs_io_max_bytes_per_second: int
+    replication_quota_window_num: int
+    replication_quota_window_size_seconds: int
+
+
 @dataclass(frozen=True)
-class BrokerConfig:
+class BrokerConfig(BrokerValues):
     values: dict[str, Any]
     log: LogConfig
     log_dirs: list[Path]

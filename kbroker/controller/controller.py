@@ -22,6 +22,13 @@ leader -1 (leader_epoch + 1), keeping the ISR's last member, as Kafka's removeRe
 Metadata then reports LEADER_NOT_AVAILABLE, and the partition comes back (leader_epoch + 1 again)
 when a replica in its ISR registers again.
 
+Bounced brokers (``processBrokerChange``'s ``bouncedBrokerIds``): a broker whose registration the active
+controller saw before and now sees with another broker epoch (the czxid of ``/brokers/ids/<id>``) died and came
+back between two views. As Kafka does (``onBrokerFailure`` then ``onBrokerStartup``), it is first handled as
+failed, its leaderships moved to other ISR members and its follower seats removed from the ISRs (leader epoch + 1
+each), and only then treated as live: the channel hears of it as a new broker in the next view, so it never
+resumes a leadership at the epoch it led before it died.
+
 Topic deletion: ``/admin/delete_topics/<t>`` (written by any broker's DeleteTopics) makes the
 controller remove the topic's znodes; brokers delete their logs when the topic leaves their view.
 
@@ -56,6 +63,7 @@ state znodes; brokers take their roles from those requests.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from kbroker.controller import reassignment
@@ -90,10 +98,15 @@ class Controller:
         self.log_dir_failures: set[int] = set()
         self.new_replicas = NewReplicas()  # their first LeaderAndIsr says is_new
 
+        # live brokers' epochs in the last view this controller acted on (empty until its first view once elected)
+        self.broker_epochs: dict[int, int] = {}
+        self.bounced: set[int] = set()  # brokers found bounced in the last view (the channel leaves them out once)
+
     def resign(self) -> None:
         if self.active:
             log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.epoch)
         self.active = False
+        self.broker_epochs, self.bounced = {}, set()
 
     # -- blocking (the cluster view's executor thread)
 
@@ -111,8 +124,9 @@ class Controller:
             # /controller names us but we did not win it in this process/session: a leftover of
             # an earlier session. Kafka resigns and re-elects; do the same.
             return False
+        wrote = self._handle_bounced(snap)
         self._read_log_dir_events(snap)
-        wrote = self._delete_topics(snap)
+        wrote = self._delete_topics(snap) or wrote
         wrote = self._create_missing_states(snap) or wrote
         wrote = self._elect_offline_leaders(snap) or wrote
         wrote = self._move_offline_dir_replicas(snap) or wrote
@@ -124,6 +138,30 @@ class Controller:
             wrote = reassignment.requested_preferred(self, snap) or wrote
         self._delete_isr_change_notifications(snap)
         return wrote
+
+    def _handle_bounced(self, snap: Snapshot) -> bool:
+        """Brokers registered again under a new broker epoch since the last view: failed first (Kafka's
+        onBrokerFailure for ``bouncedBrokerIds``), so their partitions get leaders and ISRs without them."""
+        previous = self.broker_epochs
+        self.broker_epochs = {b: live.epoch for b, live in snap.brokers.items()}
+        self.bounced = {b for b, epoch in self.broker_epochs.items() if b in previous and previous[b] != epoch}
+        if not self.bounced:
+            return False
+        log.info("controller %d: brokers %s registered again (new broker epoch): handled as failed, then as started",
+                 self.broker_id, sorted(self.bounced))
+        failed = self.without_bounced(snap)
+        wrote = self._elect_offline_leaders(failed)
+        wrote = self._remove_dead_followers(failed) or wrote
+        if not wrote:  # none of their partitions changed, so no next view would bring them back: live at once
+            self.bounced = set()
+        return wrote
+
+    def without_bounced(self, snap: Snapshot) -> Snapshot:
+        """``snap`` with the brokers of the last view's bounce left out of the live brokers."""
+        if not self.bounced:
+            return snap
+        return dataclasses.replace(snap, brokers={b: live for b, live in snap.brokers.items()
+                                                  if b not in self.bounced})
 
     def auto_rebalance(self, snap: Snapshot, percentage: int) -> int:
         """Move leaderships back to preferred replicas where a broker's imbalance is too high."""
@@ -401,6 +439,8 @@ class Controller:
             self.active = False
             return
         self.active = True
+        # a new controller takes the live brokers as it finds them (onControllerFailover)
+        self.broker_epochs, self.bounced = {}, set()
         log.info("broker %d became controller with epoch %d", self.broker_id, self.epoch)
 
     def _create_missing_states(self, snap: Snapshot) -> bool:

@@ -14,8 +14,10 @@ import logging
 from typing import Any
 
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import Handler
+from kbroker.handlers.registry import Answer, ClientConnection, Handler
+from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.outcome import CLOSE
+from kbroker.protocol.schema import Struct
 from kbroker.security.quotas import QuotaManager
 
 log = logging.getLogger(__name__)
@@ -36,7 +38,7 @@ class Dispatcher:
         """Startup is complete: serve the requests that waited and every one after."""
         self._started.set()
 
-    def __call__(self, header: Any, body: Any, conn: Any) -> Any:
+    def __call__(self, header: RequestHeader, body: Struct, conn: ClientConnection) -> Answer[Any]:
         if self._gated and not self._started.is_set():
             return self._dispatch_once_started(header, body, conn)
         handler = self._handlers.get(header.api_key)
@@ -47,7 +49,7 @@ class Dispatcher:
             return self._quotas.run(handler, self._ctx, header, body, conn)
         return handler(self._ctx, header, body, conn)
 
-    async def _dispatch_once_started(self, header: Any, body: Any, conn: Any) -> Any:
+    async def _dispatch_once_started(self, header: RequestHeader, body: Struct, conn: ClientConnection) -> Any:
         """Before the first cluster view a Metadata request would see no live broker and no topic, and try to
         auto-create what exists (INVALID_REPLICATION_FACTOR, which clients take as final for their sends)."""
         await self._started.wait()

@@ -18,6 +18,10 @@ sweeps, each on fresh topics:
                max(--client-counts) partitions (bench.clients)
   security     produce and consume at 1 KiB, acks=1 over PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512), on one
                kbroker with the three listeners (bench.security); Tansu has no TLS, its cells stay empty
+  host         (only when named) one server's kbroker serve with broker.processes = N = 1, 2, 4, ... up to its
+               cores, on a local ZooKeeper: max MB/s and T(N)/T(1), then the same paced load for every N
+               (--host-offered x N=1's max) and broker CPU-seconds per million records over all processes
+               (bench.host_sweep, which says how cores are split between brokers and clients)
 
 The scenarios:
 
@@ -40,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
@@ -49,7 +54,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench import clients, latency, limits, report, security, targets, throughput
+from bench import clients, host_sweep, latency, limits, report, security, targets, throughput
 from bench.values import text_values
 
 REPO = Path(__file__).resolve().parent.parent
@@ -236,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--list", action="store_true", help="list the scenarios, sweeps and topologies and exit")
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all)")
-    p.add_argument("--sweeps", default=",".join(report.SWEEPS), help="comma-separated (default: all)")
+    p.add_argument("--sweeps", default=",".join(report.DEFAULT_SWEEPS),
+                   help="comma-separated (default: all but host)")
     p.add_argument("--topologies", default=None, help="single, cluster (default: both)")
     p.add_argument("--brokers", default="kbroker,tansu",
                    help="kbroker, tansu, kbroker=<source tree> (another commit's worktree, run side by side with "
@@ -259,6 +265,17 @@ def main(argv: list[str] | None = None) -> int:
                         "is given up as lost")
     p.add_argument("--out", default=str(REPO / "bench" / "results"), help="directory for the JSON lines and PNG")
     p.add_argument("--results-md", default=str(REPO / "bench" / "RESULTS.md"), help="the tables of the latest run")
+    p.add_argument("--host-processes", default=None,
+                   help="host sweep: broker process counts (default 1, 2, 4, ... up to the broker cores)")
+    p.add_argument("--host-partitions", type=int, default=8, help="host sweep: partitions of its topic")
+    p.add_argument("--host-replication", type=int, default=1, help="host sweep: replication factor")
+    p.add_argument("--host-acks", default="1", help="host sweep: acks")
+    p.add_argument("--host-offered", type=float, default=0.5,
+                   help="host sweep: the paced load, a fraction of N=1's max msgs/s in the first round")
+    p.add_argument("--host-seconds", type=float, default=15.0, help="host sweep: seconds of the paced load")
+    p.add_argument("--host-clients", type=int, default=0,
+                   help="host sweep: producer processes (default: 1 when clients share the brokers' cores, else "
+                        "one per client core)")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds, not minutes)")
     args = p.parse_args(argv)
     if args.list:
@@ -268,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes, args.acks, args.messages, args.rate, args.seconds = "100", "0,1", 2000, 200.0, 1.0
         args.codecs, args.partition_counts, args.client_counts = "none,lz4", "1,4", "1,2"
         args.limit_bytes = 16 * MIB
+        args.host_seconds = 3.0
     try:
         args.sizes = csv(args.sizes, int)
         args.partition_counts = csv(args.partition_counts, int)
@@ -294,7 +312,16 @@ def main(argv: list[str] | None = None) -> int:
     groups = plan(args)
     pairs = [(b, t) for t in topologies for b in brokers if t == "single" or b.startswith("kbroker")]
     runs = [run for r in range(max(args.rounds, 1)) for run in (pairs if r % 2 == 0 else pairs[::-1])]
-    if not groups or not runs:
+    if not groups:
+        runs = []
+    host = "host" in args.sweeps
+    if host:
+        try:
+            host_sweep.process_counts(len(host_sweep.core_split(sorted(os.sched_getaffinity(0)))[0]),
+                                      args.host_processes)
+        except ValueError as exc:
+            p.error(str(exc))
+    if not runs and not host:
         p.error("nothing to run: the scenarios, sweeps, topologies and brokers leave no benchmark")
     command = " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])])
 
@@ -324,22 +351,25 @@ def main(argv: list[str] | None = None) -> int:
                 run_target(args, target, groups, lim, step, total)
             finally:
                 target.stop()
+        if host:
+            host_sweep.run(args, workdir, emit)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.monotonic() - started
-    results = [r for r in RECORDS if r.get("kind") == "result" and "sweep" in r]
+    results = [r for r in RECORDS if r.get("kind") == "result" and "sweep" in r and r["sweep"] != "host"]
+    host_results = [r for r in RECORDS if r.get("sweep") == "host"]  # their medians are host_sweep's own
     for ratio in report.security_ratios(results):
         emit(ratio)
     if args.rounds > 1:  # the tables and the chart show each cell's median over the rounds
         results = report.medians(results)
         for median in results:
             emit(median)
-    emit({"kind": "summary", "elapsed_s": round(elapsed, 1), "results": len(results),
+    emit({"kind": "summary", "elapsed_s": round(elapsed, 1), "results": len(results) + len(host_results),
           "errors": sum(1 for r in RECORDS if "error" in r)})
     jsonl = out / f"bench-{stamp}.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     report.write_chart(out / f"bench-{stamp}.png", results, columns)
-    report.write_markdown(Path(args.results_md), lim, results, columns, command, elapsed)
+    report.write_markdown(Path(args.results_md), lim, results + host_results, columns, command, elapsed)
     print(f"# wrote {jsonl}, {out / f'bench-{stamp}.png'}, {args.results_md}", file=sys.stderr)
     return 0
 

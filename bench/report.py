@@ -12,7 +12,9 @@ SWEEPS = {
     "partitions": ("Partition count (1 KiB, acks=1)", ("partitions",)),
     "clients": ("Client processes at once (1 KiB, acks=1)", ("clients",)),
     "security": ("Security protocol (1 KiB, acks=1; TLS server-verified, SASL_SSL with SCRAM-SHA-512)", ("protocol",)),
+    "host": ("Host mode: broker.processes = N on one server (bench.host_sweep)", ("processes",)),
 }
+DEFAULT_SWEEPS = tuple(s for s in SWEEPS if s != "host")  # host starts servers of its own: asked for by name
 HEADERS = {"size": "size (B)", "acks": "acks", "compression": "codec", "partitions": "partitions",
            "clients": "clients", "protocol": "protocol"}
 
@@ -41,6 +43,8 @@ def table(results: list[dict], sweep: str, columns: list[str]) -> list[str]:
     mine = [r for r in results if r.get("sweep") == sweep]
     if not mine:
         return []
+    if sweep == "host":
+        return host_table(title, mine)
     rows: dict[tuple, dict[str, dict]] = {}
     for r in mine:
         rows.setdefault(row_key(r, fields), {})[r["target"]] = r
@@ -52,6 +56,29 @@ def table(results: list[dict], sweep: str, columns: list[str]) -> list[str]:
         any_r = next(iter(cells.values()))
         lines.append(f"| {any_r['scenario']} | " + " | ".join(str(any_r[f]) for f in fields) + " | "
                      + " | ".join(figure(cells[c]) if c in cells else "-" for c in columns) + " |")
+    return lines + [""]
+
+
+def host_table(title: str, records: list[dict]) -> list[str]:
+    """One row per N: max MB/s and T(N)/T(1), paced CPU-seconds per million records and its ratio to N = 1,
+    the CPU sets (medians over the rounds, bench.host_sweep.ratios)."""
+    from bench.host_sweep import ratios
+
+    scaling = ratios([r for r in records if r.get("kind") == "result"])
+    if not scaling:
+        return []
+    first = next((r for r in records if r.get("kind") == "result" and "shared" in r), {})
+    lines = [f"## {title}", "",
+             f"1 KiB values, acks={first.get('acks')}, {first.get('partitions')} partitions, replication factor "
+             f"{first.get('replication')}, {first.get('clients')} producer process(es) on cpus "
+             f"{first.get('client_cpus')}{' (shared with the brokers)' if first.get('shared') else ''}; paced at "
+             f"{scaling[0].get('offered_msgs_s')} msgs/s for every N. CPU: every process of kbroker serve.", "",
+             "| N | broker cpus | max MB/s | T(N)/T(1) | paced CPU s / M records | / N=1 |",
+             "|---|---|---|---|---|---|"]
+    for r in scaling:
+        cpus = ", ".join(f"{k.split()[-1]}: {v}" for k, v in sorted((r.get("broker_cpus") or {}).items()))
+        lines.append(f"| {r['processes']} | {cpus} | {r['max_mb_s']} | {r['t_over_t1']} | "
+                     f"{r['paced_cpu_s_per_m_records']} | {r['cpu_per_m_over_n1']} |")
     return lines + [""]
 
 
@@ -126,10 +153,12 @@ def write_chart(path: Path, results: list[dict], columns: list[str]) -> None:
 
     panels = []
     for sweep, (title, fields) in SWEEPS.items():
-        if any(r.get("sweep") == sweep for r in results):
+        if sweep != "host" and any(r.get("sweep") == sweep for r in results):  # host: its table only
             panels.append((sweep, title, fields, ("produce", "consume"), "mb_s", "MB/s"))
             if sweep == "base":
                 panels.append((sweep, title + ": latency", fields, ("latency", "e2e"), "p99_ms", "p99 (ms)"))
+    if not panels:  # a host sweep alone: its table is the whole report
+        return
     fig, axes = plt.subplots(len(panels), 1, figsize=(14, 4.2 * max(len(panels), 1)), squeeze=False)
     for ax, (sweep, title, fields, scenarios, value, ylabel) in zip(axes[:, 0], panels):
         mine = [r for r in results if r.get("sweep") == sweep and r["scenario"] in scenarios]

@@ -1,0 +1,421 @@
+"""The host sweep (``python -m bench --sweeps host``, issue 24 item 6): one server's ``kbroker serve`` with
+``broker.processes`` = N = 1, 2, 4, ... up to the cores it may use, each run on a fresh ZooKeeper chroot of one
+local ZooKeeper (kazoo_bridge's runner, as bench.cluster), one topic of ``--host-partitions`` partitions and
+replication factor ``--host-replication`` (default 1, so N = 1 is one broker with nothing to replicate).
+
+Two phases per N, both 1 KiB text values (bench.values), acks ``--host-acks``:
+
+  max     every client process sends ``--messages`` values as fast as it can: MB/s, and T(N)/T(1), the scaling
+          table a many-core server prints;
+  paced   the same offered load for every N, ``--host-offered`` (default 0.5) x N = 1's max msgs/s of the first
+          round, for ``--host-seconds``: broker CPU-seconds per million records, the efficiency figure.
+
+Broker CPU is read from /proc/<pid>/stat (user + system) of the ``kbroker serve`` process and every descendant:
+with N = 1 that process is the broker itself (host mode runs one broker in process); with N > 1 it is the
+supervisor (which only relays its children's log lines) and the N brokers, all counted, and with either the
+brokers' own children (the log cleaner's worker processes).
+
+Cores: the plan takes the cores it is started with (sched_setaffinity of the ``kbroker serve`` process, which the
+plan splits between the brokers). With 4 or more cores a quarter of them (at least 1) is kept for the load
+generator and its client processes are pinned there, the brokers get the rest, so N goes up to nproc - nproc // 4;
+with fewer cores (this 2-core machine) brokers and clients share every core, N goes up to nproc, and the record
+says ``"shared": true``. Every record carries the CPU sets the brokers and the clients actually ran on.
+
+Rounds (``--rounds``) start every N afresh, the order of N reversed every other round; the ratios are taken from
+each figure's median over the rounds.
+"""
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+
+from bench import throughput
+from bench.broker_process import HOST, accepts, launch, terminate, wait_serving
+from bench.values import text_values
+from kazoo_bridge.local_server import ZooKeeperServer
+from kbroker.host.plan import format_cpulist
+
+SIZE = 1024
+TICK_S = 0.005  # the paced producer's step: it sends what is due every 5 ms
+
+
+def core_split(cores: list[int]) -> tuple[list[int], list[int], bool]:
+    """(broker cores, client cores, shared): a quarter of 4+ cores for the clients, else every core for both."""
+    if len(cores) < 4:
+        return list(cores), list(cores), True
+    clients = max(1, len(cores) // 4)
+    return list(cores[:-clients]), list(cores[-clients:]), False
+
+
+def process_counts(broker_cores: int, asked: str | None) -> list[int]:
+    """N = 1, 2, 4, ... and the number of broker cores itself (or the comma-separated counts asked for)."""
+    if asked:
+        counts = sorted({int(v) for v in asked.split(",") if v.strip()})
+        if not counts or counts[0] < 1 or counts[-1] > broker_cores:
+            raise ValueError(f"--host-processes: counts between 1 and {broker_cores} (the broker cores), got {asked}")
+        return counts
+    counts = [1]
+    while counts[-1] * 2 <= broker_cores:
+        counts.append(counts[-1] * 2)
+    return counts if counts[-1] == broker_cores else [*counts, broker_cores]
+
+
+def neighbouring_ports(count: int) -> int:
+    """A port p on 127.0.0.1 with p .. p + count - 1 free (host mode's process i listens on p + i)."""
+    for _ in range(200):
+        held: list[socket.socket] = []
+        try:
+            first = socket.socket()
+            held.append(first)
+            first.bind((HOST, 0))
+            port: int = first.getsockname()[1]
+            for i in range(1, count):
+                s = socket.socket()
+                held.append(s)
+                s.bind((HOST, port + i))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} neighbouring free ports")
+
+
+def _descendants(pid: int) -> list[int]:
+    out = [pid]
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for child in map(int, children):
+            out += _descendants(child)
+    return out
+
+
+def _cpu(pid: int) -> float:
+    try:
+        user, system = throughput.proc_cpu(pid)
+    except (OSError, IndexError):
+        return 0.0
+    return user + system
+
+
+def _allowed(pid: int) -> str:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def _broker_id(pid: int) -> int | None:
+    """A host-mode child's broker id, from its properties file (broker-<id>.properties) on its command line."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    for arg in argv:
+        name = Path(arg.decode(errors="replace")).name
+        if name.startswith("broker-") and name.endswith(".properties"):
+            return int(name[len("broker-"):-len(".properties")])
+    return None
+
+
+class HostServer:
+    """``kbroker serve`` with ``broker.processes=N`` on ``cores``, ZooKeeper mode, N log dirs."""
+
+    def __init__(self, processes: int, cores: list[int], workdir: Path, zookeeper: str, first_id: int = 1) -> None:
+        self.processes = processes
+        self.cores = cores
+        self.port = neighbouring_ports(processes)
+        self.first_id = first_id
+        self.bootstrap = ",".join(f"{HOST}:{self.port + i}" for i in range(processes))
+        self.out_path = workdir / f"host-{processes}.out"
+        self.settings = {
+            "broker.processes": str(processes), "broker.id": str(first_id),
+            "listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "log.dirs": ",".join(str(workdir / f"host-{processes}-disk{i}") for i in range(processes)),
+            "zookeeper.connect": zookeeper, "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.replication.factor": "1", "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1"}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 90.0) -> None:
+        argv = [str(Path(sys.executable).parent / "kbroker"), "serve"]
+        for key, value in self.settings.items():
+            argv += ["--override", f"{key}={value}"]
+        env = dict(os.environ, KBROKER_LOG_LEVEL=os.environ.get("KBROKER_LOG_LEVEL", "WARNING"))
+        cores = set(self.cores)
+        self.proc = launch(argv, self.out_path, env=env, preexec_fn=lambda: os.sched_setaffinity(0, cores))
+        deadline = time.monotonic() + timeout
+        for i in range(self.processes):
+            outcome = wait_serving(self.proc, lambda i=i: accepts(HOST, self.port + i),
+                                   max(1.0, deadline - time.monotonic()), 0.1)
+            if outcome != "serving":
+                raise RuntimeError(f"broker.processes={self.processes}: process {i} {outcome}: {self.tail()}")
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        while len(admin.list_topics(timeout=30).brokers) < self.processes:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"broker.processes={self.processes}: not every broker registered: {self.tail()}")
+            time.sleep(0.2)
+
+    @property
+    def name(self) -> str:
+        return f"kbroker host N={self.processes}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def pids(self) -> list[int]:
+        return _descendants(self.proc.pid) if self.alive() and self.proc is not None else []
+
+    def cpu_by_process(self) -> dict[str, float]:
+        """CPU seconds of the serve process and each descendant, keyed "broker <id>" (N = 1: the serve process
+        is the broker), "supervisor", or the pid of anything else."""
+        out: dict[str, float] = {}
+        for pid in self.pids():
+            broker_id = _broker_id(pid)
+            if broker_id is not None:
+                key = f"broker {broker_id}"
+            elif self.proc is not None and pid == self.proc.pid:
+                key = "supervisor" if self.processes > 1 else f"broker {self.first_id}"
+            else:
+                key = "brokers' children"  # the log cleaner's worker processes (kbroker.log.cleaner_worker)
+            out[key] = out.get(key, 0.0) + _cpu(pid)
+        return out
+
+    def cpu_s(self) -> float:
+        return sum(self.cpu_by_process().values())
+
+    def cpu_sets(self) -> dict[str, str]:
+        out = {}
+        for pid in self.pids():
+            broker_id = _broker_id(pid)
+            if broker_id is not None or self.processes == 1:
+                out[f"broker {broker_id if broker_id is not None else self.first_id}"] = _allowed(pid)
+        return out
+
+    def tail(self, lines: int = 6) -> str:
+        try:
+            return " | ".join(self.out_path.read_text(errors="replace").strip().splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            try:
+                terminate(self.proc, 150)
+            except subprocess.TimeoutExpired:
+                for pid in self.pids():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+
+
+# -- the load generator -------------------------------------------------------------------------------------
+
+
+def _producer(bootstrap: str, acks: str, timeout_s: float) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1 << 20,
+                     "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
+                     "queue.buffering.max.kbytes": 1 << 20, "message.timeout.ms": int(timeout_s * 1000),
+                     "enable.idempotence": False})
+
+
+def paced(bootstrap: str, topic: str, acks: str, partitions: int, rate: float, seconds: float,
+          timeout_s: float) -> dict:
+    """Send ``rate`` values per second for ``seconds`` (what is due every 5 ms, round-robin over the partitions);
+    the clock stops when every delivery report is in."""
+    producer = _producer(bootstrap, acks, timeout_s)
+    values = text_values(SIZE)
+    mask = len(values) - 1
+    total = int(rate * seconds)
+    failed = [0]
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            failed[0] += 1
+
+    start = time.perf_counter()
+    sent = 0
+    while sent < total:
+        due = min(total, int((time.perf_counter() - start) * rate) + 1)
+        while sent < due:
+            try:
+                producer.produce(topic, values[sent & mask], partition=sent % partitions, on_delivery=on_delivery)
+                sent += 1
+            except BufferError:
+                producer.poll(0.001)
+        producer.poll(0)
+        pause = start + sent / rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(min(pause, TICK_S))
+    left = producer.flush(timeout_s)
+    elapsed = time.perf_counter() - start
+    if left or failed[0]:
+        raise RuntimeError(f"{left} undelivered and {failed[0]} failed of {total}")
+    return {"elapsed_s": elapsed, "messages": total, "bytes": total * SIZE}
+
+
+def _worker(mode: str, args: argparse.Namespace, bootstrap: str, topic: str, share: float, cores: list[int],
+            barrier, results) -> None:
+    os.sched_setaffinity(0, set(cores))
+    try:
+        barrier.wait(60)
+        if mode == "max":
+            broker = argparse.Namespace(bootstrap=bootstrap, alive=lambda: True)
+            tp = argparse.Namespace(messages=int(share), size=SIZE, partitions=args.host_partitions, linger_ms=5,
+                                    batch_bytes=1 << 20, phase_timeout=args.phase_timeout,
+                                    values=text_values(SIZE), compression="none")
+            measured = throughput.produce(tp, broker, topic, args.host_acks)
+        else:
+            measured = paced(bootstrap, topic, args.host_acks, args.host_partitions, share, args.host_seconds,
+                             args.phase_timeout)
+        results.put(measured)
+    except BaseException as exc:  # reported to the parent: one failing client fails the phase
+        results.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: str, total: float,
+                cores: list[int], clients: int) -> dict:
+    """``clients`` producer processes pinned to ``cores``, ``total`` messages (max) or msgs/s (paced) split
+    between them; the broker CPU is read at the barrier and once every client is done."""
+    ctx = multiprocessing.get_context("spawn")
+    barrier = ctx.Barrier(clients + 1)
+    results = ctx.Queue()
+    procs = [ctx.Process(target=_worker, args=(mode, args, server.bootstrap, topic, total / clients, cores, barrier,
+                                               results), daemon=True) for _ in range(clients)]
+    for proc in procs:
+        proc.start()
+    got: list[dict] = []
+    try:
+        barrier.wait(120)
+        cpu0, by0, t0 = server.cpu_s(), server.cpu_by_process(), time.perf_counter()
+        deadline = time.monotonic() + args.phase_timeout + 60
+        while len(got) < clients:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{clients - len(got)} of {clients} clients did not finish")
+            try:
+                got.append(results.get(timeout=1.0))
+            except Exception:  # queue.Empty
+                if not any(p.is_alive() for p in procs) and results.empty():
+                    raise RuntimeError("clients exited without a result") from None
+        elapsed = time.perf_counter() - t0
+        cpu1, by1 = server.cpu_s(), server.cpu_by_process()
+    finally:
+        for proc in procs:
+            proc.join(10)
+            if proc.is_alive():
+                proc.kill()
+    errors = [r["error"] for r in got if "error" in r]
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {clients} clients failed, first: {errors[0]}")
+    messages = sum(r["messages"] for r in got)
+    by_process = {k: round(v - by0.get(k, 0.0), 2) for k, v in sorted(by1.items())}
+    return {"elapsed_s": elapsed, "messages": messages, "bytes": sum(r["bytes"] for r in got),
+            "broker_cpu_s": cpu1 - cpu0, "cpu_by_process": by_process}
+
+
+# -- the sweep ------------------------------------------------------------------------------------------------
+
+
+def _figures(measured: dict) -> dict:
+    return {"messages": measured["messages"], "elapsed_s": round(measured["elapsed_s"], 3),
+            "msgs_s": round(measured["messages"] / measured["elapsed_s"]),
+            "mb_s": round(measured["bytes"] / measured["elapsed_s"] / 1e6, 2),
+            "broker_cpu_s": round(measured["broker_cpu_s"], 2),
+            "cpu_s_per_m_records": round(measured["broker_cpu_s"] / measured["messages"] * 1e6, 2),
+            "cpu_by_process": measured["cpu_by_process"]}
+
+
+def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -> list[dict]:
+    """Every round, every N: start, measure max then paced, stop. Returns the records, ratios included."""
+    cores = sorted(os.sched_getaffinity(0))
+    broker_cores, client_cores, shared = core_split(cores)
+    counts = process_counts(len(broker_cores), args.host_processes)
+    clients = args.host_clients or (1 if shared else len(client_cores))
+    base = {"kind": "result", "sweep": "host", "target": "kbroker host mode", "size": SIZE, "acks": args.host_acks,
+            "partitions": args.host_partitions, "replication": args.host_replication, "clients": clients,
+            "nproc": len(cores), "broker_cores": format_cpulist(broker_cores),
+            "client_cpus": format_cpulist(client_cores), "shared": shared}
+    zookeeper = ZooKeeperServer(workdir / "host-zookeeper")
+    zookeeper.start()
+    records: list[dict] = []
+    offered: float | None = None
+    try:
+        for round_no in range(max(args.rounds, 1)):
+            for n in counts if round_no % 2 == 0 else counts[::-1]:
+                rundir = workdir / f"host-r{round_no}-n{n}"
+                rundir.mkdir(parents=True)
+                server = HostServer(n, broker_cores, rundir, f"{zookeeper.hosts}/kbhost-r{round_no}-n{n}")
+                head = {**base, "processes": n, "round": round_no}
+                try:
+                    server.start()
+                    head["broker_cpus"] = server.cpu_sets()
+                    topic = f"host-r{round_no}-n{n}"
+                    throughput.create_topics(server, [topic], args.host_partitions, timeout=args.phase_timeout,
+                                             replication=args.host_replication)
+                    messages = max(1, min(args.messages, args.max_bytes // SIZE))
+                    top = {**head, "scenario": "produce", "phase": "max",
+                           **_figures(run_clients("max", args, server, topic, messages, client_cores, clients))}
+                    emit(top)
+                    records.append(top)
+                    if offered is None:  # N = 1 of the first round sets the load every N gets
+                        offered = round(top["msgs_s"] * args.host_offered)
+                    rec = {**head, "scenario": "paced", "phase": "paced", "offered_msgs_s": offered,
+                           **_figures(run_clients("paced", args, server, topic, offered, client_cores, clients))}
+                    rec["carried"] = round(rec["msgs_s"] / offered, 3)
+                    emit(rec)
+                    records.append(rec)
+                except Exception as exc:  # a failed N is a result, not the end of the sweep
+                    failed = {**head, "scenario": "produce", "error": f"{type(exc).__name__}: {exc}"}
+                    emit(failed)
+                    records.append(failed)
+                finally:
+                    server.stop()
+    finally:
+        zookeeper.stop()
+    for ratio in ratios(records):
+        emit(ratio)
+        records.append(ratio)
+    return records
+
+
+def _median(records: list[dict], n: int, phase: str, key: str) -> float | None:
+    values = [r[key] for r in records if r.get("processes") == n and r.get("phase") == phase and key in r]
+    return statistics.median(values) if values else None
+
+
+def ratios(records: list[dict]) -> list[dict]:
+    """Per N: the medians over the rounds of max MB/s and paced CPU per million records, each over N = 1's."""
+    counts = sorted({r["processes"] for r in records if "processes" in r})
+    t1, c1 = _median(records, 1, "max", "mb_s"), _median(records, 1, "paced", "cpu_s_per_m_records")
+    out = []
+    for n in counts:
+        t, c = _median(records, n, "max", "mb_s"), _median(records, n, "paced", "cpu_s_per_m_records")
+        sample = next((r for r in records if r.get("processes") == n and "broker_cpus" in r), {})
+        out.append({"kind": "host_scaling", "sweep": "host", "processes": n, "max_mb_s": t,
+                    "t_over_t1": round(t / t1, 3) if t and t1 else None, "paced_cpu_s_per_m_records": c,
+                    "cpu_per_m_over_n1": round(c / c1, 3) if c and c1 else None,
+                    "offered_msgs_s": next((r["offered_msgs_s"] for r in records if "offered_msgs_s" in r), None),
+                    "broker_cpus": sample.get("broker_cpus"), "client_cpus": sample.get("client_cpus"),
+                    "shared": sample.get("shared"),
+                    "rounds": sum(1 for r in records if r.get("processes") == n and r.get("phase") == "paced")})
+    return out

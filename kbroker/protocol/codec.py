@@ -11,7 +11,7 @@ Conventions:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kbroker.protocol.header import (
     API_VERSIONS_KEY,
@@ -26,6 +26,9 @@ from kbroker.protocol.header import (
 from kbroker.protocol.messages import APIS
 from kbroker.protocol.schema import Api, Struct
 from kbroker.protocol.types import INT32, Buffer, Parts, ProtocolError
+
+if TYPE_CHECKING:
+    from kbroker.protocol import message_types as msg
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -207,9 +210,8 @@ def encode_api_versions_unsupported(correlation_id: int) -> Parts:
     """The answer to an ApiVersions request whose version we do not know (KIP-511): a v0 body with
     UNSUPPORTED_VERSION and only ApiVersions' own range, so the client can retry with one we do."""
     api = APIS[API_VERSIONS_KEY]
-    response: Any = api.response  # a class generated at import time: mypy cannot see its fields or nested classes
-    body = response(error_code=UNSUPPORTED_VERSION_CODE, api_keys=[
-        response.ApiVersion(API_VERSIONS_KEY, api.min_version, api.max_version)])
+    body: msg.ApiVersionsResponse = {"error_code": UNSUPPORTED_VERSION_CODE, "api_keys": [
+        {"api_key": API_VERSIONS_KEY, "min_version": api.min_version, "max_version": api.max_version}]}
     return encode_response(API_VERSIONS_KEY, 0, correlation_id, body)
 
 

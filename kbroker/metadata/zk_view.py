@@ -15,7 +15,7 @@ import concurrent.futures
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from zk_compat import layout
 from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
@@ -90,6 +90,12 @@ def _endpoint(info: BrokerInfo, epoch: int = -1, inter_broker: str | None = None
     # a host of None (all interfaces, written empty) must not reach Metadata, whose host is no nullable string
     endpoints = tuple((e.listener_name, e.host or "", e.port, e.security_protocol) for e in info.endpoints)
     return LiveBroker(info.id, ep.host or "", ep.port, info.rack, epoch, endpoints)
+
+
+class RunBlocking(Protocol):
+    """Runs a blocking store call off the event loop and gives its result (``ClusterView.run_blocking``)."""
+
+    def __call__(self, fn: Callable[[], T], /) -> Awaitable[T]: ...
 
 
 class ClusterView:

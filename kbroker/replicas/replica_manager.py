@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol, TypeAlias, TypedDict, TypeVar
+from typing import Protocol, TypeAlias, TypedDict, TypeVar
 
 from kbroker import errors
 from kbroker._core import records as core_records
@@ -42,7 +42,7 @@ from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
-from kbroker.metadata.zk_view import LiveBroker
+from kbroker.metadata.zk_view import LiveBroker, RunBlocking
 from kbroker.metrics import BrokerMetrics
 from kbroker.protocol import message_types as msg
 from kbroker.replicas.log_dir_failure import LogDirFailures
@@ -149,7 +149,7 @@ class ReplicaManager:
         self.mover = LogDirMover(log_manager, self._prepare_move, self._moved, self.quotas.alter_log_dirs)
         self.log_dir_failures = LogDirFailures(self)  # the log manager's on_dir_offline (KIP-112)
 
-    def enable_replication(self, store: MetadataStore, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+    def enable_replication(self, store: MetadataStore, run_blocking: RunBlocking,
                            exists_in_cluster: Callable[[str, int], bool]) -> None:
         """ZooKeeper mode: follower fetchers, the ISR manager writing through ``store``, and the cluster's view of
         which partitions exist (a partition known there but not here answers NOT_LEADER_OR_FOLLOWER)."""

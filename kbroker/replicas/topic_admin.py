@@ -25,7 +25,7 @@ import base64
 import logging
 import random
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.names import validate_topic_name
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.servers import broker_servers, warn_crowded
-from kbroker.metadata.zk_view import ClusterView, LiveBroker, Snapshot
+from kbroker.metadata.zk_view import ClusterView, LiveBroker, RunBlocking, Snapshot
 from kbroker.replicas.internal_topics import INTERNAL_TOPICS
 from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replication.client import BrokerConnection
@@ -511,7 +511,7 @@ class ZooKeeperTopics(TopicAdmin):
         self.cluster = cluster
         self.metadata = metadata  # what the controller last told us (UpdateMetadata)
         self._pending: set[str] = set()  # created here, not yet seen in a snapshot
-        self.run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]] = cluster.run_blocking
+        self.run_blocking: RunBlocking = cluster.run_blocking
         self._awaited: dict[str, int] = {}  # topics some admin answer waits for (how many answers)
         metadata.listeners.append(self._on_metadata)
         self.peer_poll_s = 0.02

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
 
 from kbroker.clock import monotonic_ms
 from kbroker.log import TopicPartition
+from kbroker.metadata.zk_view import RunBlocking
 from kbroker.replication.partition import Partition
 from zk_compat import layout
 from zk_compat.store import BadVersionError, MetadataStore, NoNodeError, Stat
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 class IsrManager:
     def __init__(self, broker_id: int, max_lag_ms: int, partitions: Mapping[TopicPartition, Partition],
-                 store: MetadataStore, run_blocking: Callable[[Callable[[], Any]], Awaitable[Any]],
+                 store: MetadataStore, run_blocking: RunBlocking,
                  on_change: Callable[[Partition], None]) -> None:
         self.broker_id = broker_id
         self.max_lag_ms = max_lag_ms

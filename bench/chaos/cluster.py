@@ -32,6 +32,14 @@ def broker_settings(broker_id: int, port: int, replication_port: int, proxy_port
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,REPLICATION:PLAINTEXT",
         "inter.broker.listener.name": "REPLICATION",
         "log.dirs": str(log_dir),
+        **cluster_settings(zookeeper),
+    }
+
+
+def cluster_settings(zookeeper: str) -> dict[str, str]:
+    """What every broker of a chaos run shares, whatever runs it: ZooKeeper under the chroot with a short session,
+    replication factor 3 and min.insync.replicas 2 for user and internal topics, no unclean election."""
+    return {
         "zookeeper.connect": zookeeper + CHROOT,
         "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
         "default.replication.factor": "3",

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from bench.broker_process import accepts, launch, wait_serving
-from bench.chaos.cluster import CHROOT, SESSION_TIMEOUT_MS, ChaosCluster
+from bench.chaos.cluster import ChaosCluster, cluster_settings
 from kazoo_bridge.local_server import ZooKeeperServer
 
 SERVER_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
@@ -57,17 +57,7 @@ def server_settings(first_id: int, host: str, port: int, log_dirs: list[Path], z
         "broker.id": str(first_id),
         "listeners": f"PLAINTEXT://{host}:{port}",
         "log.dirs": ",".join(str(d) for d in log_dirs),
-        "zookeeper.connect": zookeeper + CHROOT,
-        "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-        "default.replication.factor": "3",
-        "min.insync.replicas": "2",
-        "unclean.leader.election.enable": "false",
-        "offsets.topic.replication.factor": "3",
-        "offsets.topic.num.partitions": "10",
-        "transaction.state.log.replication.factor": "3",
-        "transaction.state.log.min.isr": "2",
-        "transaction.state.log.num.partitions": "10",
-        "group.initial.rebalance.delay.ms": "0",
+        **cluster_settings(zookeeper),
     }
 
 

@@ -5,12 +5,11 @@ memoryview into the request frame; the log validates and assigns offsets in plac
 very bytes.
 
 Requests of one connection are applied in arrival order (this runs synchronously on dispatch).
-acks=0 gets no response; if any partition failed, the connection is closed instead, as Kafka does,
-so the client refreshes its metadata. acks=all (-1) answers once the high watermark has passed
-every written partition's last offset: at once for an ISR of one, else from the purgatory
-(``DelayedProduce``). v0-2 carry legacy message sets (magic 0/1), converted
-to one magic-2 batch first (``kbroker.log.legacy``) unless the topic's message.format.version is
-below 0.11, whose log keeps magic 0/1 messages (``kbroker.log.legacy_append``).
+The replica manager also decides what acks=0 gets (``unanswered``: nothing, or a closed connection when a
+partition failed, as Kafka does) and when acks=all answers (once the high watermark has passed every written
+partition's last offset: at once for an ISR of one, else from the purgatory). v0-2 carry legacy message sets
+(magic 0/1), converted to one magic-2 batch first (``kbroker.log.legacy``) unless the topic's
+message.format.version is below 0.11, whose log keeps magic 0/1 messages (``kbroker.log.legacy_append``).
 """
 from __future__ import annotations
 
@@ -20,7 +19,8 @@ from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
-from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Outcome
+from kbroker.protocol.outcome import Outcome
+from kbroker.replicas.replica_manager import unanswered
 
 PartitionAnswer = msg.ProduceResponse_PartitionResponse
 
@@ -30,13 +30,12 @@ def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceReque
             conn: ClientConnection) -> Answer[msg.ProduceResponse]:
     """Authorize, hand the allowed topics to ``ReplicaManager.append_records`` and shape its answers."""
     version = header.api_version
-    acks = request.acks
     refused: dict[int, list[PartitionAnswer]] = {}  # position in the request: the partitions of a topic the ACLs refuse
     topics = request.topic_data
     if ctx.security.authorizer is not None:  # ACLs: the transactional id, then each topic
         if request.transactional_id is not None and not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID,
                                                                 request.transactional_id):
-            return _refused_whole(request, acks, version, errors.TransactionalIdAuthorizationFailedError)
+            return _refused_whole(request, version, errors.TransactionalIdAuthorizationFailedError)
         may_write = topic_filter(ctx, conn, Op.WRITE)
         assert may_write is not None  # with an authorizer
         for position, topic in enumerate(topics):
@@ -47,9 +46,7 @@ def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceReque
         if refused:
             topics = [t for position, t in enumerate(topics) if position not in refused]
 
-    def respond(answers: list[list[PartitionAnswer]], failed: bool) -> msg.ProduceResponse | Outcome:
-        if acks == 0:
-            return CLOSE if failed or refused else NO_RESPONSE
+    def respond(answers: list[list[PartitionAnswer]], failed: bool) -> msg.ProduceResponse:
         if refused:
             written = iter(answers)
             answers = [refused[position] if position in refused else next(written)
@@ -58,7 +55,8 @@ def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceReque
                               for t, parts in zip(request.topic_data, answers)],
                 "throttle_time_ms": 0}
 
-    return ctx.replicas.append_records(topics, acks, version, request.timeout_ms, respond, ctx.topics, ctx.metrics)
+    return ctx.replicas.append_records(topics, request.acks, version, request.timeout_ms, respond, ctx.topics,
+                                       ctx.metrics, refused=bool(refused))
 
 
 def _may_exist(ctx: BrokerContext, conn: ClientConnection, topic: str) -> bool:
@@ -76,10 +74,9 @@ def _refused(index: int, version: int, error: type[errors.KafkaError]) -> Partit
     return out
 
 
-def _refused_whole(request: msg.ProduceRequest, acks: int, version: int,
+def _refused_whole(request: msg.ProduceRequest, version: int,
                    error: type[errors.KafkaError]) -> msg.ProduceResponse | Outcome:
-    if acks == 0:
-        return CLOSE
-    return {"throttle_time_ms": 0, "responses": [
+    answer: msg.ProduceResponse = {"throttle_time_ms": 0, "responses": [
         {"name": t.name, "partition_responses": [_refused(d.index, version, error) for d in t.partition_data]}
         for t in request.topic_data]}
+    return unanswered(request.acks, failed=True) or answer

@@ -45,6 +45,7 @@ from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metadata.zk_view import LiveBroker, RunBlocking
 from kbroker.metrics import BrokerMetrics
 from kbroker.protocol import message_types as msg
+from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Outcome
 from kbroker.replicas.log_dir_failure import LogDirFailures
 from kbroker.replication.delayed import DelayedFetch, DelayedProduce, PendingAck
 from kbroker.replication.fetch_read import FetchRead, FetchThrottle, PartitionAnswers, records_size
@@ -124,6 +125,15 @@ class LiveLeader(Protocol):
     broker_id: int
     host_name: str
     port: int
+
+
+def unanswered(acks: int, failed: bool) -> Outcome | None:
+    """What an acks=0 Produce gets instead of an answer (None for acks 1 and all): nothing, or, when a partition
+    failed, a closed connection so that the client refreshes its metadata (apache/kafka
+    core/src/main/scala/kafka/server/KafkaApis.scala, handleProduceRequest's sendResponseCallback)."""
+    if acks != 0:
+        return None
+    return CLOSE if failed else NO_RESPONSE
 
 
 class ReplicaManager:
@@ -243,13 +253,14 @@ class ReplicaManager:
 
     def append_records(self, topics: Iterable[ProduceTopic], acks: int, version: int, timeout_ms: int,
                        respond: Callable[[list[list[msg.ProduceResponse_PartitionResponse]], bool], R],
-                       admin: TopicTable,
-                       metrics: BrokerMetrics | None) -> R | asyncio.Future[R]:
+                       admin: TopicTable, metrics: BrokerMetrics | None,
+                       refused: bool = False) -> R | Outcome | asyncio.Future[R]:
         """A client's Produce, as Kafka's ReplicaManager.appendRecords: each partition's records written
         (or refused with its error), ``respond(answers, failed)`` shapes the answer from the per-topic
         lists of partition answers (in request order; ``failed``: a partition was refused), and acks=all
         parks that answer in the purgatory until the ISR has every write (or ``timeout_ms``), whose
-        REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER then lands in the partition answers it holds."""
+        REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER then lands in the partition answers it holds.
+        acks=0 gets no answer (``unanswered``); ``refused``: the handler refused some topics already."""
         waiting: list[PendingAck] = []
         failed = False
         answers: list[list[msg.ProduceResponse_PartitionResponse]] = []
@@ -261,6 +272,9 @@ class ReplicaManager:
                 failed |= out["error_code"] != 0
                 outs.append(out)
             answers.append(outs)
+        silent = unanswered(acks, failed or refused)
+        if silent is not None:
+            return silent
         response = respond(answers, failed)
         if not waiting:
             return response

@@ -185,3 +185,28 @@ def test_fetch_messages_keeps_a_consumer_within_its_quota_hooks(parts):
         assert parts.metrics.bytes_out["orders"] == before  # a muted answer sends no records
 
     asyncio.run(main())
+
+
+def test_append_records_decides_what_acks_0_gets(parts):
+    """acks=0: no answer is shaped; nothing is sent, or the connection closes when a partition failed (Kafka's
+    KafkaApis closes it so the client refreshes its metadata) or the handler refused a topic already."""
+    from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
+
+    def no_answer(answers, failed):
+        pytest.fail("acks=0 shapes no answer")
+
+    def write(index: int, refused: bool = False):
+        topics = [SimpleNamespace(name="zero", partition_data=[SimpleNamespace(index=index,
+                                                                                records=memoryview(make_batch(1)))])]
+        return parts.replicas.append_records(topics, 0, 8, 1000, no_answer, parts.topics, parts.metrics,
+                                             refused=refused)
+
+    async def main():
+        parts.topics.create_now("zero", 1, 1)
+        assert write(0) is NO_RESPONSE
+        assert parts.replicas.leader(TopicPartition("zero", 0)).log.log_end_offset == 1
+        assert write(7) is CLOSE  # no such partition
+        assert write(0, refused=True) is CLOSE
+        assert parts.replicas.leader(TopicPartition("zero", 0)).log.log_end_offset == 2
+
+    asyncio.run(main())

@@ -34,7 +34,12 @@ class CleanerThread:
         self.throttle = Throttler()
         self.in_processes = (os.environ.get(MODE_ENV, "process") != "thread") if in_processes is None \
             else in_processes
-        self.processes: dict[str, int] = {}  # worker thread name -> its child's pid, while it runs
+        self._children: dict[str, CleanerProcess] = {}  # by worker thread name
+
+    @property
+    def processes(self) -> dict[str, int]:
+        """Worker thread name -> the pid of its cleaner process, for those running one."""
+        return {name: pid for name, child in list(self._children.items()) if (pid := child.pid) is not None}
 
     @property
     def running(self) -> bool:
@@ -87,22 +92,15 @@ class CleanerThread:
                 self._threads.append(thread)
 
     def _run(self) -> None:
-        run: Callable[[CleanJob], None] = run_job
-        child = None
-        if self.in_processes:
-            child = CleanerProcess(self.throttle)
-            try:
-                child.start()  # now, not at the first job: it takes a few hundred ms
-            except OSError as exc:
-                log.warning("log cleaner: could not start a cleaner process (%s), cleaning in this thread", exc)
-                child = None
-            else:
-                run = child.run
+        # The child starts with the first job (a few hundred ms of imports, once), not with the thread: a broker
+        # whose logs never need cleaning runs none.
+        child = CleanerProcess(self.throttle) if self.in_processes else None
+        run: Callable[[CleanJob], None] = run_job if child is None else child.run
         name = threading.current_thread().name
+        if child is not None:
+            self._children[name] = child
         try:
             while True:
-                if child is not None and child.pid is not None:
-                    self.processes[name] = child.pid
                 job = self._jobs.get()
                 if job is None:
                     return
@@ -114,7 +112,7 @@ class CleanerThread:
                     with self._lock:
                         self.current.discard(job)
         finally:
-            self.processes.pop(name, None)
+            self._children.pop(name, None)
             if child is not None:
                 child.close()
 

@@ -182,7 +182,9 @@ class CleanerProcess:
 
     def _wait(self, job: CleanJob) -> _Result:
         assert self._sock is not None and self._proc is not None
-        while not select.select([self._sock], [], [], _POLL_S)[0]:
+        poller = select.poll()  # not select(): a broker has fds past FD_SETSIZE (every segment is one)
+        poller.register(self._sock, select.POLLIN)
+        while not poller.poll(_POLL_S * 1000):
             if job.cancelled.is_set():
                 raise CleanerAborted()
         try:

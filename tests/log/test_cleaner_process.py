@@ -69,26 +69,46 @@ def _cleaned_files(mgr: LogManager, tp: TopicPartition) -> list[str]:
 def test_the_cleaning_runs_in_a_child_process_kept_for_the_next_one(tmp_path, appender):
     mgr = _manager(tmp_path, appender)
     try:
-        # 40,000 records: a CPU time the child's counters show
-        model = _dirty(mgr, TP, rounds=800, per_batch=200, segment_bytes=256 << 10)
-        _wait(lambda: len(mgr.cleaner.processes) == 1)
+        assert mgr.cleaner.thread_count == 1 and mgr.cleaner.processes == {}  # started by the first job
+        first = TopicPartition("compacted", 1)
+        model = _dirty(mgr, first)
+        assert mgr.clean(wait=True).logs_cleaned == 1
+        check(mgr.logs[first], model)
         (pid,) = mgr.cleaner.processes.values()
         assert _parent(pid) == os.getpid()
         assert b"kbroker.log.cleaner_worker" in Path(f"/proc/{pid}/cmdline").read_bytes()
+
+        # 40,000 records: a CPU time the child's counters show
+        model = _dirty(mgr, TP, rounds=800, per_batch=200, segment_bytes=256 << 10)
         before = _cpu_s(pid)
         assert mgr.clean(wait=True).logs_cleaned == 1
+        assert list(mgr.cleaner.processes.values()) == [pid]  # the same child: no start-up per job
         assert _cpu_s(pid) - before >= 0.05  # the offset map and the copy of 40,000 records ran there
         check(mgr.logs[TP], model)
         assert _cleaned_files(mgr, TP) == []
-
-        model = _dirty(mgr, TopicPartition("compacted", 1))
-        assert mgr.clean(wait=True).logs_cleaned == 1
-        assert list(mgr.cleaner.processes.values()) == [pid]  # the same child: no start-up per job
-        check(mgr.logs[TopicPartition("compacted", 1)], model)
     finally:
         mgr.shutdown()
     _wait(lambda: _gone(pid))
     assert mgr.cleaner.processes == {}
+
+
+def test_a_broker_with_fds_past_fd_setsize_cleans(tmp_path, appender):
+    """A broker holds an fd per segment and index: its cleaner's socket may be numbered past select()'s 1024."""
+    held = []
+    try:
+        while not held or held[-1] < 1100:
+            held.append(os.open(os.devnull, os.O_RDONLY))
+        mgr = _manager(tmp_path, appender)
+        try:
+            model = _dirty(mgr, TP)
+            stats = mgr.clean(wait=True)
+            assert (stats.logs_cleaned, stats.discarded) == (1, 0)
+            check(mgr.logs[TP], model)
+        finally:
+            mgr.shutdown()
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def test_kbroker_log_cleaner_thread_keeps_the_work_in_the_cleaner_thread(tmp_path, appender, monkeypatch):
@@ -107,10 +127,9 @@ def _slow_job(mgr: LogManager) -> tuple[Model, int]:
     """A cleaning in flight in the child, held back by the I/O rate, with its first ``.cleaned`` files written."""
     mgr.cleaner.throttle.rate = 200_000.0
     model = _dirty(mgr, TP)
-    _wait(lambda: len(mgr.cleaner.processes) == 1)
-    (pid,) = mgr.cleaner.processes.values()
     mgr.clean()
     _wait(lambda: _cleaned_files(mgr, TP) != [])
+    (pid,) = mgr.cleaner.processes.values()
     return model, pid
 
 

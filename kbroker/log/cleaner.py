@@ -54,6 +54,7 @@ import random
 import struct
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -553,6 +554,7 @@ class Throttler:
         self._lock = threading.Lock()  # lockf excludes other processes, not this one's threads
         self.fd = os.memfd_create("kbroker-cleaner-throttle") if fd is None else fd
         if fd is None:
+            weakref.finalize(self, os.close, self.fd)  # the mapping holds its own reference
             os.ftruncate(self.fd, self._STATE.size)
         self._state = mmap.mmap(self.fd, self._STATE.size)
         if fd is None:

@@ -196,7 +196,6 @@ def test_the_io_rate_is_one_ceiling_over_every_cleaner_process():
     elapsed = time.monotonic() - start
     ahead = 2 * (0.3 / 0.01 + 1) * size
     assert elapsed >= (2 * calls * size - ahead) / rate  # 4.76 s
-    os.close(throttle.fd)
 
 
 _BROKER = textwrap.dedent("""

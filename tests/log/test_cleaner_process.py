@@ -176,26 +176,35 @@ _SHARER = textwrap.dedent("""
     import sys, time
     from kbroker.log.cleaner import Throttler
     throttle = Throttler.attach(int(sys.argv[1]))
+    print("ready", flush=True)
+    sys.stdin.readline()
     for _ in range(int(sys.argv[2])):
         throttle(int(sys.argv[3]))
-        time.sleep(0.01)
+        time.sleep(0.05)
 """)
 
 
 def test_the_io_rate_is_one_ceiling_over_every_cleaner_process():
-    """Kafka's Throttler shared by its cleaner threads, here by processes: two children reading 10 kB per 10 ms
-    (each 1 MB/s at most unthrottled) against 500 kB/s. Past the first check interval the bytes so far took at
-    least bytes / rate; only the last interval (at most 0.3 s of both children, 600 kB, plus a call each) may
-    run ahead. Each child on its own ceiling would be done in about 3 s."""
-    rate, calls, size = 500_000.0, 150, 10_000
+    """Kafka's Throttler shared by its cleaner threads, here by processes: two children reading 10 kB per 50 ms
+    (each 200 kB/s at most unthrottled) against 100 kB/s. Past the first check interval the bytes so far took at
+    least bytes / rate; only the last interval (at most 0.3 s of both children, 7 calls each) may run ahead. Each
+    child on a ceiling of its own would be done in about 5 s."""
+    rate, calls, size, pause = 100_000.0, 50, 10_000, 0.05
     throttle = Throttler(rate)
-    start = time.monotonic()
     children = [subprocess.Popen([sys.executable, "-c", _SHARER, str(throttle.fd), str(calls), str(size)],
-                                 pass_fds=(throttle.fd,)) for _ in range(2)]
+                                 pass_fds=(throttle.fd,), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                for _ in range(2)]
+    for child in children:
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+    start = time.monotonic()
+    for child in children:
+        assert child.stdin is not None
+        child.stdin.write(b"go\n")
+        child.stdin.close()
     assert [child.wait(60) for child in children] == [0, 0]
     elapsed = time.monotonic() - start
-    ahead = 2 * (0.3 / 0.01 + 1) * size
-    assert elapsed >= (2 * calls * size - ahead) / rate  # 4.76 s
+    ahead = 2 * (0.3 / pause + 1) * size
+    assert elapsed >= (2 * calls * size - ahead) / rate  # 8.6 s
 
 
 _BROKER = textwrap.dedent("""

@@ -136,6 +136,14 @@ def default_text(key: str) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def hide_passwords(text: str, props: Mapping[str, str]) -> str:
+    """``text`` (an error to log) with the value of every password key of ``props`` hidden, as Kafka never logs them."""
+    for key, value in props.items():
+        if value and is_password(key):
+            text = text.replace(value, "[hidden]")
+    return text
+
+
 def is_password(key: str) -> bool:
     """Kafka's PASSWORD-typed keys (stored encrypted; never shown)."""
     name = base_name(key)
@@ -208,7 +216,7 @@ def usable(props: Mapping[str, str], per_broker: bool, where: str) -> dict[str, 
         try:
             check_keys({key: value}, per_broker)
         except DynamicConfigError as exc:
-            log.error("%s: %s is ignored: %s", where, key, exc)
+            log.error("%s: %s is ignored: %s", where, key, hide_passwords(str(exc), {key: value}))
             continue
         out[key] = value
     return out
@@ -360,7 +368,8 @@ class DynamicBrokerConfig:
             try:
                 new = self.build(new_mine, new_default)
             except ValueError as exc:
-                log.error("dynamic broker configs refused, keeping the current ones: %s", exc)
+                log.error("dynamic broker configs refused, keeping the current ones: %s",
+                          hide_passwords(str(exc), {**new_default, **new_mine}))
                 return frozenset()
             old_raw = self.effective_raw()
             self.per_broker, self.cluster_default = new_mine, new_default

@@ -65,3 +65,13 @@ def test_layers_read_back_less_what_kafka_ignores(dynamic):
     dynamic.apply_entity("brokers/1", {})
     assert dynamic.current.log.retention_ms == 1000
     assert seen == [frozenset({"log.retention.ms"})] * 3
+
+
+def test_logged_refusals_never_show_a_password():
+    from kbroker.config.dynamic import hide_passwords
+
+    props = {"listener.name.sasl_ssl.ssl.keystore.password": "s3cret", "sasl.jaas.config": "x password=\"pw1\";",
+             "log.retention.ms": "s3cret-looking"}
+    text = hide_passwords("Invalid value s3cret in x password=\"pw1\"; for log.retention.ms s3cret-looking", props)
+    assert "s3cret" not in text.replace("[hidden]-looking", "") and "pw1" not in text
+    assert text.count("[hidden]") == 3

@@ -6,6 +6,11 @@ size once; the clock runs while the server side decrypts them, fed 256 KiB at a 
 record size is the client's choice: librdkafka writes records of about 2.7 KiB when producing 1 KiB messages,
 OpenSSL decrypts one record per read call. Printed as JSON lines, one per record size, beside the cipher's raw
 speed measured by ``openssl speed`` in the same run (the physical limit of this CPU for that cipher).
+
+Then the broker's own receive path (``kind: receive_path``): kbroker.network's FrameReader, alone for PLAINTEXT
+and behind its TlsTransport for SSL, takes 1 MiB frames (a Produce's size) off a loopback TCP socket while a thread
+sends them, pre-encrypted in records of each size; the figure is the receiving thread's CPU seconds (what the
+event loop would spend), and ``tls_cpu_x`` what TLS multiplies them by.
 """
 from __future__ import annotations
 
@@ -13,13 +18,18 @@ import argparse
 import json
 import os
 import re
+import select
+import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from bench.security import make_pki
+from kbroker.network.framing import FrameReader
+from kbroker.network.tls_transport import TlsTransport
 
 MIB = 1 << 20
 FEED = 256 * 1024
@@ -69,6 +79,92 @@ def decrypt_rate(pki: dict[str, Path], record: int, total: int) -> dict:
             "us_per_record": round(elapsed / n * 1e6, 2)}
 
 
+def _loopback() -> tuple[socket.socket, socket.socket]:
+    """(the accepted end, non-blocking, as the broker's; the client end, blocking)."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        client = socket.create_connection(listener.getsockname())
+        server, _ = listener.accept()
+    server.setblocking(False)
+    return server, client
+
+
+def receive_path_cpu(pki: dict[str, Path], record: int, total: int, tls: bool) -> float:
+    """The receiving thread's CPU seconds to take ``total`` bytes of 1 MiB frames through kbroker.network."""
+    server, client = _loopback()
+    taken = 0
+
+    def take(frame: bytearray) -> None:
+        nonlocal taken
+        taken += 1
+    reader = FrameReader(2 * MIB, take, lambda size, head: None, lambda: True, borrow=not tls)
+    frame = MIB.to_bytes(4, "big") + os.urandom(MIB)
+    count = total // MIB
+    transport = None
+    if tls:
+        server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_ctx.load_cert_chain(str(pki["keystore"]))
+        client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        client_ctx.load_verify_locations(str(pki["ca"]))
+        c_in, c_out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls_client = client_ctx.wrap_bio(c_in, c_out, server_hostname="localhost")
+        transport = TlsTransport(server_ctx)
+        client.settimeout(0.05)
+        for _ in range(20):  # the handshake, each side in turn
+            try:
+                tls_client.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                pass
+            client.sendall(c_out.read())
+            select.select([server], [], [], 1.0)
+            while select.select([server], [], [], 0.05)[0] and transport.receive(server):
+                pass
+            if transport.handshaking:
+                transport.handshake()
+            transport.send_cipher(server)
+            try:
+                c_in.write(client.recv(MIB))
+            except TimeoutError:
+                pass
+        client.sendall(c_out.read())
+        client.settimeout(None)
+        for _ in range(count):
+            for pos in range(0, len(frame), record):
+                tls_client.write(frame[pos:pos + record])
+        blob = c_out.read()
+    else:
+        blob = frame * count
+    sender = threading.Thread(target=client.sendall, args=(blob,), daemon=True)
+    started = time.thread_time()
+    sender.start()
+    while taken < count:
+        select.select([server], [], [])
+        try:
+            if transport is None:
+                n = server.recv_into(reader.room())
+                if n:
+                    reader.advance(n)
+            elif transport.receive(server) and not transport.handshaking:
+                transport.decrypt_into(reader)
+            elif transport.handshaking and transport.handshake():  # the client's Finished came with the data
+                transport.decrypt_into(reader)
+        except BlockingIOError:
+            pass
+    cpu = time.thread_time() - started
+    sender.join()
+    server.close()
+    client.close()
+    return cpu
+
+
+def receive_path(pki: dict[str, Path], record: int, total: int) -> dict:
+    plain = min(receive_path_cpu(pki, record, total, False) for _ in range(3))
+    secure = min(receive_path_cpu(pki, record, total, True) for _ in range(3))
+    return {"kind": "receive_path", "record_bytes": record, "frame_bytes": MIB, "mib": total // MIB,
+            "plaintext_cpu_s": round(plain, 3), "tls_cpu_s": round(secure, 3),
+            "tls_cpu_x": round(secure / plain, 2) if plain else None}
+
+
 def openssl_speed(cipher: str) -> float | None:
     """``openssl speed -evp`` at 16 KiB blocks, MB/s (None if openssl is missing)."""
     name = {"TLS_AES_256_GCM_SHA384": "aes-256-gcm", "TLS_AES_128_GCM_SHA256": "aes-128-gcm",
@@ -97,8 +193,10 @@ def main(argv: list[str] | None = None) -> int:
             result = decrypt_rate(pki, record, args.mib * MIB)
             cipher = result["cipher"]
             print(json.dumps(result), flush=True)
-    print(json.dumps({"kind": "limit", "what": f"openssl speed {cipher}, 16 KiB blocks",
-                      "mb_s": openssl_speed(cipher)}), flush=True)
+        print(json.dumps({"kind": "limit", "what": f"openssl speed {cipher}, 16 KiB blocks",
+                          "mb_s": openssl_speed(cipher)}), flush=True)
+        for record in (int(r) for r in args.records.split(",")):
+            print(json.dumps(receive_path(pki, record, args.mib * MIB)), flush=True)
     return 0
 
 

@@ -5,10 +5,17 @@ install roots, ports and two directory "disks" each, run by the supervised servi
 a control script: this container has no systemd). No privilege escalation, no package installs, no
 sysctl: the zookeeper role points at the Debian package already installed (`make debs`).
 
-The test: site.yml brings the cluster up; a replication-factor-3 topic gets 3 ISR members on every
-partition; rolling-restart.yml runs while an idempotent acks=all producer writes (min.insync.replicas=2)
-and every acknowledged message is read back; site.yml again reports changed=0 for every host; the
-processes are stopped at the end. ansible-lint (production profile) and --syntax-check run separately.
+Host kb1 runs host mode (issue 24 item 4: kbroker_processes=2): `kbroker host-plan` on it renders brokers 11
+and 12, each its own service (a control script here, a kbroker@<id> unit under systemd) pinned to its own core
+with its own disk and ports; kb2 is a single broker (id 2) as before; no kb3, so three broker processes run, as
+without host mode.
+
+The test: site.yml brings the cluster up; ZooKeeper holds brokers 2, 11 and 12, kb1's two run on disjoint
+cores and serve produce and consume through their own ports; a replication-factor-3 topic gets 3 ISR members
+on every partition; rolling-restart.yml runs while an idempotent acks=all producer writes
+(min.insync.replicas=2), one broker process at a time (kb1's two in turn, each behind the /health gate), and
+every acknowledged message is read back; site.yml again reports changed=0 for every host; the processes are
+stopped at the end. ansible-lint (production profile) and --syntax-check run separately.
 With KBROKER_DEPLOY_CONFIG_CHANGE=1 it then also changes server.properties through site.yml with
 kbroker_serial=1 and kbroker_restart_wait_in_sync=true and checks each broker restarted and waited in turn.
 """
@@ -18,7 +25,9 @@ import getpass
 import grp
 import json
 import os
+import random
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -37,6 +46,8 @@ BIN = Path(sys.executable).parent
 PLAYBOOK = BIN / "ansible-playbook"
 DEPS_WHEELHOUSE = REPO / "build" / "deploy-wheelhouse"   # pyproject's dependencies (liburing from source)
 LIBURING = "liburing==2024.5.3"
+HOST_MODE = "kb1"                 # the host-mode host: brokers HOST_MODE_IDS, one per disk and core
+HOST_MODE_IDS = (11, 12)
 
 
 
@@ -101,7 +112,28 @@ def _build_wheel(dest: Path) -> Path:
     return wheels[-1]
 
 
-def _inventory(base: Path, wheel: Path, wheelhouse: Path) -> dict:
+def _free_ports(count: int) -> int:
+    """The first of ``count`` consecutive ports free on 127.0.0.1 (host mode moves each broker's ports by its index),
+    below the kernel's ephemeral range, where a client's outgoing connection cannot take one before the broker binds."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    for _ in range(200):
+        base = random.randint(min(20000, low // 2), low - count)
+        sockets = []
+        try:
+            for port in range(base, base + count):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+def _inventory(base: Path, wheel: Path, wheelhouse: Path, *, host_mode: bool = False) -> dict:
     user = getpass.getuser()
     group = grp.getgrgid(os.getgid()).gr_name
     local = {"ansible_connection": "local", "ansible_host": "127.0.0.1",
@@ -149,6 +181,12 @@ def _inventory(base: Path, wheel: Path, wheelhouse: Path) -> dict:
             "kbroker_status_check_host": "127.0.0.1",
             "kbroker_status_port": free_port(),
         }
+    if host_mode:   # kb1: 2 broker processes; broker i listens on port + i and answers /health on status + i
+        del broker_hosts["kb3"]
+        first = _free_ports(4)
+        broker_hosts[HOST_MODE].update(kbroker_processes=2, kbroker_broker_id=HOST_MODE_IDS[0],
+                                       kbroker_processes_port_step=1, kbroker_port=first,
+                                       kbroker_status_port=first + 2)
     return {"all": {
         "vars": {
             "deploy_become": False,
@@ -190,13 +228,15 @@ def _playbook(inventory: Path, playbook: str, *extra: str, timeout: float = 240)
 
 def _stop_all(inventory_data: dict) -> None:
     groups = inventory_data["all"]["children"]
-    scripts = [Path(h["kbroker_root"]) / "bin" / "kbroker-ctl" for h in groups["kbroker"]["hosts"].values()]
+    scripts = [script for h in groups["kbroker"]["hosts"].values()
+               for script in sorted(Path(h["kbroker_root"], "bin").glob("kbroker*-ctl"))]   # host mode: one a broker
     scripts += [Path(h["zookeeper_bin_dir"]) / "zookeeper-ensemble" for h in groups["zookeeper"]["hosts"].values()]
     for script in scripts:
         if script.exists():
             subprocess.run([str(script), "stop"], capture_output=True, timeout=90)
     # whatever a failed script left behind, by its pid file only
-    pid_files = [Path(h["kbroker_run_dir"]) / "kbroker.pid" for h in groups["kbroker"]["hosts"].values()]
+    pid_files = [pid for h in groups["kbroker"]["hosts"].values()
+                 for pid in Path(h["kbroker_run_dir"]).glob("kbroker*.pid")]
     pid_files += [Path(h["zookeeper_run_dir"]) / "zookeeper.pid" for h in groups["zookeeper"]["hosts"].values()]
     for pid_file in pid_files:
         try:
@@ -277,6 +317,101 @@ def _read_back(bootstrap: str, topic: str, expected: set[str], timeout: float = 
     return seen
 
 
+def _host_mode_pids(host: dict) -> dict[int, int]:
+    """Host mode's brokers by id -> their pid (the control scripts' pid files)."""
+    return {broker_id: int(Path(host["kbroker_run_dir"], f"kbroker-{broker_id}.pid").read_text())
+            for broker_id in HOST_MODE_IDS}
+
+
+def _check_host_mode(inventory_data: dict, ports: list[int]) -> None:
+    """kb1's two brokers: rendered by the plan (own id, port, disk), each its own service pinned to its own cores,
+    both registered in ZooKeeper with kb2's, and each serving produce and consume on its own port."""
+    from confluent_kafka import Consumer, Producer as KafkaProducer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from kazoo.client import KazooClient
+
+    host = inventory_data["all"]["children"]["kbroker"]["hosts"][HOST_MODE]
+    root, conf = Path(host["kbroker_root"]), Path(host["kbroker_conf_dir"])
+    assert not (root / "bin" / "kbroker-ctl").exists(), "the single broker's service is still installed"
+    cpu_sets = []
+    for i, broker_id in enumerate(HOST_MODE_IDS):
+        rendered = (conf / "brokers" / f"{broker_id}.properties").read_text()
+        assert f"broker.id={broker_id}\n" in rendered
+        assert f"listeners=PLAINTEXT://127.0.0.1:{ports[i]}\n" in rendered
+        assert f"status.listener=http://127.0.0.1:{host['kbroker_status_port'] + i}\n" in rendered
+        assert f"log.dirs={host['kbroker_disks'][i]['path']}/kafka-logs\n" in rendered   # a disk each
+        assert "broker.processes" not in rendered
+        assert (root / "bin" / f"kbroker-{broker_id}-ctl").exists()
+    for broker_id, pid in _host_mode_pids(host).items():
+        status = Path(f"/proc/{pid}/status").read_text()
+        cpus = re.search(r"^Cpus_allowed_list:\s*(\S+)$", status, re.M)
+        assert cpus and "kbroker" in Path(f"/proc/{pid}/cmdline").read_text(), (broker_id, status[:200])
+        cpu_sets.append(cpus.group(1))
+    expected = subprocess.run([str(BIN / "kbroker"), "host-plan", str(conf / "server.properties"), "--json"],
+                              capture_output=True, text=True, check=True).stdout
+    assert cpu_sets == [p["cpus"] for p in json.loads(expected)["processes"]]
+    assert len(set(cpu_sets)) == len(cpu_sets) or len(os.sched_getaffinity(0)) < len(cpu_sets), cpu_sets
+
+    zookeeper = inventory_data["all"]["children"]["zookeeper"]["hosts"]["zk1"]
+    zk = KazooClient(hosts=f"127.0.0.1:{zookeeper['zookeeper_client_port']}"
+                           f"{inventory_data['all']['vars']['kbroker_zookeeper_chroot']}")
+    zk.start(timeout=30)
+    try:
+        deadline = time.monotonic() + 60
+        while sorted(map(int, zk.get_children("/brokers/ids"))) != [2, *HOST_MODE_IDS]:
+            assert time.monotonic() < deadline, zk.get_children("/brokers/ids")
+            time.sleep(0.5)
+        for broker_id, port in zip(HOST_MODE_IDS, ports):
+            registration = json.loads(zk.get(f"/brokers/ids/{broker_id}")[0])
+            assert registration["port"] == port, registration
+    finally:
+        zk.stop()
+        zk.close()
+
+    # a partition led by each of kb1's brokers; produce through the first's port, consume through the second's
+    topic = "deploy-host-mode"
+    bootstrap = f"127.0.0.1:{ports[0]}"
+    _topics(bootstrap, "--create", "--topic", topic, "--replica-assignment",
+            f"{HOST_MODE_IDS[0]}:2,{HOST_MODE_IDS[1]}:2")
+    metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports[1]}"}).list_topics(topic, timeout=30)
+    deadline = time.monotonic() + 30
+    while any(p.leader < 0 for p in metadata.topics[topic].partitions.values()):
+        assert time.monotonic() < deadline, metadata.topics[topic].partitions
+        time.sleep(0.5)
+        metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{ports[1]}"}).list_topics(topic, timeout=30)
+    assert {p: metadata.topics[topic].partitions[p].leader for p in (0, 1)} == dict(enumerate(HOST_MODE_IDS))
+    assert [metadata.brokers[b].port for b in HOST_MODE_IDS] == ports
+    producer = KafkaProducer({"bootstrap.servers": bootstrap, "acks": "all"})
+    sent = {(p, f"{p}-{n}") for p in (0, 1) for n in range(50)}
+    for partition, value in sorted(sent):
+        producer.produce(topic, value=value.encode(), partition=partition)
+    assert producer.flush(60) == 0
+    consumer = Consumer({"bootstrap.servers": f"127.0.0.1:{ports[1]}", "group.id": f"deploy-{uuid.uuid4().hex[:8]}",
+                         "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
+    seen: set[tuple[int, str]] = set()
+    deadline = time.monotonic() + 60
+    try:
+        while seen != sent and time.monotonic() < deadline:
+            seen.update((m.partition(), m.value().decode()) for m in consumer.consume(200, 1.0) if m.error() is None)
+    finally:
+        consumer.close()
+    assert seen == sent, f"{len(sent - seen)} of {len(sent)} not read back through port {ports[1]}"
+
+
+def _check_rolling_host_mode(output: str, host: dict, pids_before: dict[int, int]) -> None:
+    """The rolling restart took kb1's brokers one at a time, each behind the /health gate, which asked both."""
+    assert all(pid != pids_before[b] for b, pid in _host_mode_pids(host).items()), "a host-mode broker kept running"
+    batch = output.split("PLAY [Rolling restart of the brokers]")[1]   # serial 1: kb1's batch comes first
+    assert "[kb1]" in batch and "[kb2]" not in batch, batch[:3000]
+    steps = re.findall(r"TASK \[kbroker : (Restart the broker \(supervised\)|Wait until every partition is back "
+                       r"in sync)\]", batch)
+    gate, restart = "Wait until every partition is back in sync", "Restart the broker (supervised)"
+    assert steps == [gate, restart, gate, restart, gate, gate], steps
+    for i in range(len(HOST_MODE_IDS)):
+        assert f"http://127.0.0.1:{host['kbroker_status_port'] + i}/health" in output
+
+
 # ------------------------------------------------------------------------------------------------ the test
 
 def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
@@ -288,22 +423,26 @@ def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
     started = time.monotonic()
     wheelhouse = _dependency_wheelhouse()
     wheel = _build_wheel(tmp_path / "dist")
-    inventory_data = _inventory(tmp_path / "hosts", wheel, wheelhouse)
+    inventory_data = _inventory(tmp_path / "hosts", wheel, wheelhouse, host_mode=True)
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(json.dumps(inventory_data, indent=1))   # JSON is YAML
     brokers = inventory_data["all"]["children"]["kbroker"]["hosts"]
     bootstrap = ",".join(f"127.0.0.1:{h['kbroker_port']}" for h in brokers.values())
+    host_mode_ports = [brokers[HOST_MODE]["kbroker_port"] + i for i in range(len(HOST_MODE_IDS))]
     try:
         # 1. bring the cluster up
         first = _playbook(inventory, "site.yml")
-        assert set(_recap(first)) == {"zk1", "kb1", "kb2", "kb3"}
+        assert set(_recap(first)) == {"zk1", *brokers}
         for name, host in brokers.items():
             properties = (Path(host["kbroker_conf_dir"]) / "server.properties").read_text()
             disks = [d["path"] + "/kafka-logs" for d in host["kbroker_disks"]]
             assert f"log.dirs={','.join(disks)}\n" in properties
-            assert f"broker.rack=rack{host['kbroker_broker_id']}\n" in properties
+            assert ("broker.processes=2\n" in properties) == (name == HOST_MODE), name
+            assert f"broker.rack={host['kbroker_rack']}\n" in properties
             assert inventory_data["all"]["vars"]["kbroker_zookeeper_chroot"] in properties
             assert Path(host["kbroker_root"], "venv", "bin", "kbroker").exists(), name
+
+        _check_host_mode(inventory_data, host_mode_ports)
 
         # 2. the brokers form one cluster: replication factor 3, 3 ISR members everywhere
         topic = "deploy-load"
@@ -318,10 +457,12 @@ def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
         print(f"cluster up after {time.monotonic() - started:.1f} s")
 
         # 3. rolling restart under an idempotent acks=all producer: nothing acknowledged is lost
+        pids_before = _host_mode_pids(brokers[HOST_MODE])
         producer = Producer(bootstrap, topic)
         producer.start()
         time.sleep(2)
-        _playbook(inventory, "rolling-restart.yml")
+        rolling = _playbook(inventory, "rolling-restart.yml")
+        _check_rolling_host_mode(rolling, brokers[HOST_MODE], pids_before)
         time.sleep(2)
         producer.stopping.set()
         producer.join(150)
@@ -337,7 +478,7 @@ def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
         # 4. idempotence: a second run changes nothing
         second = _playbook(inventory, "site.yml")
         recap = _recap(second)
-        assert set(recap) == {"zk1", "kb1", "kb2", "kb3"}
+        assert set(recap) == {"zk1", *brokers}
         assert all(r["changed"] == 0 and r["failed"] == 0 for r in recap.values()), recap
 
         # 5. a configuration change on the running cluster, one broker at a time, each back in sync first
@@ -350,9 +491,9 @@ def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
         third = _playbook(inventory, "site.yml", "-e", "kbroker_serial=1", "-e", "kbroker_restart_wait_in_sync=true",
                           "-e", json.dumps({"kbroker_extra_properties": properties}))
         recap = _recap(third)
-        assert all(recap[f"kb{i}"]["changed"] >= 1 for i in (1, 2, 3)) and recap["zk1"]["changed"] == 0, recap
-        # handlers' included tasks print as RUNNING HANDLER [...]
-        assert len(re.findall(r"\[kbroker : Wait until every partition is back in sync\]", third)) == 3, third[-6000:]
+        assert all(recap[name]["changed"] >= 1 for name in brokers) and recap["zk1"]["changed"] == 0, recap
+        # handlers' included tasks print as RUNNING HANDLER [...]; kb1's two brokers each wait, then its handler
+        assert len(re.findall(r"\[kbroker : Wait until every partition is back in sync\]", third)) == 4, third[-6000:]
         for host in brokers.values():
             assert "log.retention.check.interval.ms=60000\n" in \
                 (Path(host["kbroker_conf_dir"]) / "server.properties").read_text()

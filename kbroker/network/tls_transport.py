@@ -9,6 +9,13 @@ a time) and encrypted, one chunk per writable event so a large fetch never holds
 Produce frames in the 2.7 KiB records librdkafka writes costs the loop 0.41 s of CPU over TLS against 0.11 s in
 plaintext; OpenSSL's decryption of those records alone is 0.29 s (one SSL_read per record, 3.7 us each with
 AES-256-GCM), so the rest is near that floor (``python -m bench.tls`` measures the decryption alone).
+
+Decryption stays on the loop, measured: OpenSSL gives one record per read (2.7 KiB from librdkafka, about 1.4 us)
+and the reading thread needs the GIL back after each, so a worker thread decrypts only while the loop is idle. A
+worker that took the rest of a big frame (128 KiB or more waiting) while the connection paused cost the broker 12-16 %
+more CPU per 192 MiB produced over SSL (0.47 vs 0.42 s in ``python -m bench --sweeps security``, 6 rounds; 0.50 vs
+0.43 s pinned to one core); it was faster only under heavy load from other processes, as much when pinned to one core
+where nothing runs in parallel: the scheduler's doing, not the decryption's.
 """
 from __future__ import annotations
 

@@ -68,3 +68,40 @@ def test_host_mode_units_load_in_systemd(tmp_path: Path) -> None:
                             timeout=60, cwd=REPO)
     complaints = [line for line in verify.stderr.splitlines() if str(units) in line]
     assert verify.returncode == 0 and not complaints, verify.stderr
+
+
+def _role_tasks(tmp_path: Path, tasks_from: str, extra: dict[str, object]) -> str:
+    play = [{"name": f"The role's {tasks_from}", "hosts": "localhost", "gather_facts": False,
+             "tasks": [{"name": "Run them",
+                        "ansible.builtin.include_role": {"name": "kbroker", "tasks_from": tasks_from}},
+                       {"name": "Stop before the handlers (they would start brokers)",
+                        "ansible.builtin.meta": "end_play"}]}]
+    playbook = tmp_path / f"{tasks_from}.play.yml"
+    playbook.write_text(json.dumps(play))
+    result = _run([str(PLAYBOOK), "-i", "localhost,", "-c", "local", "-e",
+                   json.dumps({**extra, "ansible_python_interpreter": str(BIN / "python")}), str(playbook)],
+                  timeout=180)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    return result.stdout
+
+
+def test_brokers_of_an_earlier_plan_are_removed(tmp_path: Path) -> None:
+    """Two brokers installed (supervised backend: a control script each), then host mode off: stale_brokers.yml
+    stops both and removes their scripts; the single broker's script is not among them."""
+    conf, root = tmp_path / "etc", tmp_path / "opt"
+    for path in (conf, root / "bin", tmp_path / "run"):
+        path.mkdir(parents=True)
+    dirs = [tmp_path / "disk1", tmp_path / "disk2"]
+    (conf / "server.properties").write_text(
+        "broker.id=11\nbroker.processes=2\nzookeeper.connect=127.0.0.1:2181/kb\n"
+        f"log.dirs={','.join(map(str, dirs))}\nlisteners=PLAINTEXT://127.0.0.1:9092\n")
+    extra = {"kbroker_service_manager": "supervised", "kbroker_conf_dir": str(conf), "kbroker_venv": str(BIN.parent),
+             "kbroker_root": str(root), "kbroker_log_dir": str(tmp_path / "log"),
+             "kbroker_run_dir": str(tmp_path / "run"), "kbroker_user": getpass.getuser(),
+             "kbroker_group": grp.getgrgid(os.getgid()).gr_name}
+    _role_tasks(tmp_path, "host_mode.yml", {**extra, "kbroker_processes": 2})
+    assert sorted(p.name for p in (root / "bin").iterdir()) == ["kbroker-11-ctl", "kbroker-12-ctl"]
+    (root / "bin" / "kbroker-ctl").write_text("#!/bin/sh\n")   # the single broker's, kept
+    out = _role_tasks(tmp_path, "stale_brokers.yml", {**extra, "kbroker_processes": 1})
+    assert "(item=11)" in out and "(item=12)" in out, out[-3000:]
+    assert sorted(p.name for p in (root / "bin").iterdir()) == ["kbroker-ctl"]

@@ -276,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host-clients", type=int, default=0,
                    help="host sweep: producer processes (default: 1 when clients share the brokers' cores, else "
                         "one per client core)")
+    p.add_argument("--host-profile", default=None, metavar="DIR",
+                   help="host sweep: py-spy record every broker during the paced phase, stacks into DIR")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds, not minutes)")
     args = p.parse_args(argv)
     if args.list:

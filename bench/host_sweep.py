@@ -294,9 +294,10 @@ def _worker(mode: str, args: argparse.Namespace, bootstrap: str, topic: str, sha
 
 
 def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: str, total: float,
-                cores: list[int], clients: int) -> dict:
+                cores: list[int], clients: int, profile: Path | None = None) -> dict:
     """``clients`` producer processes pinned to ``cores``, ``total`` messages (max) or msgs/s (paced) split
-    between them; the broker CPU is read at the barrier and once every client is done."""
+    between them; the broker CPU is read at the barrier and once every client is done. ``profile``: a py-spy
+    record of every broker process (its self and inclusive costs in the result, the stacks in that dir)."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(clients + 1)
     results = ctx.Queue()
@@ -304,6 +305,11 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
                                                results), daemon=True) for _ in range(clients)]
     for proc in procs:
         proc.start()
+    spies = {}
+    if profile is not None:
+        profile.mkdir(parents=True, exist_ok=True)
+        spies = {pid: throughput.PySpy(profile, pid, f"{topic}-{mode}-pid{pid}") for pid in server.pids()
+                 if _broker_id(pid) is not None or server.processes == 1}
     got: list[dict] = []
     try:
         barrier.wait(120)
@@ -319,6 +325,7 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
                     raise RuntimeError("clients exited without a result") from None
         elapsed = time.perf_counter() - t0
         cpu1, by1 = server.cpu_s(), server.cpu_by_process()
+        profiles = {f"broker {_broker_id(pid) or server.first_id}": spy.finish() for pid, spy in spies.items()}
     finally:
         for proc in procs:
             proc.join(10)
@@ -330,7 +337,7 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
     messages = sum(r["messages"] for r in got)
     by_process = {k: round(v - by0.get(k, 0.0), 2) for k, v in sorted(by1.items())}
     return {"elapsed_s": elapsed, "messages": messages, "bytes": sum(r["bytes"] for r in got),
-            "broker_cpu_s": cpu1 - cpu0, "cpu_by_process": by_process}
+            "broker_cpu_s": cpu1 - cpu0, "cpu_by_process": by_process, **({"profiles": profiles} if profiles else {})}
 
 
 # -- the sweep ------------------------------------------------------------------------------------------------
@@ -342,7 +349,8 @@ def _figures(measured: dict) -> dict:
             "mb_s": round(measured["bytes"] / measured["elapsed_s"] / 1e6, 2),
             "broker_cpu_s": round(measured["broker_cpu_s"], 2),
             "cpu_s_per_m_records": round(measured["broker_cpu_s"] / measured["messages"] * 1e6, 2),
-            "cpu_by_process": measured["cpu_by_process"]}
+            "cpu_by_process": measured["cpu_by_process"],
+            **({"profiles": measured["profiles"]} if "profiles" in measured else {})}
 
 
 def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -> list[dict]:
@@ -380,7 +388,8 @@ def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -
                     if offered is None:  # N = 1 of the first round sets the load every N gets
                         offered = round(top["msgs_s"] * args.host_offered)
                     rec = {**head, "scenario": "paced", "phase": "paced", "offered_msgs_s": offered,
-                           **_figures(run_clients("paced", args, server, topic, offered, client_cores, clients))}
+                           **_figures(run_clients("paced", args, server, topic, offered, client_cores, clients,
+                                                   Path(args.host_profile) if args.host_profile else None))}
                     rec["carried"] = round(rec["msgs_s"] / offered, 3)
                     emit(rec)
                     records.append(rec)

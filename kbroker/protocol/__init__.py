@@ -15,7 +15,8 @@ Public API::
 `frame` is the bytes after the 4-byte size prefix (a memoryview of the receive bytearray, ideally);
 encoders return the size prefix too. Bodies are instances of generated slotted classes named after
 Kafka's messages (`MetadataRequest`, `FetchResponse`, ...), with snake_case fields and nested struct
-classes as attributes (`FetchResponse.PartitionData`); encoders also take plain dicts.
+classes as attributes (`FetchResponse.PartitionData`); encoders also take plain dicts. What mypy knows of them is
+`message_types.pyi`, written from the same declarations by `python -m kbroker.protocol.typegen`.
 """
 from __future__ import annotations
 

@@ -4,9 +4,8 @@ drift from what we serve.
 
 A handler takes (context, header, request, connection) and returns its answer (a dict), ``NO_RESPONSE`` or
 ``CLOSE``, or an awaitable of one; ``@handles(message_types.PRODUCE)`` types the request and the answer for mypy
-(``registry``). The context
-(``handlers.context.BrokerContext``) is what a handler may use of the broker: the replica manager,
-the topic admin, the coordinators, and in ZooKeeper mode the controller's parts.
+(``registry``). The context (``handlers.context.BrokerContext``) is what a handler may use of the broker: the
+replica manager, the topic admin, the coordinators, and in ZooKeeper mode the controller's parts.
 """
 from __future__ import annotations
 

@@ -132,7 +132,8 @@ class CleanerProcess:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        proc = self._proc  # read once: other threads ask while the owner may replace it
+        return proc.pid if proc is not None and proc.poll() is None else None
 
     def start(self) -> None:
         """Start the child unless it runs (called on the thread that owns it: the child dies with that thread)."""

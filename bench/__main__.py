@@ -272,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host-acks", default="1", help="host sweep: acks")
     p.add_argument("--host-offered", type=float, default=0.5,
                    help="host sweep: the paced load, a fraction of N=1's max msgs/s in the first round")
+    p.add_argument("--host-rate", type=float, default=0.0,
+                   help="host sweep: the paced load in msgs/s (default: --host-offered x N=1's max)")
     p.add_argument("--host-seconds", type=float, default=15.0, help="host sweep: seconds of the paced load")
     p.add_argument("--host-clients", type=int, default=0,
                    help="host sweep: producer processes (default: 1 when clients share the brokers' cores, else "

@@ -65,12 +65,7 @@ class FrameReader:
         frame at the scratch's end moved to its front first)."""
         if self._big is not None:
             return self._big_room()
-        if self._start == self._end:
-            self._start = self._end = 0
-        elif self._end == len(self._scratch):  # compact the partial frame to the front
-            left = self._end - self._start
-            self._scratch[:left] = self._scratch[self._start:self._end]
-            self._start, self._end = 0, left
+        self._compact()
         return self._scratch_view[self._end:]
 
     def advance(self, n: int) -> None:
@@ -123,12 +118,7 @@ class FrameReader:
                 self._big, self._big_view, self._big_got = None, None, 0
                 self._on_frame(whole)
                 continue
-            if self._start == self._end:
-                self._start = self._end = 0
-            elif self._end == len(self._scratch):
-                left = self._end - self._start
-                self._scratch[:left] = self._scratch[self._start:self._end]
-                self._start, self._end = 0, left
+            self._compact()
             # small frames: fill the scratch with as many records as wait, then parse them
             end, cap, view = self._end, len(self._scratch), self._scratch_view
             running_dry = False
@@ -147,6 +137,15 @@ class FrameReader:
         return True
 
     # -- inside -------------------------------------------------------------------------------
+
+    def _compact(self) -> None:
+        """Room at the scratch's end: empty, it starts over; full, its partial frame moves to the front."""
+        if self._start == self._end:
+            self._start = self._end = 0
+        elif self._end == len(self._scratch):
+            left = self._end - self._start
+            self._scratch[:left] = self._scratch[self._start:self._end]
+            self._start, self._end = 0, left
 
     def _big_room(self) -> memoryview:
         """Where the rest of the big frame goes. A full buffer is replaced by one BIG_GROWTH times

@@ -97,13 +97,8 @@ def _name_of(answer: Mapping[str, object]) -> object:
 
 
 @handles(msg.CREATE_TOPICS)
-def create_topics(ctx: BrokerContext, header: RequestHeader, request: msg.CreateTopicsRequest,
-                  conn: ClientConnection) -> Answer[msg.CreateTopicsResponse]:
-    return _create_topics(ctx, header, request, conn)
-
-
-async def _create_topics(ctx: BrokerContext, header: RequestHeader, request: msg.CreateTopicsRequest,
-                         conn: ClientConnection) -> msg.CreateTopicsResponse:
+async def create_topics(ctx: BrokerContext, header: RequestHeader, request: msg.CreateTopicsRequest,
+                        conn: ClientConnection) -> msg.CreateTopicsResponse:
     may_create_any = ctx.security.authorizer is None or cluster_allowed(ctx, conn, AclOperation.CREATE)
 
     async def create(topic: msg.CreateTopicsRequest.Topic, out: msg.CreateTopicsResponse_TopicResult) -> None:
@@ -144,13 +139,8 @@ async def _when_visible(ctx: BrokerContext, results: list[R], wanted: Visible, t
 
 
 @handles(msg.DELETE_TOPICS)
-def delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteTopicsRequest,
-                  conn: ClientConnection) -> Answer[msg.DeleteTopicsResponse]:
-    return _delete_topics(ctx, header, request, conn)
-
-
-async def _delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteTopicsRequest,
-                         conn: ClientConnection) -> msg.DeleteTopicsResponse:
+async def delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteTopicsRequest,
+                        conn: ClientConnection) -> msg.DeleteTopicsResponse:
     names = [t.name for t in request.topics] if header.api_version >= 6 else list(request.topic_names)
 
     async def delete(name: str | None, out: msg.DeleteTopicsResponse_TopicResult) -> None:
@@ -166,13 +156,8 @@ async def _delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg
 
 
 @handles(msg.CREATE_PARTITIONS)
-def create_partitions(ctx: BrokerContext, header: RequestHeader, request: msg.CreatePartitionsRequest,
-                      conn: ClientConnection) -> Answer[msg.CreatePartitionsResponse]:
-    return _create_partitions(ctx, request, conn)
-
-
-async def _create_partitions(ctx: BrokerContext, request: msg.CreatePartitionsRequest,
-                             conn: ClientConnection) -> msg.CreatePartitionsResponse:
+async def create_partitions(ctx: BrokerContext, header: RequestHeader, request: msg.CreatePartitionsRequest,
+                            conn: ClientConnection) -> msg.CreatePartitionsResponse:
     async def create(topic: msg.CreatePartitionsRequest.Topic, out: msg.CreatePartitionsResponse_TopicResult) -> None:
         _require(ctx, conn, AclOperation.ALTER, ResourceType.TOPIC, topic.name)
         # null: the broker places the new partitions; a list (even empty) is the client's, checked as given

@@ -6,7 +6,7 @@ from kbroker import errors
 from kbroker.handlers.admin import BROKER_RESOURCE, TOPIC_RESOURCE, _error, _require_config_resource
 from kbroker.handlers.config_entries import ConfigEntry, broker_entries, topic_entries, wanted
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.handlers.registry import ClientConnection, handles
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import AclOperation
@@ -14,13 +14,8 @@ from zk_compat.layout import get_entity_config
 
 
 @handles(msg.DESCRIBE_CONFIGS)
-def describe_configs(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeConfigsRequest,
-                     conn: ClientConnection) -> Answer[msg.DescribeConfigsResponse]:
-    return _describe_configs(ctx, request, conn)
-
-
-async def _describe_configs(ctx: BrokerContext, request: msg.DescribeConfigsRequest,
-                            conn: ClientConnection) -> msg.DescribeConfigsResponse:
+async def describe_configs(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeConfigsRequest,
+                           conn: ClientConnection) -> msg.DescribeConfigsResponse:
     include_documentation = bool(getattr(request, "include_documentation", False))
     results: list[msg.DescribeConfigsResponse_Result] = []
     for resource in request.resources:

@@ -40,13 +40,9 @@ class CodeOnly(TypedDict, total=False):
 
 
 @handles(msg.ADD_PARTITIONS_TO_TXN)
-def add_partitions_to_txn(ctx: BrokerContext, header: RequestHeader, request: msg.AddPartitionsToTxnRequest,
-                          conn: ClientConnection) -> Answer[msg.AddPartitionsToTxnResponse]:
-    return _add_partitions(ctx, header.api_version, request, conn)
-
-
-async def _add_partitions(ctx: BrokerContext, version: int, request: msg.AddPartitionsToTxnRequest,
-                          conn: ClientConnection) -> msg.AddPartitionsToTxnResponse:
+async def add_partitions_to_txn(ctx: BrokerContext, header: RequestHeader, request: msg.AddPartitionsToTxnRequest,
+                                conn: ClientConnection) -> msg.AddPartitionsToTxnResponse:
+    version = header.api_version
     wanted = {(t.name, p) for t in request.topics for p in t.partitions}
     unknown = {(t, p) for t, p in wanted if not ctx.topics.exists(t, p)}
     coordinator = ctx.transactions.coordinator

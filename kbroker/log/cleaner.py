@@ -339,7 +339,7 @@ class _CleanedWriter:
         self.since_index = 0
         self.max_timestamp, self.offset_of_max = -1, base
 
-    def add(self, batch, last_offset: int, max_timestamp: int) -> None:
+    def add(self, batch: records.Buffer, last_offset: int, max_timestamp: int) -> None:
         if max_timestamp > self.max_timestamp:
             self.max_timestamp, self.offset_of_max = max_timestamp, last_offset
         if self.since_index > self.config.index_interval_bytes:
@@ -408,6 +408,7 @@ def clean_group(job: CleanJob, group: list[int], offset_map: dict[bytes, int], l
                     if kept.data:
                         writer.add(kept.data, kept.last_offset, kept.max_timestamp)
                     continue
+                out: tuple[bytes, int] | None
                 if header.base_offset in unsafe:
                     stats.records_read += header.record_count
                     out = (batch, header.max_timestamp)
@@ -436,7 +437,7 @@ def _legacy_rule(offset_map: dict[bytes, int], retain_deletes: bool) -> legacy.K
 
 
 def _filter_batch(batch: bytes, header: records.BatchHeader, offset_map: dict[bytes, int],
-                  last_batch: dict[int, int], retain_deletes: bool, stats: CleanStats):
+                  last_batch: dict[int, int], retain_deletes: bool, stats: CleanStats) -> tuple[bytes, int] | None:
     """(bytes to write, max timestamp) for one batch, or None to drop it."""
     stats.records_read += header.record_count
     if header.is_control:

@@ -595,6 +595,19 @@ class PartitionLog:
                     headers = [h for h in headers if h.base_offset + h.last_offset_delta >= start_offset]
                 yield from headers
 
+    def batch_headers_before(self, end_offset: int, segments: int = 2) -> Iterator[records.BatchHeader]:
+        """Headers of the batches below ``end_offset`` in the segment holding ``end_offset - 1`` and the
+        ``segments - 1`` before it, in log order: where a producer snapshot taken at ``end_offset`` finds the
+        batches it does not keep (one taken at a roll has a single batch in its own segment)."""
+        last = bisect.bisect_right(self._bases, end_offset - 1) - 1
+        if last < 0:
+            return
+        first = max(0, last - segments + 1)
+        for header in self.batch_headers(self._bases[first]):
+            if header.base_offset >= end_offset:
+                return
+            yield header
+
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) of the first record with a timestamp >= ``timestamp``;
         -2 (earliest) and -1 (latest) as Kafka. None when no record is that new."""

@@ -18,9 +18,11 @@ restarts without a separate snapshot file.
 from __future__ import annotations
 
 import collections
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kbroker import errors
+from kbroker._core import records
 
 INT32_MAX = (1 << 31) - 1
 MAX_CACHED_BATCHES = 5
@@ -146,6 +148,29 @@ class ProducerStateManager:
         if entry is None or epoch != entry.epoch:  # a new epoch starts its sequences over; markers' fence stays
             entry = self.producers[producer_id] = ProducerEntry(epoch, entry.coordinator_epoch if entry else -1)
         entry.batches.append(BatchMetadata(first_sequence, last_sequence, first_offset, last_offset, timestamp))
+
+    def restore_windows(self, earlier: Iterable[records.BatchHeader]) -> None:
+        """Refill the windows of a state just read from a snapshot, which keeps one batch per producer (Kafka's
+        format): ``earlier`` are the headers of batches stored below the snapshot's offset, in log order. A
+        producer takes back those of its epoch whose sequences run without a gap up to its snapshot batch,
+        MAX_CACHED_BATCHES in all, so that a retry in flight at a crash stays a duplicate after the restart
+        instead of OUT_OF_ORDER_SEQUENCE_NUMBER (fatal to an idempotent producer)."""
+        found: dict[int, list[BatchMetadata]] = {}
+        for h in earlier:
+            entry = self.producers.get(h.producer_id)
+            if (entry is not None and len(entry.batches) == 1 and entry.epoch == h.producer_epoch
+                    and not h.is_control and h.last_offset < entry.batches[0].first_offset):
+                found.setdefault(h.producer_id, []).append(BatchMetadata(
+                    h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp))
+        for producer_id, batches in found.items():
+            entry = self.producers[producer_id]
+            window = [entry.batches[0]]
+            for batch in reversed(batches):
+                if len(window) == MAX_CACHED_BATCHES or next_sequence(batch.last_sequence) != window[0].first_sequence:
+                    break
+                window.insert(0, batch)
+            entry.batches.clear()
+            entry.batches.extend(window)
 
     def truncate_from(self, offset: int) -> None:
         """Forget batches at or above ``offset`` (the log was truncated there)."""

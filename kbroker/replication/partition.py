@@ -102,6 +102,7 @@ class Partition:
                 state.aborted = [a for a in producer_snapshot.read_aborted(directory)
                                  if plog.log_start_offset <= a.last_offset < start]
                 self.producer_state = state
+                state.restore_windows(plog.batch_headers_before(start))  # the snapshot kept one batch each
                 for header in plog.batch_headers(start):
                     self._track_producer(header, index_aborts=True)
                 return

@@ -88,7 +88,14 @@ def wait_moved(bp: BrokerProcess, topic: str, target: str, timeout: float = 60) 
 
 
 class SteadyProducer(threading.Thread):
-    """acks=all, idempotent, a few hundred small messages a second until stopped; records what was acknowledged."""
+    """acks=all, idempotent, a few hundred small messages a second until stopped; records what was acknowledged.
+
+    At most ``MAX_UNACKED`` messages wait for their acknowledgement: while the broker is down (the crash tests
+    kill it seven times) the backlog stops growing, so the final flush drains it in seconds even on a loaded
+    machine. Messages the flush could not deliver are a failure: librdkafka would keep sending them after
+    the thread ends, with no delivery report to count them, and ``read_back`` would find them unacknowledged."""
+
+    MAX_UNACKED = 2000
 
     def __init__(self, bootstrap: str, topic: str, value_size: int = 300) -> None:
         super().__init__(daemon=True)
@@ -111,12 +118,15 @@ class SteadyProducer(threading.Thread):
     def run(self) -> None:
         n = 0
         while not self.stop.is_set():
-            for _ in range(20):
-                self.producer.produce(self.topic, value=b"m%08d-" % n + b"x" * self.value_size,
-                                      on_delivery=self._delivered)
-                n += 1
+            if n - len(self.acked) - len(self.failed) < self.MAX_UNACKED:
+                for _ in range(20):
+                    self.producer.produce(self.topic, value=b"m%08d-" % n + b"x" * self.value_size,
+                                          on_delivery=self._delivered)
+                    n += 1
             self.producer.poll(0.02)
-        self.producer.flush(60)
+        left = self.producer.flush(60)
+        if left:
+            self.failed.append(f"{left} messages still undelivered after a 60 s flush")
 
     def wait_acked(self, count: int, timeout: float = 120) -> None:
         deadline = time.monotonic() + timeout

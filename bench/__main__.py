@@ -274,6 +274,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="host sweep: the paced load, a fraction of N=1's max msgs/s in the first round")
     p.add_argument("--host-rate", type=float, default=0.0,
                    help="host sweep: the paced load in msgs/s (default: --host-offered x N=1's max)")
+    p.add_argument("--host-client-cpus", default=None, metavar="CPULIST",
+                   help="host sweep: pin the producer processes to these cores (default: see bench.host_sweep)")
     p.add_argument("--host-seconds", type=float, default=15.0, help="host sweep: seconds of the paced load")
     p.add_argument("--host-clients", type=int, default=0,
                    help="host sweep: producer processes (default: 1 when clients share the brokers' cores, else "

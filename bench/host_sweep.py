@@ -22,8 +22,11 @@ brokers' own children (the log cleaner's worker processes).
 Cores: the plan takes the cores it is started with (sched_setaffinity of the ``kbroker serve`` process, which the
 plan splits between the brokers). With 4 or more cores a quarter of them (at least 1) is kept for the load
 generator and its client processes are pinned there, the brokers get the rest, so N goes up to nproc - nproc // 4;
-with fewer cores (this 2-core machine) brokers and clients share every core, N goes up to nproc, and the record
-says ``"shared": true``. Every record carries the CPU sets the brokers and the clients actually ran on.
+with fewer cores (this 2-core machine) the brokers get every core, N goes up to nproc, and the clients are pinned
+to the last core, which they share with the last broker (the record says ``"shared": true``): a pinned broker
+sharing its core with the load generator costs more CPU per record than one alone (16-18 % here), and confined
+to one core that cost falls on one broker rather than on all (``--host-client-cpus`` pins them elsewhere). Every
+record carries the CPU sets the brokers and the clients actually ran on.
 
 Rounds (``--rounds``) start every N afresh, the order of N reversed every other round; the ratios are taken from
 each figure's median over the rounds.
@@ -49,7 +52,7 @@ from bench import throughput
 from bench.broker_process import HOST, accepts, launch, terminate, wait_serving
 from bench.values import text_values
 from kazoo_bridge.local_server import ZooKeeperServer
-from kbroker.host.plan import format_cpulist
+from kbroker.host.plan import format_cpulist, parse_cpulist
 
 SIZE = 1024
 TICK_S = 0.005  # the paced producer's step: it sends what is due every 5 ms
@@ -57,9 +60,10 @@ CARRIED = 0.95  # a paced run below this share of the offered rate is not compar
 
 
 def core_split(cores: list[int]) -> tuple[list[int], list[int], bool]:
-    """(broker cores, client cores, shared): a quarter of 4+ cores for the clients, else every core for both."""
+    """(broker cores, client cores, shared): a quarter of 4+ cores for the clients; with fewer, the brokers get
+    every core and the clients the last one (so they disturb one broker's core, not every broker's)."""
     if len(cores) < 4:
-        return list(cores), list(cores), True
+        return list(cores), list(cores[-1:]), True
     clients = max(1, len(cores) // 4)
     return list(cores[:-clients]), list(cores[-clients:]), False
 
@@ -362,6 +366,9 @@ def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -
     """Every round, every N: start, measure max then paced, stop. Returns the records, ratios included."""
     cores = sorted(os.sched_getaffinity(0))
     broker_cores, client_cores, shared = core_split(cores)
+    if args.host_client_cpus:  # the load generator's cores as asked (the brokers keep theirs)
+        client_cores = parse_cpulist(args.host_client_cpus)
+        shared = bool(set(client_cores) & set(broker_cores))
     counts = process_counts(len(broker_cores), args.host_processes)
     clients = args.host_clients or (1 if shared else len(client_cores))
     base = {"kind": "result", "sweep": "host", "target": "kbroker host mode", "size": SIZE, "acks": args.host_acks,

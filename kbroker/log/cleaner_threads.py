@@ -19,6 +19,13 @@ log = logging.getLogger(__name__)
 MODE_ENV = "KBROKER_LOG_CLEANER"
 
 
+def _processes_wanted() -> bool:
+    mode = os.environ.get(MODE_ENV, "process")
+    if mode not in ("process", "thread"):
+        log.warning("%s=%r: expected process or thread; the log cleaner runs in child processes", MODE_ENV, mode)
+    return mode != "thread"
+
+
 class CleanerThread:
     """``log.cleaner.threads`` workers running ``run_job`` for jobs submitted from the log manager's thread, each
     job a different log (Kafka's cleaner threads); ``resize`` changes their number at run time. Each worker thread
@@ -32,8 +39,7 @@ class CleanerThread:
         self._lock = threading.Lock()
         self.current: set[CleanJob] = set()
         self.throttle = Throttler()
-        self.in_processes = (os.environ.get(MODE_ENV, "process") != "thread") if in_processes is None \
-            else in_processes
+        self.in_processes = _processes_wanted() if in_processes is None else in_processes
         self._children: dict[str, CleanerProcess] = {}  # by worker thread name
 
     @property

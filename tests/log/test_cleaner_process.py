@@ -13,7 +13,7 @@ from pathlib import Path
 
 from kbroker.log import LogConfig, LogManager, TopicPartition
 from kbroker.log.cleaner import UNLIMITED_RATE, Throttler
-from kbroker.log.cleaner_threads import MODE_ENV
+from kbroker.log.cleaner_threads import MODE_ENV, CleanerThread
 from kbroker.log.names import CLEANED_SUFFIX
 
 from .test_cleaner import Model, check, updates
@@ -121,6 +121,12 @@ def test_kbroker_log_cleaner_thread_keeps_the_work_in_the_cleaner_thread(tmp_pat
         check(mgr.logs[TP], model)
     finally:
         mgr.shutdown()
+
+
+def test_an_unknown_kbroker_log_cleaner_value_is_named_and_processes_are_used(monkeypatch, caplog):
+    monkeypatch.setenv(MODE_ENV, "threads")
+    assert CleanerThread(1).in_processes
+    assert "KBROKER_LOG_CLEANER='threads': expected process or thread" in caplog.text
 
 
 def _slow_job(mgr: LogManager) -> tuple[Model, int]:

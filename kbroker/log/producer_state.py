@@ -12,8 +12,10 @@ bounds the last stable offset (what read_committed consumers may see); aborted t
 remembered (producer id, first offset, marker offset) so that Fetch can tell read_committed
 consumers which batches to skip (Kafka's .txnindex, held in memory here).
 
-The state is rebuilt from batch headers when a log is opened (see Partition), so it survives
-restarts without a separate snapshot file.
+When a log is opened (see Partition) the state comes from its latest producer snapshot
+(``producer_snapshot``, Kafka's format: one batch per producer) with the windows refilled from the
+log below it (``restore_windows``) and the batches after it replayed; without one, from every batch
+header.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The log cleaner's scan and copy (``cleaner.run_job``) in a child process, off the broker's GIL.
 
 A cleaner thread in the broker would hold the GIL for every record it decodes, and the event loop waits for it (up
-to the switch interval at a time). Here each cleaner thread keeps one child, ``python -m kbroker.log.cleaner_worker``,
-started with the thread and kept for its life (its imports cost a few hundred ms). The thread hands it a prepared
+to the switch interval at a time). Here each cleaner thread keeps one child python running this module's ``main``,
+started by the thread's first job and kept for its life (its imports cost a few hundred ms). The thread hands it a prepared
 job and blocks on the answer without the GIL; the child builds the offset map, writes the ``.cleaned`` files and
 answers which groups it wrote with its statistics. What touches the live log stays in the broker: choosing and
 preparing the job, the swap and the cleaner checkpoint (``LogManager.clean``), so recovery after a crash is the
@@ -49,6 +49,9 @@ _FDS_PER_PACKET = 250    # below the kernel's SCM_MAX_FD (253)
 _HEADER = struct.Struct(">II")  # payload bytes, fds that follow
 _PR_SET_PDEATHSIG = 1
 _POLL_S = 0.1            # how often a waiting thread looks at its job's cancellation
+# The child's program: main() imported, not this file run as __main__ (kbroker.log imports this module already, and
+# the classes the broker pickles must be the imported ones).
+_CHILD = "import sys; from kbroker.log.cleaner_worker import main; sys.exit(main(sys.argv[1:]))"
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,7 @@ class CleanerProcess:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "kbroker.log.cleaner_worker", str(theirs.fileno()),
+                [sys.executable, "-c", _CHILD, str(theirs.fileno()),
                  str(self._throttle.fd), str(os.getpid())],
                 pass_fds=(theirs.fileno(), self._throttle.fd), stdin=subprocess.DEVNULL, env=env)
         except BaseException:
@@ -263,9 +266,3 @@ def main(argv: Sequence[str]) -> int:
             job.throttle = throttle
             cleaner.run_job(job)
             _send(sock, _result(job))
-
-
-if __name__ == "__main__":
-    # Run as the imported module, not __main__, so the classes pickled by the broker are these.
-    from kbroker.log import cleaner_worker
-    sys.exit(cleaner_worker.main(sys.argv[1:]))

@@ -2,10 +2,10 @@
 
 A cleaner thread in the broker would hold the GIL for every record it decodes, and the event loop waits for it (up
 to the switch interval at a time). Here each cleaner thread keeps one child python running this module's ``main``,
-started by the thread's first job and kept for its life (its imports cost a few hundred ms). The thread hands it a prepared
-job and blocks on the answer without the GIL; the child builds the offset map, writes the ``.cleaned`` files and
-answers which groups it wrote with its statistics. What touches the live log stays in the broker: choosing and
-preparing the job, the swap and the cleaner checkpoint (``LogManager.clean``), so recovery after a crash is the
+started by the thread's first job and kept for its life (its imports cost a few hundred ms). The thread hands it a
+prepared job and blocks on the answer without the GIL; the child builds the offset map, writes the ``.cleaned``
+files and answers which groups it wrote with its statistics. What touches the live log stays in the broker: choosing
+and preparing the job, the swap and the cleaner checkpoint (``LogManager.clean``), so recovery after a crash is the
 same as with a thread.
 
 - The segments travel as the job's duplicated fds (SCM_RIGHTS over a SOCK_SEQPACKET socketpair), so the child reads

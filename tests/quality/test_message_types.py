@@ -4,6 +4,7 @@ request, misspells an answer key or registers for another API's request."""
 from __future__ import annotations
 
 import sys
+import uuid
 from pathlib import Path
 
 from kbroker.protocol import APIS, message_types, typegen
@@ -53,7 +54,9 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceRequest
 
 
 def test_mypy_refuses_a_misread_request_a_misspelt_answer_and_the_wrong_api(tmp_path: Path) -> None:
-    planted = tmp_path / "planted_handler.py"
+    # a module name of its own each run: mypy replays a cached module's errors (with the old path) when its text
+    # is unchanged
+    planted = tmp_path / f"planted_handler_{uuid.uuid4().hex}.py"
     planted.write_text(PLANTED)
     expected = {(number, line.split("# expect: ")[1])
                 for number, line in enumerate(PLANTED.splitlines(), 1) if "# expect: " in line}

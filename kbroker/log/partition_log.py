@@ -595,18 +595,31 @@ class PartitionLog:
                     headers = [h for h in headers if h.base_offset + h.last_offset_delta >= start_offset]
                 yield from headers
 
-    def batch_headers_before(self, end_offset: int, segments: int = 2) -> Iterator[records.BatchHeader]:
-        """Headers of the batches below ``end_offset`` in the segment holding ``end_offset - 1`` and the
-        ``segments - 1`` before it, in log order: where a producer snapshot taken at ``end_offset`` finds the
-        batches it does not keep (one taken at a roll has a single batch in its own segment)."""
-        last = bisect.bisect_right(self._bases, end_offset - 1) - 1
-        if last < 0:
-            return
-        first = max(0, last - segments + 1)
-        for header in self.batch_headers(self._bases[first]):
-            if header.base_offset >= end_offset:
-                return
-            yield header
+    def batch_headers_around(self, offset: int, wanted: int) -> tuple[list[records.BatchHeader],
+                                                                    Iterator[records.BatchHeader]]:
+        """For a producer-state load from a snapshot at ``offset``, one scan of each segment: the headers of
+        the batches below ``offset`` in the segment holding ``offset - 1``, and in the one before it too when
+        that holds fewer than ``wanted`` (a roll just before the snapshot): where the snapshot finds the
+        batches it does not keep. Then those of every batch ending at or after ``offset`` (the tail to
+        replay, as ``batch_headers(offset)``)."""
+        self._check_online()
+        first = max(0, bisect.bisect_right(self._bases, offset - 1) - 1)
+        headers = self._segment_headers(self.segments[first])
+        earlier = [h for h in headers if h.last_offset < offset]
+        later: Iterator[records.BatchHeader] = iter(headers[len(earlier):])
+        if len(earlier) < wanted and first > 0:
+            earlier = self._segment_headers(self.segments[first - 1]) + earlier
+        if first + 1 < len(self.segments):
+            later = itertools.chain(later, self.batch_headers(self._bases[first + 1]))
+        return earlier, later
+
+    @staticmethod
+    def _segment_headers(segment: Segment) -> list[records.BatchHeader]:
+        if not segment.size:
+            return []
+        with mmap.mmap(segment.fd, segment.size, prot=mmap.PROT_READ) as mm, memoryview(mm) as view:
+            headers, _, _ = records.scan_batches(view, verify_crc=False)
+        return list(headers)
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """ListOffsets: (offset, timestamp) of the first record with a timestamp >= ``timestamp``;

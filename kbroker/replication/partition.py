@@ -32,7 +32,7 @@ from kbroker.log import (
 )
 from kbroker.log.legacy import LegacyBytes
 from kbroker.log.partition_log import AppendResult
-from kbroker.log.producer_state import AbortedTxn, ProducerStateManager
+from kbroker.log.producer_state import MAX_CACHED_BATCHES, AbortedTxn, ProducerStateManager
 
 log = logging.getLogger(__name__)
 
@@ -102,8 +102,9 @@ class Partition:
                 state.aborted = [a for a in producer_snapshot.read_aborted(directory)
                                  if plog.log_start_offset <= a.last_offset < start]
                 self.producer_state = state
-                state.restore_windows(plog.batch_headers_before(start))  # the snapshot kept one batch each
-                for header in plog.batch_headers(start):
+                earlier, later = plog.batch_headers_around(start, MAX_CACHED_BATCHES)
+                state.restore_windows(earlier)  # the snapshot kept one batch per producer
+                for header in later:
                     self._track_producer(header, index_aborts=True)
                 return
         self._rebuild_producer_state()

@@ -11,6 +11,8 @@ import asyncio
 import os
 from pathlib import Path
 
+import pytest
+
 from kbroker.config.broker import load_config
 from kbroker.log import LogManager, TopicPartition
 from kbroker.replicas.replica_manager import ReplicaManager
@@ -59,11 +61,15 @@ def _move(broker: _Broker, dirs: list[Path]) -> None:
     asyncio.run(go())
 
 
-def test_retries_in_flight_at_a_crash_after_the_swap_are_duplicates(tmp_path: Path):
+@pytest.mark.parametrize("before, across_a_roll", [(30, False), (32, True)])
+def test_retries_in_flight_at_a_crash_after_the_swap_are_duplicates(tmp_path: Path, before: int,
+                                                                     across_a_roll: bool):
+    """Seven batches fill a segment: after 30 the five in flight share the last one; after 32 they straddle
+    its roll (the window is then found in two segments)."""
     dirs = [tmp_path / "a", tmp_path / "b"]
     broker = _Broker(dirs)
     seq = 0
-    for _ in range(30):  # several segments, all of one producer
+    for _ in range(before):  # several segments, all of one producer
         broker.partition.append_as_leader(memoryview(_batch(seq)), -1)
         seq += 4
     before = broker.partition.log.directory
@@ -75,7 +81,9 @@ def test_retries_in_flight_at_a_crash_after_the_swap_are_duplicates(tmp_path: Pa
         seq += 4
     _move(broker, dirs)
     assert broker.log_manager.logs[TP].directory.parent != before.parent  # moved, snapshot at the log end
-    end = broker.log_manager.logs[TP].log_end_offset
+    moved = broker.log_manager.logs[TP]
+    end = moved.log_end_offset
+    assert (moved.active.base_offset > in_flight[0][1]) == across_a_roll
     broker.crash()
 
     restarted = _Broker(dirs)

@@ -12,9 +12,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from kazoo_bridge.local_server import free_port
 
@@ -86,3 +86,57 @@ def terminate(proc: subprocess.Popen[bytes], timeout: float) -> int:
         proc.kill()
         proc.wait()
         raise
+
+
+def neighbouring_free_ports(host: str, count: int) -> int:
+    """A port p on ``host`` with p .. p + count - 1 all free (host mode's process i listens on p + i)."""
+    for _ in range(200):
+        sockets: list[socket.socket] = []
+        try:
+            first = socket.socket()
+            sockets.append(first)
+            first.bind((host, 0))
+            port: int = first.getsockname()[1]
+            for i in range(1, count):
+                s = socket.socket()
+                sockets.append(s)
+                s.bind((host, port + i))
+            return port
+        except OSError:
+            continue
+        finally:
+            for s in sockets:
+                s.close()
+    raise RuntimeError(f"no {count} neighbouring free ports on {host}")
+
+
+class Stoppable(Protocol):
+    def stop(self) -> object: ...
+    def kill(self) -> object: ...
+
+
+def stop_or_kill(parts: Iterable[Stoppable]) -> None:
+    """Each part stopped cleanly, or killed when its stop fails (a harness's teardown must not stop halfway)."""
+    for part in parts:
+        try:
+            part.stop()
+        except Exception:
+            part.kill()
+
+
+def output_since(path: Path, offset: int) -> str:
+    """What a broker wrote to its output file from ``offset`` on ("" before the file exists)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def output_size(path: Path) -> int:
+    """How much a broker has written to its output file (0 before it exists)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0

@@ -12,6 +12,8 @@ import argparse
 import multiprocessing
 import os
 import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from bench import throughput
 
@@ -97,12 +99,22 @@ def run(role: str, args: argparse.Namespace, target, topic: str, acks: str, clie
                     raise RuntimeError(f"{role} clients exited without a result "
                                        f"(exit codes {[p.exitcode for p in procs]})") from None
     finally:
-        for proc in procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-    errors = [r["error"] for r in got if "error" in r]
-    if errors:
-        raise RuntimeError(f"{len(errors)} of {clients} {role} clients failed, first: {errors[0]}")
+        reap(procs)
+    refuse_failed(got, clients, f"{role} clients")
     return {"elapsed_s": max(r["end"] for r in got) - min(r["start"] for r in got),
             "messages": sum(r["messages"] for r in got), "bytes": sum(r["bytes"] for r in got)}
+
+
+def reap(procs: Sequence[multiprocessing.process.BaseProcess]) -> None:
+    """Client processes joined, or killed when they do not end within 10 s."""
+    for proc in procs:
+        proc.join(10)
+        if proc.is_alive():
+            proc.kill()
+
+
+def refuse_failed(got: Sequence[Mapping[str, Any]], clients: int, what: str) -> None:
+    """RuntimeError naming the first failure when any of ``clients`` reported an error."""
+    errors = [r["error"] for r in got if "error" in r]
+    if errors:
+        raise RuntimeError(f"{len(errors)} of {clients} {what} failed, first: {errors[0]}")

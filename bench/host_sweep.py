@@ -37,7 +37,6 @@ import argparse
 import multiprocessing
 import os
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,8 +47,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from bench import throughput
-from bench.broker_process import HOST, accepts, launch, terminate, wait_serving
+from bench import clients as clients_module, throughput
+from bench.broker_process import HOST, accepts, launch, neighbouring_free_ports, terminate, wait_serving
 from bench.values import text_values
 from kazoo_bridge.local_server import ZooKeeperServer
 from kbroker.host.plan import format_cpulist, parse_cpulist
@@ -79,28 +78,6 @@ def process_counts(broker_cores: int, asked: str | None) -> list[int]:
     while counts[-1] * 2 <= broker_cores:
         counts.append(counts[-1] * 2)
     return counts if counts[-1] == broker_cores else [*counts, broker_cores]
-
-
-def neighbouring_ports(count: int) -> int:
-    """A port p on 127.0.0.1 with p .. p + count - 1 free (host mode's process i listens on p + i)."""
-    for _ in range(200):
-        held: list[socket.socket] = []
-        try:
-            first = socket.socket()
-            held.append(first)
-            first.bind((HOST, 0))
-            port: int = first.getsockname()[1]
-            for i in range(1, count):
-                s = socket.socket()
-                held.append(s)
-                s.bind((HOST, port + i))
-            return port
-        except OSError:
-            continue
-        finally:
-            for s in held:
-                s.close()
-    raise RuntimeError(f"no {count} neighbouring free ports")
 
 
 def _descendants(pid: int) -> list[int]:
@@ -152,7 +129,7 @@ class HostServer:
     def __init__(self, processes: int, cores: list[int], workdir: Path, zookeeper: str, first_id: int = 1) -> None:
         self.processes = processes
         self.cores = cores
-        self.port = neighbouring_ports(processes)
+        self.port = neighbouring_free_ports(HOST, processes)
         self.first_id = first_id
         self.bootstrap = ",".join(f"{HOST}:{self.port + i}" for i in range(processes))
         self.out_path = workdir / f"host-{processes}.out"
@@ -336,13 +313,8 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
         cpu1, by1 = server.cpu_s(), server.cpu_by_process()
         profiles = {f"broker {_broker_id(pid) or server.first_id}": spy.finish() for pid, spy in spies.items()}
     finally:
-        for proc in procs:
-            proc.join(10)
-            if proc.is_alive():
-                proc.kill()
-    errors = [r["error"] for r in got if "error" in r]
-    if errors:
-        raise RuntimeError(f"{len(errors)} of {clients} clients failed, first: {errors[0]}")
+        clients_module.reap(procs)
+    clients_module.refuse_failed(got, clients, "clients")
     messages = sum(r["messages"] for r in got)
     by_process = {k: round(v - by0.get(k, 0.0), 2) for k, v in sorted(by1.items())}
     return {"elapsed_s": elapsed, "messages": messages, "bytes": sum(r["bytes"] for r in got),

@@ -14,7 +14,16 @@ from pathlib import Path
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 
-from bench.broker_process import accepts, launch, serve_argv, terminate, wait_serving
+from bench.broker_process import (
+    accepts,
+    launch,
+    output_since,
+    output_size,
+    serve_argv,
+    stop_or_kill,
+    terminate,
+    wait_serving,
+)
 from bench.chaos.proxy import ProxyHub
 from kazoo_bridge.local_server import ZooKeeperServer, free_port
 
@@ -133,18 +142,10 @@ class Broker:
             return ""
 
     def output_since(self, offset: int) -> str:
-        try:
-            with open(self.out_path, "rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return output_since(self.out_path, offset)
 
     def output_size(self) -> int:
-        try:
-            return self.out_path.stat().st_size
-        except OSError:
-            return 0
+        return output_size(self.out_path)
 
     def session(self) -> tuple[int, bytes] | None:
         """The broker's current ZooKeeper session (id, password), published through KBROKER_CHAOS_SESSION_FILE."""
@@ -193,11 +194,7 @@ class ChaosCluster:
 
     def stop(self, keep_logs: bool = False) -> None:
         """Stop everything; ``keep_logs`` copies each broker's log dir out of its tmpfs first (for a failed run)."""
-        for broker in self.brokers:
-            try:
-                broker.stop()
-            except Exception:
-                broker.kill()
+        stop_or_kill(self.brokers)
         self.proxies.close()
         self.zookeeper.stop()
         for broker in self.brokers:

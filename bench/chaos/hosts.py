@@ -13,41 +13,26 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from bench.broker_process import accepts, launch, wait_serving
+from bench.broker_process import (
+    accepts,
+    launch,
+    neighbouring_free_ports,
+    output_since,
+    output_size,
+    stop_or_kill,
+    wait_serving,
+)
 from bench.chaos.cluster import ChaosCluster, cluster_settings
 from kazoo_bridge.local_server import ZooKeeperServer
 
 SERVER_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")
 PROCESSES_PER_SERVER = 2
 STOP_TIMEOUT_S = 150.0  # the supervisor stops its brokers one at a time, each with a controlled shutdown
-
-
-def neighbouring_free_ports(host: str, count: int) -> int:
-    """A port p on ``host`` with p .. p + count - 1 all free (host mode's process i listens on p + i)."""
-    for _ in range(200):
-        sockets: list[socket.socket] = []
-        try:
-            first = socket.socket()
-            sockets.append(first)
-            first.bind((host, 0))
-            port: int = first.getsockname()[1]
-            for i in range(1, count):
-                s = socket.socket()
-                sockets.append(s)
-                s.bind((host, port + i))
-            return port
-        except OSError:
-            continue
-        finally:
-            for s in sockets:
-                s.close()
-    raise RuntimeError(f"no {count} neighbouring free ports on {host}")
 
 
 def server_settings(first_id: int, host: str, port: int, log_dirs: list[Path], zookeeper: str) -> dict[str, str]:
@@ -226,18 +211,10 @@ class HostProcess:
         return self.server.tail(lines)
 
     def output_since(self, offset: int) -> str:
-        try:
-            with open(self.server.out_path, "rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except OSError:
-            return ""
+        return output_since(self.server.out_path, offset)
 
     def output_size(self) -> int:
-        try:
-            return self.server.out_path.stat().st_size
-        except OSError:
-            return 0
+        return output_size(self.server.out_path)
 
     def session(self) -> tuple[int, bytes] | None:
         return None  # every process of a server shares its environment: no session file per broker
@@ -261,9 +238,5 @@ class HostModeCluster(ChaosCluster):
 
     def stop(self, keep_logs: bool = False) -> None:
         """Stop every server (log dirs are plain directories: kept in the work dir as they are)."""
-        for server in self.servers:
-            try:
-                server.stop()
-            except Exception:
-                server.kill()
+        stop_or_kill(self.servers)
         self.zookeeper.stop()

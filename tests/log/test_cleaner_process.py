@@ -132,10 +132,13 @@ def test_an_unknown_kbroker_log_cleaner_value_is_named_and_processes_are_used(mo
 def _slow_job(mgr: LogManager) -> tuple[Model, int]:
     """A cleaning in flight in the child, held back by the I/O rate, with its first ``.cleaned`` files written."""
     mgr.cleaner.throttle.rate = 200_000.0
-    model = _dirty(mgr, TP)
+    # Big enough that reading it takes longer than the throttle's first check interval (a job shorter than that
+    # is never held back) and then seconds at this rate.
+    model = _dirty(mgr, TP, rounds=300, segment_bytes=65536)
     mgr.clean()
     _wait(lambda: _cleaned_files(mgr, TP) != [])
     (pid,) = mgr.cleaner.processes.values()
+    assert not mgr._cleaning[TP].done.is_set(), "the cleaning ended before the test could act on it"
     return model, pid
 
 

@@ -129,23 +129,24 @@ def test_an_unknown_kbroker_log_cleaner_value_is_named_and_processes_are_used(mo
     assert "KBROKER_LOG_CLEANER='threads': expected process or thread" in caplog.text
 
 
-def _slow_job(mgr: LogManager) -> tuple[Model, int]:
-    """A cleaning in flight in the child, held back by the I/O rate, with its first ``.cleaned`` files written."""
+def _held_job(mgr: LogManager) -> tuple[Model, int]:
+    """A cleaning in flight in the child, with its first ``.cleaned`` files written, and the child stopped (SIGSTOP)
+    so that it cannot finish before the test acts: the I/O rate alone cannot hold a job this small (the throttle
+    first checks after 0.3 s, and a fresh-clone CI saw the job end before the test deleted its log)."""
     mgr.cleaner.throttle.rate = 200_000.0
-    # Big enough that reading it takes longer than the throttle's first check interval (a job shorter than that
-    # is never held back) and then seconds at this rate.
-    model = _dirty(mgr, TP, rounds=300, segment_bytes=65536)
+    model = _dirty(mgr, TP)
     mgr.clean()
-    _wait(lambda: _cleaned_files(mgr, TP) != [])
+    _wait(lambda: _cleaned_files(mgr, TP) != [] and bool(mgr.cleaner.processes))
     (pid,) = mgr.cleaner.processes.values()
-    assert not mgr._cleaning[TP].done.is_set(), "the cleaning ended before the test could act on it"
+    os.kill(pid, signal.SIGSTOP)
+    assert not mgr._cleaning[TP].done.is_set(), "the cleaning ended before the test could hold it"
     return model, pid
 
 
 def test_a_killed_cleaner_process_fails_only_its_job_and_the_next_job_gets_a_new_one(tmp_path, appender, caplog):
     mgr = _manager(tmp_path, appender)
     try:
-        model, pid = _slow_job(mgr)
+        model, pid = _held_job(mgr)
         os.kill(pid, signal.SIGKILL)  # as the OOM killer would
         # The next step swaps nothing in for the failed job, and cleans the log again in a new child (the rate it
         # starts with is in the shared state).
@@ -164,7 +165,7 @@ def test_a_killed_cleaner_process_fails_only_its_job_and_the_next_job_gets_a_new
 def test_deleting_a_log_mid_cleaning_kills_its_process_and_leaves_no_cleaned_files(tmp_path, appender):
     mgr = _manager(tmp_path, appender)
     try:
-        _, pid = _slow_job(mgr)
+        _, pid = _held_job(mgr)
         directory = mgr.logs[TP].directory
         cleaned = [directory / name for name in _cleaned_files(mgr, TP)]
         mgr.delete_log(TP)  # aborts the cleaning first (Kafka's abortCleaning before the delete)

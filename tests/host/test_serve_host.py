@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,10 +19,11 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KafkaTopicPartition
 
-from bench.broker_process import HOST, accepts, free_port, launch
+from bench.broker_process import HOST, accepts, launch, neighbouring_free_ports
 from kazoo_bridge.local_server import ZooKeeperServer
 from kazoo_bridge.store import KazooStore, connect
 from kbroker.host.plan import parse_cpulist
+from tests.cluster.conftest import wait_until
 
 SESSION_TIMEOUT_MS = 6000
 TOPIC = "host-mode"
@@ -33,36 +33,12 @@ STOP_TIMEOUT = 90.0
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def two_free_ports() -> int:
-    """A port p with p + 1 free too (process i listens on p + i)."""
-    for _ in range(100):
-        port = free_port()
-        with socket.socket() as s:
-            try:
-                s.bind((HOST, port + 1))
-            except OSError:
-                continue
-            return port
-    raise AssertionError("no two neighbouring free ports")
-
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.2) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
 class Host:
     """A ``kbroker serve`` supervisor process and what the test reads of it."""
 
     def __init__(self, zookeeper: ZooKeeperServer, base: Path) -> None:
-        self.port = two_free_ports()
-        self.status_port = two_free_ports()
+        self.port = neighbouring_free_ports(HOST, 2)
+        self.status_port = neighbouring_free_ports(HOST, 2)
         self.zookeeper_connect = f"{zookeeper.hosts}/kbhost-{uuid.uuid4().hex[:12]}"
         self.dirs = [base / "disk0", base / "disk1"]
         self.log_path = base / "host.log"

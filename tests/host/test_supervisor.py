@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.broker_process import HOST
+from bench.broker_process import HOST, neighbouring_free_ports
 from kazoo_bridge.local_server import ZooKeeperServer
 from kbroker.host.plan import HostPlan, Topology, plan_host
 from kbroker.host.supervisor import RestartPolicy, Supervisor
-from tests.host.test_serve_host import two_free_ports
 
 FAST = RestartPolicy(first_backoff_s=0.1, max_backoff_s=0.2, crash_loop_deaths=3, crash_loop_window_s=600.0,
                      stop_timeout_s=60.0)
@@ -34,7 +33,7 @@ def two_brokers(zookeeper: ZooKeeperServer, base: Path, listener: str, port: int
 
 def test_a_crash_loop_stops_every_broker_and_exits_1(zookeeper_server: ZooKeeperServer, tmp_path: Path,
                                                      caplog: pytest.LogCaptureFixture) -> None:
-    port = two_free_ports()
+    port = neighbouring_free_ports(HOST, 2)
     plan = two_brokers(zookeeper_server, tmp_path, "PLAINTEXT", port)
     out = io.BytesIO()
     with socket.socket() as squatter, caplog.at_level(logging.INFO, logger="kbroker.host.supervisor"):
@@ -55,7 +54,7 @@ def test_a_crash_loop_stops_every_broker_and_exits_1(zookeeper_server: ZooKeeper
 def test_a_refused_configuration_is_not_restarted(zookeeper_server: ZooKeeperServer, tmp_path: Path,
                                                   caplog: pytest.LogCaptureFixture) -> None:
     # an SSL listener alone (no inter-broker listener, a JKS keystore): the broker checks it as it starts, exit 2
-    plan = two_brokers(zookeeper_server, tmp_path, "SSL", two_free_ports())
+    plan = two_brokers(zookeeper_server, tmp_path, "SSL", neighbouring_free_ports(HOST, 2))
     out = io.BytesIO()
     with caplog.at_level(logging.INFO, logger="kbroker.host.supervisor"):
         status = Supervisor(plan, out=out, policy=FAST).run()

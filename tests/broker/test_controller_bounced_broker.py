@@ -15,6 +15,7 @@ import pytest
 from kbroker.controller.controller import Controller
 from kbroker.controller.zookeeper_mode import ZooKeeperParts
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
+from tests.broker.controller_views import active_controller, with_topic_states
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.store import MetadataStore
@@ -39,23 +40,8 @@ def store() -> Iterator[MetadataStore]:
 def _view(store: MetadataStore, epochs: dict[int, int], controller_id: int = 1) -> Snapshot:
     snap = Snapshot(controller_id=controller_id)
     snap.brokers = {b: LiveBroker(b, "127.0.0.1", 9092 + b, None, epoch=e) for b, e in epochs.items()}
-    snap.assignments = {"t": {p: replicas for p, (replicas, _, _) in LAYOUT.items()}}
-    for p in LAYOUT:
-        found = layout.get_partition_state(store, "t", p)
-        assert found is not None
-        snap.states[("t", p)], stat = found
-        snap.state_versions[("t", p)] = stat.version
+    with_topic_states(store, snap, LAYOUT)
     return snap
-
-
-def _controller(store: MetadataStore) -> Controller:
-    layout.create_topic(store, "t", {p: replicas for p, (replicas, _, _) in LAYOUT.items()})
-    ctl = Controller(store, 1)
-    ctl.on_snapshot(Snapshot(controller_id=None))  # wins /controller
-    assert ctl.active
-    for p, (_, leader, isr) in LAYOUT.items():
-        layout.create_partition_state(store, "t", p, PartitionState(leader, 0, isr, ctl.epoch))
-    return ctl
 
 
 def _states(store: MetadataStore) -> dict[int, tuple[int, int, list[int]]]:
@@ -68,7 +54,7 @@ def _states(store: MetadataStore) -> dict[int, tuple[int, int, list[int]]]:
 
 
 def test_a_bounced_leader_loses_its_leaderships_then_comes_back_as_a_new_broker(store: MetadataStore) -> None:
-    ctl = _controller(store)
+    ctl = active_controller(store, LAYOUT)
     ctl.on_snapshot(_view(store, {1: 101, 2: 102, 3: 103}))
     assert _states(store) == {0: (3, 0, [3, 1, 2]), 1: (1, 0, [1, 3, 2]), 2: (3, 0, [3]), 3: (2, 0, [2, 1])}
 
@@ -106,7 +92,7 @@ def test_a_bounced_broker_holding_nothing_is_live_at_once(store: MetadataStore) 
 
 def test_the_channel_is_synced_without_the_bounced_broker(store: MetadataStore) -> None:
     """ZooKeeperParts hands the channel the view without it, so it is never sent its old leadership."""
-    ctl = _controller(store)
+    ctl = active_controller(store, LAYOUT)
     synced: list[list[int]] = []
 
     async def run_blocking(fn: Callable[[], Any]) -> Any:

@@ -12,6 +12,7 @@ import pytest
 from kbroker.controller.channel import ControllerChannel
 from kbroker.controller.controller import Controller
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
+from tests.broker.controller_views import active_controller, with_topic_states
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.layout import ControllerMovedError
@@ -38,24 +39,9 @@ def store():
 def _snapshot(store, controller_id: int = 1) -> Snapshot:
     snap = Snapshot(controller_id=controller_id)
     snap.brokers = {b: LiveBroker(b, "127.0.0.1", 1, None, epoch=b) for b in (1, 2, 3)}
-    snap.assignments = {"t": {p: replicas for p, (replicas, _, _) in LAYOUT.items()}}
-    for p in LAYOUT:
-        found = layout.get_partition_state(store, "t", p)
-        assert found is not None
-        snap.states[("t", p)], stat = found
-        snap.state_versions[("t", p)] = stat.version
+    with_topic_states(store, snap, LAYOUT)
     snap.log_dir_events = sorted(store.get_children(LogDirEventNotificationZNode.path()))
     return snap
-
-
-def _controller(store) -> Controller:
-    layout.create_topic(store, "t", {p: replicas for p, (replicas, _, _) in LAYOUT.items()})
-    ctl = Controller(store, 1)
-    ctl.on_snapshot(Snapshot(controller_id=None))  # wins /controller
-    assert ctl.active
-    for p, (_, leader, isr) in LAYOUT.items():
-        layout.create_partition_state(store, "t", p, PartitionState(leader, 0, isr, ctl.epoch))
-    return ctl
 
 
 def _answer(broker_id: int, errors: dict[int, int], channel: ControllerChannel) -> None:
@@ -70,7 +56,7 @@ def _state(store, p: int) -> PartitionState:
 
 
 def test_notice_read_deleted_and_the_broker_asked_again(store):
-    ctl = _controller(store)
+    ctl = active_controller(store, LAYOUT)
     path = layout.create_log_dir_event_notification(store, 3)
     assert path == "/log_dir_event_notification/log_dir_event_0000000000"
     assert store.get(path)[0] == b'{"version":1,"broker":3,"event":1}'
@@ -82,7 +68,7 @@ def test_notice_read_deleted_and_the_broker_asked_again(store):
 
 
 def test_a_notice_of_a_dead_broker_or_unreadable_is_deleted_and_ignored(store):
-    ctl = _controller(store)
+    ctl = active_controller(store, LAYOUT)
     layout.create_log_dir_event_notification(store, 9)
     store.create("/log_dir_event_notification/log_dir_event_", b"not json", sequence=True)
     ctl.on_snapshot(_snapshot(store))
@@ -91,7 +77,7 @@ def test_a_notice_of_a_dead_broker_or_unreadable_is_deleted_and_ignored(store):
 
 
 def test_offline_replicas_move_off_the_broker(store):
-    ctl = _controller(store)
+    ctl = active_controller(store, LAYOUT)
     woken = []
     channel = ControllerChannel(1, 30000, ctl.offline_replicas, lambda: woken.append(1))
     _answer(3, {0: KAFKA_STORAGE_ERROR, 1: KAFKA_STORAGE_ERROR, 2: KAFKA_STORAGE_ERROR, 3: KAFKA_STORAGE_ERROR,
@@ -112,7 +98,7 @@ def test_offline_replicas_move_off_the_broker(store):
 
 
 def test_unclean_election_takes_an_online_replica_never_the_offline_one(store):
-    ctl = _controller(store)
+    ctl = active_controller(store, LAYOUT)
     ctl.unclean_leader_election = True
     channel = ControllerChannel(1, 30000, ctl.offline_replicas)
     _answer(3, {2: KAFKA_STORAGE_ERROR}, channel)
@@ -159,7 +145,7 @@ def test_a_broker_that_registers_again_is_asked_afresh():
 
 
 def test_deleting_notices_is_fenced_by_the_controller_epoch(store):
-    _controller(store)
+    active_controller(store, LAYOUT)
     path = layout.create_log_dir_event_notification(store, 3)
     name = path.rsplit("/", 1)[1]
     with pytest.raises(ControllerMovedError):
@@ -226,7 +212,7 @@ def test_asking_again_survives_a_failed_send():
 
 def test_no_election_an_operator_asks_for_picks_an_offline_replica(store):
     from kbroker.controller import election, reassignment
-    ctl = _controller(store)
+    ctl = active_controller(store, LAYOUT)
     channel = ControllerChannel(1, 30000, ctl.offline_replicas)
     _answer(3, {2: KAFKA_STORAGE_ERROR}, channel)
     ctl.on_snapshot(_snapshot(store))

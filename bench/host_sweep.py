@@ -14,6 +14,14 @@ Two phases per N, both 1 KiB text values (bench.values), acks ``--host-acks``:
           ratios (on a machine whose clients share the brokers' cores the max, and so the derived rate, is noisy:
           give ``--host-rate``).
 
+Memory: before the first run the sweep writes and frees twice what one run writes (``warm_pages``), and it deletes
+each run's logs once the run is stopped, so every run's page cache lands on recently used pages: on a VM that
+returns freed memory to its host (this one), fresh pages cost a host fault each, and the runs that reached them
+measured 2-3x the CPU per record of the others, whichever N they were.
+
+The paced load generator is confluent-kafka with one produce_batch call per 5 ms step and delivery reports for
+failures only, so that its own CPU (``client_cpu_s``, every thread of its process) is mostly librdkafka's.
+
 Broker CPU is read from /proc/<pid>/stat (user + system) of the ``kbroker serve`` process and every descendant:
 with N = 1 that process is the broker itself (host mode runs one broker in process); with N > 1 it is the
 supervisor (which only relays its children's log lines) and the N brokers, all counted, and with either the
@@ -24,7 +32,8 @@ plan splits between the brokers). With 4 or more cores a quarter of them (at lea
 generator and its client processes are pinned there, the brokers get the rest, so N goes up to nproc - nproc // 4;
 with fewer cores (this 2-core machine) the brokers get every core, N goes up to nproc, and the clients are pinned
 to the last core, which they share with the last broker (the record says ``"shared": true``): a pinned broker
-sharing its core with the load generator costs more CPU per record than one alone (16-18 % here), and confined
+sharing its core with the load generator costs more CPU per record than one alone (25 % more user time at
+240k msgs/s here, measured with everything else equal), and confined
 to one core that cost falls on one broker rather than on all (``--host-client-cpus`` pins them elsewhere). Every
 record carries the CPU sets the brokers and the clients actually ran on.
 
@@ -34,8 +43,10 @@ each figure's median over the rounds.
 from __future__ import annotations
 
 import argparse
+import mmap
 import multiprocessing
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -93,11 +104,14 @@ def _descendants(pid: int) -> list[int]:
 
 
 def _cpu(pid: int) -> float:
+    return sum(_user_system(pid))
+
+
+def _user_system(pid: int) -> tuple[float, float]:
     try:
-        user, system = throughput.proc_cpu(pid)
+        return throughput.proc_cpu(pid)
     except (OSError, IndexError):
-        return 0.0
-    return user + system
+        return 0.0, 0.0
 
 
 def _allowed(pid: int) -> str:
@@ -174,7 +188,11 @@ class HostServer:
     def cpu_by_process(self) -> dict[str, float]:
         """CPU seconds of the serve process and each descendant, keyed "broker <id>" (N = 1: the serve process
         is the broker), "supervisor", or the pid of anything else."""
-        out: dict[str, float] = {}
+        return {key: user + system for key, (user, system) in self.user_system_by_process().items()}
+
+    def user_system_by_process(self) -> dict[str, tuple[float, float]]:
+        """``cpu_by_process`` as (user, system) seconds."""
+        out: dict[str, tuple[float, float]] = {}
         for pid in self.pids():
             broker_id = _broker_id(pid)
             if broker_id is not None:
@@ -183,7 +201,9 @@ class HostServer:
                 key = "supervisor" if self.processes > 1 else f"broker {self.first_id}"
             else:
                 key = "brokers' children"  # the log cleaner's worker processes (kbroker.log.cleaner_worker)
-            out[key] = out.get(key, 0.0) + _cpu(pid)
+            user, system = _user_system(pid)
+            had = out.get(key, (0.0, 0.0))
+            out[key] = (had[0] + user, had[1] + system)
         return out
 
     def cpu_s(self) -> float:
@@ -203,6 +223,12 @@ class HostServer:
         except OSError:
             return ""
 
+    def discard_logs(self) -> None:
+        """Delete the log dirs of a stopped run: its page cache goes back to the free pages the next run writes
+        into (see ``warm_pages``)."""
+        for directory in self.settings["log.dirs"].split(","):
+            shutil.rmtree(directory, ignore_errors=True)
+
     def stop(self) -> None:
         if self.proc is not None:
             try:
@@ -215,40 +241,90 @@ class HostServer:
                         pass
 
 
+def _available_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def warm_pages(nbytes: int) -> float:
+    """Write ``nbytes`` of anonymous memory once and free it; returns the seconds it took.
+
+    A VM that hands the memory its guest freed back to the host (free page reporting, as this one does) makes
+    the guest's first write to such a page a host fault: measured here, 0.38 GB/s and 5.6x the CPU once the
+    pages freed recently were used up. A broker's appends fill fresh page-cache pages, so a run that reached
+    those pages was charged 2-3x the CPU per record of the same run on recently used ones, whichever N it was.
+    Touching what a run writes before the first run, and deleting each run's logs after it (which frees its
+    page cache), keeps every run on recently used pages. On bare metal this costs a second and changes nothing."""
+    started = time.perf_counter()
+    chunk = bytes(1 << 20)
+    if nbytes < len(chunk):
+        return 0.0
+    with mmap.mmap(-1, nbytes) as area:
+        for offset in range(0, nbytes - len(chunk) + 1, len(chunk)):
+            area[offset:offset + len(chunk)] = chunk
+    return time.perf_counter() - started
+
+
 # -- the load generator -------------------------------------------------------------------------------------
 
 
 def _producer(bootstrap: str, acks: str, timeout_s: float) -> Producer:
+    # Delivery reports for failures only: the load generator shares a core with a broker here (see the module
+    # docstring), and a Python call per delivered record is CPU taken from that broker.
     return Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 5, "batch.size": 1 << 20,
                      "batch.num.messages": 10_000, "queue.buffering.max.messages": 1_000_000,
                      "queue.buffering.max.kbytes": 1 << 20, "message.timeout.ms": int(timeout_s * 1000),
-                     "enable.idempotence": False})
+                     "enable.idempotence": False, "delivery.report.only.error": True})
+
+
+def _cycle(values: list[bytes], partitions: int) -> list[dict]:
+    """One lap of (value, partition) as produce_batch's message dicts, built once and reused: value i of the
+    pool to partition i mod partitions, a lap being a multiple of both so that it repeats seamlessly."""
+    lap = len(values)
+    while lap % partitions:
+        lap += len(values)
+    return [{"value": values[i % len(values)], "partition": i % partitions} for i in range(lap)]
 
 
 def paced(bootstrap: str, topic: str, acks: str, partitions: int, rate: float, seconds: float,
           timeout_s: float) -> dict:
-    """Send ``rate`` values per second for ``seconds`` (what is due every 5 ms, round-robin over the partitions);
-    the clock stops when every delivery report is in."""
+    """Send ``rate`` values per second for ``seconds`` (what is due every 5 ms, round-robin over the partitions,
+    one produce_batch call per step so that the load generator's own CPU stays small); the clock stops when
+    every delivery report is in. Also returns the client's CPU seconds (every thread of this process)."""
     producer = _producer(bootstrap, acks, timeout_s)
-    values = text_values(SIZE)
-    mask = len(values) - 1
+    lap = _cycle(text_values(SIZE), partitions)
     total = int(rate * seconds)
     failed = [0]
 
-    def on_delivery(err, msg) -> None:
+    def on_delivery(err, msg) -> None:  # failures only (delivery.report.only.error)
         if err is not None:
             failed[0] += 1
 
+    cpu0 = time.process_time()
     start = time.perf_counter()
     sent = 0
     while sent < total:
         due = min(total, int((time.perf_counter() - start) * rate) + 1)
         while sent < due:
+            at = sent % len(lap)
+            step = lap[at:at + min(due - sent, len(lap) - at)]
             try:
-                producer.produce(topic, values[sent & mask], partition=sent % partitions, on_delivery=on_delivery)
-                sent += 1
+                queued = producer.produce_batch(topic, step, on_delivery=on_delivery)
             except BufferError:
-                producer.poll(0.001)
+                queued = 0
+            if queued < len(step):  # the queue was full: what it refused (marked "_error") goes once it drains
+                refused = [m for m in step if m.pop("_error", None) is not None] if queued else step
+                for message in refused:
+                    while True:
+                        try:
+                            producer.produce(topic, message["value"], partition=message["partition"],
+                                             on_delivery=on_delivery)
+                            break
+                        except BufferError:
+                            producer.poll(0.001)
+            sent += len(step)
         producer.poll(0)
         pause = start + sent / rate - time.perf_counter()
         if pause > 0:
@@ -257,7 +333,8 @@ def paced(bootstrap: str, topic: str, acks: str, partitions: int, rate: float, s
     elapsed = time.perf_counter() - start
     if left or failed[0]:
         raise RuntimeError(f"{left} undelivered and {failed[0]} failed of {total}")
-    return {"elapsed_s": elapsed, "messages": total, "bytes": total * SIZE}
+    return {"elapsed_s": elapsed, "messages": total, "bytes": total * SIZE,
+            "client_cpu_s": time.process_time() - cpu0}
 
 
 def _worker(mode: str, args: argparse.Namespace, bootstrap: str, topic: str, share: float, cores: list[int],
@@ -284,6 +361,11 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
     """``clients`` producer processes pinned to ``cores``, ``total`` messages (max) or msgs/s (paced) split
     between them; the broker CPU is read at the barrier and once every client is done. ``profile``: a py-spy
     record of every broker process (its self and inclusive costs in the result, the stacks in that dir)."""
+    # The previous phase's dirty pages are written back first, so that no phase pays for another's writeback
+    # (the record keeps how long that took: 0.0-0.1 s here, where the disk keeps up).
+    synced = time.perf_counter()
+    os.sync()
+    synced = time.perf_counter() - synced
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(clients + 1)
     results = ctx.Queue()
@@ -299,7 +381,7 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
     got: list[dict] = []
     try:
         barrier.wait(120)
-        cpu0, by0, t0 = server.cpu_s(), server.cpu_by_process(), time.perf_counter()
+        cpu0, by0, t0 = server.cpu_s(), server.user_system_by_process(), time.perf_counter()
         deadline = time.monotonic() + args.phase_timeout + 60
         while len(got) < clients:
             if time.monotonic() > deadline:
@@ -310,15 +392,20 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
                 if not any(p.is_alive() for p in procs) and results.empty():
                     raise RuntimeError("clients exited without a result") from None
         elapsed = time.perf_counter() - t0
-        cpu1, by1 = server.cpu_s(), server.cpu_by_process()
+        cpu1, by1 = server.cpu_s(), server.user_system_by_process()
         profiles = {f"broker {_broker_id(pid) or server.first_id}": spy.finish() for pid, spy in spies.items()}
     finally:
         clients_module.reap(procs)
     clients_module.refuse_failed(got, clients, "clients")
     messages = sum(r["messages"] for r in got)
-    by_process = {k: round(v - by0.get(k, 0.0), 2) for k, v in sorted(by1.items())}
+    split = {k: (v[0] - by0.get(k, (0.0, 0.0))[0], v[1] - by0.get(k, (0.0, 0.0))[1]) for k, v in sorted(by1.items())}
+    by_process = {k: round(user + system, 2) for k, (user, system) in split.items()}
+    client_cpu = [r["client_cpu_s"] for r in got if "client_cpu_s" in r]
     return {"elapsed_s": elapsed, "messages": messages, "bytes": sum(r["bytes"] for r in got),
-            "broker_cpu_s": cpu1 - cpu0, "cpu_by_process": by_process, **({"profiles": profiles} if profiles else {})}
+            **({"client_cpu_s": sum(client_cpu)} if client_cpu else {}), "sync_before_s": synced,
+            "broker_cpu_s": cpu1 - cpu0, "cpu_by_process": by_process,
+            "user_system_by_process": {k: [round(user, 2), round(system, 2)] for k, (user, system) in split.items()},
+            **({"profiles": profiles} if profiles else {})}
 
 
 # -- the sweep ------------------------------------------------------------------------------------------------
@@ -330,7 +417,9 @@ def _figures(measured: dict) -> dict:
             "mb_s": round(measured["bytes"] / measured["elapsed_s"] / 1e6, 2),
             "broker_cpu_s": round(measured["broker_cpu_s"], 2),
             "cpu_s_per_m_records": round(measured["broker_cpu_s"] / measured["messages"] * 1e6, 2),
-            "cpu_by_process": measured["cpu_by_process"],
+            "cpu_by_process": measured["cpu_by_process"], "user_system_by_process": measured["user_system_by_process"],
+            **({"client_cpu_s": round(measured["client_cpu_s"], 2)} if "client_cpu_s" in measured else {}),
+            "sync_before_s": round(measured["sync_before_s"], 2),
             **({"profiles": measured["profiles"]} if "profiles" in measured else {})}
 
 
@@ -351,6 +440,11 @@ def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -
     zookeeper.start()
     records: list[dict] = []
     offered: float | None = args.host_rate or None
+    # What one run writes at most (the max phase, then the paced one at the offered rate or, before that is known,
+    # at about half of one broker's max here), twice over, within half the memory available: see warm_pages.
+    run_bytes = (min(args.messages, args.max_bytes // SIZE) + int((offered or 300_000) * args.host_seconds)) * SIZE
+    warm = min(2 * run_bytes, _available_bytes() // 2)
+    emit({"kind": "warm_pages", "bytes": warm, "seconds": round(warm_pages(warm), 2)})
     try:
         for round_no in range(max(args.rounds, 1)):
             for n in counts if round_no % 2 == 0 else counts[::-1]:
@@ -385,6 +479,7 @@ def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -
                     records.append(failed)
                 finally:
                     server.stop()
+                    server.discard_logs()
     finally:
         zookeeper.stop()
     for ratio in ratios(records):

@@ -110,3 +110,27 @@ def test_tls_decrypt_bench_prints_rates_beside_the_cipher_limit():
     assert rates[1]["us_per_record"] > rates[0]["us_per_record"]  # bigger records take longer each
     [limit] = [r for r in lines if r["kind"] == "limit"]
     assert limit["mb_s"] is None or limit["mb_s"] > 0
+
+
+def test_host_sweep_measures_one_and_two_processes(tmp_path):
+    """``--sweeps host`` end to end at a small paced load: a run per N on a real ZooKeeper, the CPU of every
+    broker split into user and system, the load generator's own CPU, and the ratios to N = 1."""
+    proc = run_bench("--sweeps", "host", "--host-processes", "1,2", "--host-rate", "3000", "--host-seconds", "2",
+                     "--messages", "3000", "--rounds", "1", "--out", str(tmp_path),
+                     "--results-md", str(tmp_path / "RESULTS.md"))
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    [warm] = [r for r in lines if r["kind"] == "warm_pages"]
+    assert warm["bytes"] >= 2 * (3000 + 3000 * 2) * 1024 and warm["seconds"] >= 0
+    paced = {r["processes"]: r for r in lines if r.get("phase") == "paced"}
+    assert sorted(paced) == [1, 2] and not [r for r in lines if "error" in r]
+    for n, record in paced.items():
+        assert record["messages"] == 6000 and record["client_cpu_s"] > 0 and record["sync_before_s"] >= 0
+        brokers = sorted(k for k in record["cpu_by_process"] if k.startswith("broker "))
+        assert brokers == [f"broker {i}" for i in range(1, n + 1)]
+        for key, total in record["cpu_by_process"].items():
+            user, system = record["user_system_by_process"][key]
+            assert abs(user + system - total) <= 0.011
+    assert paced[2]["broker_cpus"]["broker 1"] != paced[2]["broker_cpus"]["broker 2"]
+    scaling = {r["processes"]: r for r in lines if r["kind"] == "host_scaling"}
+    assert scaling[1]["cpu_per_m_over_n1"] == 1.0 and scaling[2]["paced_cpu_s_per_m_records"] > 0

@@ -54,6 +54,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
@@ -239,6 +240,26 @@ class HostServer:
                         os.kill(pid, signal.SIGKILL)
                     except ProcessLookupError:
                         pass
+
+
+def leaders(server: HostServer, topic: str) -> dict[str, int]:
+    """How many of the topic's partitions each broker leads, keyed as ``cpu_by_process``."""
+    metadata = AdminClient({"bootstrap.servers": server.bootstrap}).list_topics(topic, timeout=30)
+    counts: dict[str, int] = {}
+    for partition in metadata.topics[topic].partitions.values():
+        counts[f"broker {partition.leader}"] = counts.get(f"broker {partition.leader}", 0) + 1
+    return counts
+
+
+def by_broker(record: dict[str, Any], led: dict[str, int], partitions: int) -> dict[str, float]:
+    """CPU seconds per million records of each broker's own share: the paced load goes round-robin over the
+    partitions, so a broker leading k of them took k / partitions of the records."""
+    out = {}
+    for key, count in led.items():
+        records = record["messages"] * count / partitions
+        if key in record["cpu_by_process"] and records:
+            out[key] = round(record["cpu_by_process"][key] / records * 1e6, 3)
+    return out
 
 
 def _available_bytes() -> int:
@@ -469,6 +490,9 @@ def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -
                            **_figures(run_clients("paced", args, server, topic, offered, client_cores, clients,
                                                    Path(args.host_profile) if args.host_profile else None))}
                     rec["carried"] = round(rec["msgs_s"] / offered, 3)
+                    led = leaders(server, topic)
+                    rec["partitions_led"] = led
+                    rec["cpu_s_per_m_records_by_broker"] = by_broker(rec, led, args.host_partitions)
                     if rec["carried"] < CARRIED:
                         rec["not_carried"] = True
                     emit(rec)
@@ -494,6 +518,22 @@ def _median(records: list[dict], n: int, phase: str, key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def _alone_median(records: list[dict], n: int) -> float | None:
+    """Where the clients share cores with brokers: the median, over the rounds, of the CPU per million records
+    of the brokers whose cores the clients do not use (what splitting costs without the load generator on the
+    broker's core, as on a server with cores for it)."""
+    values = []
+    for r in records:
+        if r.get("processes") != n or r.get("phase") != "paced" or r.get("not_carried"):
+            continue
+        clients = set(parse_cpulist(r["client_cpus"]))
+        alone = [v for key, v in r.get("cpu_s_per_m_records_by_broker", {}).items()
+                 if not clients & set(parse_cpulist(r["broker_cpus"].get(key, "")))]
+        if alone:
+            values.append(statistics.mean(alone))
+    return statistics.median(values) if values else None
+
+
 def ratios(records: list[dict]) -> list[dict]:
     """Per N: the medians over the rounds of max MB/s and paced CPU per million records, each over N = 1's."""
     counts = sorted({r["processes"] for r in records if "processes" in r})
@@ -502,9 +542,12 @@ def ratios(records: list[dict]) -> list[dict]:
     for n in counts:
         t, c = _median(records, n, "max", "mb_s"), _median(records, n, "paced", "cpu_s_per_m_records")
         sample = next((r for r in records if r.get("processes") == n and "broker_cpus" in r), {})
+        alone = _alone_median(records, n)
         out.append({"kind": "host_scaling", "sweep": "host", "processes": n, "max_mb_s": t,
                     "t_over_t1": round(t / t1, 3) if t and t1 else None, "paced_cpu_s_per_m_records": c,
                     "cpu_per_m_over_n1": round(c / c1, 3) if c and c1 else None,
+                    **({"alone_cpu_per_m_over_n1": round(alone / c1, 3) if alone and c1 else None}
+                       if sample.get("shared") and n > 1 else {}),
                     "offered_msgs_s": next((r["offered_msgs_s"] for r in records if "offered_msgs_s" in r), None),
                     "broker_cpus": sample.get("broker_cpus"), "client_cpus": sample.get("client_cpus"),
                     "shared": sample.get("shared"),

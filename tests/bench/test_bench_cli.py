@@ -128,9 +128,13 @@ def test_host_sweep_measures_one_and_two_processes(tmp_path):
         assert record["messages"] == 6000 and record["client_cpu_s"] > 0 and record["sync_before_s"] >= 0
         brokers = sorted(k for k in record["cpu_by_process"] if k.startswith("broker "))
         assert brokers == [f"broker {i}" for i in range(1, n + 1)]
+        assert sum(record["partitions_led"].values()) == 8 and sorted(record["partitions_led"]) == brokers
+        assert sorted(record["cpu_s_per_m_records_by_broker"]) == brokers
         for key, total in record["cpu_by_process"].items():
             user, system = record["user_system_by_process"][key]
             assert abs(user + system - total) <= 0.011
     assert paced[2]["broker_cpus"]["broker 1"] != paced[2]["broker_cpus"]["broker 2"]
     scaling = {r["processes"]: r for r in lines if r["kind"] == "host_scaling"}
     assert scaling[1]["cpu_per_m_over_n1"] == 1.0 and scaling[2]["paced_cpu_s_per_m_records"] > 0
+    if paced[2]["shared"]:  # fewer than 4 cores: the clients share the last broker's core, broker 1's is its own
+        assert "alone_cpu_per_m_over_n1" in scaling[2] and "alone_cpu_per_m_over_n1" not in scaling[1]

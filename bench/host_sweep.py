@@ -104,10 +104,6 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _cpu(pid: int) -> float:
-    return sum(_user_system(pid))
-
-
 def _user_system(pid: int) -> tuple[float, float]:
     try:
         return throughput.proc_cpu(pid)
@@ -186,13 +182,9 @@ class HostServer:
     def pids(self) -> list[int]:
         return _descendants(self.proc.pid) if self.alive() and self.proc is not None else []
 
-    def cpu_by_process(self) -> dict[str, float]:
-        """CPU seconds of the serve process and each descendant, keyed "broker <id>" (N = 1: the serve process
-        is the broker), "supervisor", or the pid of anything else."""
-        return {key: user + system for key, (user, system) in self.user_system_by_process().items()}
-
     def user_system_by_process(self) -> dict[str, tuple[float, float]]:
-        """``cpu_by_process`` as (user, system) seconds."""
+        """(user, system) CPU seconds of the serve process and its descendants, keyed "broker <id>" (N = 1: the
+        serve process is the broker), "supervisor", or "brokers' children" (anything else)."""
         out: dict[str, tuple[float, float]] = {}
         for pid in self.pids():
             broker_id = _broker_id(pid)
@@ -206,9 +198,6 @@ class HostServer:
             had = out.get(key, (0.0, 0.0))
             out[key] = (had[0] + user, had[1] + system)
         return out
-
-    def cpu_s(self) -> float:
-        return sum(self.cpu_by_process().values())
 
     def cpu_sets(self) -> dict[str, str]:
         out = {}
@@ -243,7 +232,7 @@ class HostServer:
 
 
 def leaders(server: HostServer, topic: str) -> dict[str, int]:
-    """How many of the topic's partitions each broker leads, keyed as ``cpu_by_process``."""
+    """How many of the topic's partitions each broker leads, keyed as ``user_system_by_process``."""
     metadata = AdminClient({"bootstrap.servers": server.bootstrap}).list_topics(topic, timeout=30)
     counts: dict[str, int] = {}
     for partition in metadata.topics[topic].partitions.values():
@@ -336,7 +325,8 @@ def paced(bootstrap: str, topic: str, acks: str, partitions: int, rate: float, s
             except BufferError:
                 queued = 0
             if queued < len(step):  # the queue was full: what it refused (marked "_error") goes once it drains
-                refused = [m for m in step if m.pop("_error", None) is not None] if queued else step
+                marked = [m for m in step if m.pop("_error", None) is not None]  # unmarked: the lap is reused
+                refused = marked if queued else step
                 for message in refused:
                     while True:
                         try:
@@ -402,7 +392,7 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
     got: list[dict] = []
     try:
         barrier.wait(120)
-        cpu0, by0, t0 = server.cpu_s(), server.user_system_by_process(), time.perf_counter()
+        by0, t0 = server.user_system_by_process(), time.perf_counter()
         deadline = time.monotonic() + args.phase_timeout + 60
         while len(got) < clients:
             if time.monotonic() > deadline:
@@ -413,7 +403,7 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
                 if not any(p.is_alive() for p in procs) and results.empty():
                     raise RuntimeError("clients exited without a result") from None
         elapsed = time.perf_counter() - t0
-        cpu1, by1 = server.cpu_s(), server.user_system_by_process()
+        by1 = server.user_system_by_process()
         profiles = {f"broker {_broker_id(pid) or server.first_id}": spy.finish() for pid, spy in spies.items()}
     finally:
         clients_module.reap(procs)
@@ -424,7 +414,7 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
     client_cpu = [r["client_cpu_s"] for r in got if "client_cpu_s" in r]
     return {"elapsed_s": elapsed, "messages": messages, "bytes": sum(r["bytes"] for r in got),
             **({"client_cpu_s": sum(client_cpu)} if client_cpu else {}), "sync_before_s": synced,
-            "broker_cpu_s": cpu1 - cpu0, "cpu_by_process": by_process,
+            "broker_cpu_s": sum(user + system for user, system in split.values()), "cpu_by_process": by_process,
             "user_system_by_process": {k: [round(user, 2), round(system, 2)] for k, (user, system) in split.items()},
             **({"profiles": profiles} if profiles else {})}
 

@@ -44,6 +44,7 @@ from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metadata.zk_view import LiveBroker, RunBlocking
 from kbroker.metrics import BrokerMetrics
+from kbroker.metrics.hops import HOPS
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Outcome
 from kbroker.replicas.log_dir_failure import LogDirFailures
@@ -248,6 +249,8 @@ class ReplicaManager:
     def append_as_leader(self, partition: Partition, batches: memoryview, acks: int) -> AppendResult:
         """A client's batches to a partition led here (``leader(tp)``); waiting fetches and produces look again."""
         result = partition.append_as_leader(batches, acks)
+        if HOPS.on:
+            HOPS.mark("append", partition.tp.topic, partition.tp.partition, result.last_offset + 1)
         self.on_append(partition)
         return result
 
@@ -436,7 +439,11 @@ class ReplicaManager:
                 partition.update_follower(replica_id, offset, now)
             except errors.KafkaError:
                 continue
+            if HOPS.on:
+                HOPS.mark("fetch_in", tp.topic, tp.partition, offset, replica_id)
             if partition.maybe_advance_high_watermark():
+                if HOPS.on:
+                    HOPS.mark("hw", tp.topic, tp.partition, partition.high_watermark)
                 self.on_append(partition)
             if self.isr is not None:
                 self.isr.maybe_expand(partition, replica_id)

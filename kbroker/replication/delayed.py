@@ -16,6 +16,7 @@ from typing import Literal, TypeVar
 
 from kbroker import errors
 from kbroker.log import TopicPartition
+from kbroker.metrics.hops import HOPS
 from kbroker.protocol import message_types as msg
 from kbroker.replication.fetch_read import FetchRead
 from kbroker.replication.partition import Partition
@@ -53,6 +54,8 @@ class DelayedProduce(DelayedOperation[R]):
                 still.append(ack)
             elif error is not None:
                 self._fail(ack, error)
+            elif HOPS.on:
+                HOPS.mark("acked", ack.partition.tp.topic, ack.partition.tp.partition, ack.required_offset)
         self.pending = still
         return not still
 

@@ -15,6 +15,7 @@ from typing import Protocol, TypeAlias
 from kbroker import errors
 from kbroker.log import TopicPartition, legacy
 from kbroker.metrics import BrokerMetrics
+from kbroker.metrics.hops import HOPS
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.typed_api import FileSlice
 from kbroker.replication.fetch_sessions import FetchSession
@@ -144,9 +145,20 @@ class FetchRead:
             self.partitions.append((topic, out))
         return self
 
+    def _mark_answers(self) -> None:
+        """Hop tracing: the leader's log end each answered partition with records was read up to."""
+        for topic, out in self.partitions:
+            if out["records"]:
+                partition = self.replicas.partition(TopicPartition(topic, out["partition_index"]))
+                if partition is not None:
+                    HOPS.mark("answer", topic, out["partition_index"], partition.log.log_end_offset,
+                              self.request.replica_id)
+
     def response(self) -> msg.FetchResponse:
         if self.from_follower:  # what it sends of throttled replicas counts towards the leader's throttle
             self.replicas.record_leader_replication(self.partitions)
+            if HOPS.on:
+                self._mark_answers()
         if self.throttle is not None:  # over the quota: an empty answer, muted (KIP-219)
             throttled = self.throttle(self.partitions, self.session.session_id if self.session is not None else 0)
             if throttled is not None:

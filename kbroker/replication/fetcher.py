@@ -27,6 +27,7 @@ from kbroker import errors
 from kbroker.config.broker import BrokerConfig
 from kbroker.log import TopicPartition
 from kbroker.metadata.zk_view import LiveBroker
+from kbroker.metrics.hops import HOPS
 from kbroker.replication.client import BrokerConnection
 from kbroker.replication.partition import Partition
 from kbroker.replication.throttle import ReplicationQuotas, throttled
@@ -241,6 +242,9 @@ class LeaderFetcher:
                 if tp not in positions:  # backing off, truncating or no longer followed
                     forgotten.setdefault(tp.topic, []).append(tp.partition)
         epoch = self._session_epoch
+        if HOPS.on:
+            for tp, (_, offset) in sent.items():
+                HOPS.mark("fetch_out", tp.topic, tp.partition, offset, self.leader.id)
         self._polling = True
         try:
             response = await self.connection.request(1, FETCH_VERSION, {
@@ -298,8 +302,12 @@ class LeaderFetcher:
     def _append(self, target: _Target, data: Any) -> None:
         p = target.partition
         records = data.records if data.records is not None else b""
+        if HOPS.on and records:
+            HOPS.mark("recv", p.tp.topic, p.tp.partition, p.log.log_end_offset, self.leader.id)
         try:
             p.append_as_follower(memoryview(records), data.high_watermark)
+            if HOPS.on and records:
+                HOPS.mark("appended", p.tp.topic, p.tp.partition, p.log.log_end_offset, self.leader.id)
             self.broker.replication_bytes_in += len(records)
             target.lag = max(0, data.high_watermark - p.log.log_end_offset)
             if records and self._throttle_listed(p):

@@ -37,7 +37,7 @@ from typing import Any, Protocol, cast
 
 from kbroker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, BrokerMetrics
 from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_unsupported, encode_response
-from kbroker.protocol.outcome import CLOSE, NO_RESPONSE
+from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Deferred
 from kbroker.security.principal import Session
 
 from .framing import FrameReader
@@ -104,6 +104,7 @@ class Connection:
         self._waiting: collections.deque[bytearray] = collections.deque()  # frames read, not processed yet
         self._waiting_bytes = 0
         self._processing = False   # inside _process_waiting (its loop takes the next frame)
+        self._completing = False   # writing a parked answer from within the call that completed it
         self._received_at = 0.0    # when the frame being processed was taken in (its queue time starts)
         self._out = OutputQueue()  # chunks being written
         self._refill_pending = False
@@ -269,7 +270,7 @@ class Connection:
     def _process_waiting(self) -> None:
         """Process the frames read ahead, one after another, as each previous answer is written. Called
         wherever the connection may have become free; the outermost call runs the loop."""
-        if self._processing:
+        if self._processing or self._completing:
             return
         self._processing = True
         try:
@@ -318,11 +319,27 @@ class Connection:
             return self.close("handler error")
         if slot.received:
             slot.returned = time.monotonic()  # local time ends; a parked answer's remote time begins
-        if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+        if isinstance(result, Deferred) and not result.done():
+            result.when_done(functools.partial(self._on_deferred, slot))
+        elif isinstance(result, Deferred):  # completed at once (the purgatory's first check)
+            self._on_done(slot, result)
+        elif asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
             task = asyncio.ensure_future(result)
             task.add_done_callback(functools.partial(self._on_done, slot))
         else:
             self._complete(slot, result)
+
+    def _on_deferred(self, slot: ResponseSlot, done: Deferred[Any]) -> None:
+        """A parked answer completed, from within whatever completed it (another connection's request, often):
+        the answer is written now, and this connection's next request waits for a turn of its own rather than
+        running inside that other request."""
+        self._completing = True
+        try:
+            self._on_done(slot, done)
+        finally:
+            self._completing = False
+        if self._waiting and not self.closed:
+            self.loop.call_soon(self._process_waiting)
 
     def _on_done(self, slot: ResponseSlot, task: asyncio.Future[Any]) -> None:
         if self.closed:

@@ -14,6 +14,7 @@ from collections.abc import Hashable, Iterable
 from typing import Any, Generic, TypeVar
 
 from kbroker.clock import monotonic_ms
+from kbroker.protocol.outcome import Deferred
 from kbroker.timers import LoopWheel
 
 T = TypeVar("T")
@@ -23,7 +24,8 @@ class DelayedOperation(Generic[T]):
     """Subclasses implement ``ready()`` (may it complete now?) and ``result()`` (the outcome, a ``T``)."""
 
     def __init__(self) -> None:
-        self.future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        # a Deferred: the connection waiting for it answers from within the check that completes it
+        self.future: Deferred[T] = Deferred(loop=asyncio.get_running_loop())
         self.completed = False
         self.keys: tuple[Hashable, ...] = ()
         self.timer = -1
@@ -43,7 +45,7 @@ class Purgatory:
     def __len__(self) -> int:
         return len(self.timeouts)
 
-    def watch(self, op: DelayedOperation[T], keys: Iterable[Hashable], timeout_ms: int) -> asyncio.Future[T]:
+    def watch(self, op: DelayedOperation[T], keys: Iterable[Hashable], timeout_ms: int) -> Deferred[T]:
         """Complete now if possible, else wait for a ``check`` of one of ``keys`` or the timeout."""
         if op.ready():
             self._finish(op)

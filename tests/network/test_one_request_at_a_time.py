@@ -81,3 +81,52 @@ def test_the_next_request_waits_until_the_previous_answer_is_written_not_only_en
     spin(loop, 0.1)
     assert [c for _, c in dispatched] == [1, 2]
     assert decode_response(18, 0, read_frame(client))[0] == 2
+
+
+def test_a_parked_answer_is_written_from_within_the_call_that_completes_it_and_the_next_request_waits_a_turn(pair):
+    """The purgatory's answers are Deferreds: the leader's append that wakes a follower's parked fetch sends its
+    answer before the append returns (no turn of the loop in between), but the follower's next request, read
+    meanwhile, is not handled inside that append: it gets a turn of its own."""
+    from kbroker.protocol.outcome import Deferred
+    loop, conn, client, handlers, dispatched, _ = pair
+    parked: Deferred[object] = Deferred(loop=loop)
+    handlers[1] = parked
+    client.sendall(request(1) + request(2))
+    spin(loop, 0.2)
+    assert [c for _, c in dispatched] == [1]
+    client.setblocking(False)
+    parked.set_result({"error_code": 0, "api_keys": []})  # as Purgatory._finish does, outside any loop callback
+    first = bytes(client.recv(65536))  # already on the socket: written inside set_result
+    client.setblocking(True)
+    assert decode_response(18, 0, first[4:])[0] == 1
+    assert [c for _, c in dispatched] == [1], "request 2 was handled inside the call that completed request 1"
+    spin(loop, 0.1)
+    assert [c for _, c in dispatched] == [1, 2]
+    assert decode_response(18, 0, read_frame(client))[0] == 2
+
+
+def test_a_deferred_runs_its_listeners_inside_set_result_and_on_cancel():
+    from kbroker.protocol.outcome import Deferred
+    loop = asyncio.new_event_loop()
+    try:
+        seen: list[object] = []
+        done: Deferred[int] = Deferred(loop=loop)
+        done.when_done(lambda d: seen.append(d.result()))
+        done.set_result(7)
+        assert seen == [7]
+        done.when_done(lambda d: seen.append("late"))  # already done: at once
+        assert seen == [7, "late"]
+        cancelled: Deferred[int] = Deferred(loop=loop)
+        cancelled.when_done(lambda d: seen.append(d.cancelled()))
+        cancelled.cancel()
+        assert seen[-1] is True
+        assert loop.run_until_complete(_awaited(loop)) == 3  # coroutines await it as any future
+    finally:
+        loop.close()
+
+
+async def _awaited(loop) -> int:
+    from kbroker.protocol.outcome import Deferred
+    d: Deferred[int] = Deferred(loop=loop)
+    loop.call_soon(d.set_result, 3)
+    return await d

@@ -30,8 +30,12 @@ The scenarios:
               clock stops when the broker serves every partition's last message.
   consume     the produce scenario's topic read back from offset 0 (assign, no group), each partition's offsets
               checked to run 0, 1, 2, ...; fraction of the TCP limit
-  latency     produce at a fixed --rate for --seconds: send-to-acknowledgement p50/p99/p999 (ms)
-  e2e         the same with a consumer in the same process: send-to-receive p50/p99/p999 (ms)
+  latency     produce at a fixed --rate for --seconds: send-to-acknowledgement p50/p99/p999 (ms), the rate
+              offered and the acknowledgement rate achieved (msgs/s), how long the flush after the last send
+              took, and whether a backlog built up (bench.latency.pacing: the target fell behind the rate, so
+              the percentiles measure the client's queue)
+  e2e         the same with a consumer in the same process: send-to-receive p50/p99/p999 (ms), the receive
+              rate achieved, the wait for the last receipt after the last send, and the backlog flag
 
 --rounds N starts every target afresh N times, the order turned round each round (slow drift of a shared machine
 hits every target alike); then each figure's median over the rounds is emitted too (kind "median").
@@ -62,8 +66,8 @@ MIB = 1 << 20
 SCENARIOS = {
     "produce": "produce throughput (msgs/s, MB/s, fraction of disk and TCP limits)",
     "consume": "consume throughput of the produced topic from offset 0 (fraction of the TCP limit)",
-    "latency": "produce latency at a fixed rate: send to acknowledgement, p50/p99/p999",
-    "e2e": "end-to-end latency at a fixed rate: send to receive, p50/p99/p999",
+    "latency": "produce latency at a fixed rate: send to acknowledgement, p50/p99/p999, ack rate, backlog",
+    "e2e": "end-to-end latency at a fixed rate: send to receive, p50/p99/p999, receive rate, backlog",
 }
 THROUGHPUT = ("produce", "consume")
 RECORDS: list[dict] = []
@@ -176,8 +180,8 @@ def run_scenario(args, target, g: Group, scenario: str, topics: dict, lim: dict)
             r = throughput.consume(a, target, topics["produce"])
         return throughput_figures(r, lim, target.replication, scenario)
     if scenario == "latency":
-        lat, failed = latency.paced_produce(target, topics["latency"], g.acks, g.size, args.rate, args.seconds)
-        return {"rate": args.rate, "messages": len(lat), "failed": failed, **latency.percentiles(lat)}
+        paced = latency.paced_run(target, topics["latency"], g.acks, g.size, args.rate, args.seconds)
+        return {"rate": args.rate, **paced.figures()}
     return {"rate": args.rate, **latency.end_to_end(target, topics["e2e"], g.acks, g.size, args.rate, args.seconds,
                                                     g.partitions)}
 

@@ -30,7 +30,19 @@ def figure(r: dict) -> str:
     if r.get("p50_ms") is None:
         return "-"
     lost = f" ({r['lost']} of {r['lost'] + r['messages']} lost)" if r.get("lost") else ""
-    return f"{r['p50_ms']} / {r['p99_ms']} / {r['p999_ms']} ms{lost}"
+    return f"{r['p50_ms']} / {r['p99_ms']} / {r['p999_ms']} ms{lost}{backlog(r)}"
+
+
+def backlog(r: dict) -> str:
+    """A latency cell's warning when the target fell behind the offered rate (bench.latency.pacing): its
+    percentiles then measure the client's queue, and the cell says what rate was achieved."""
+    if not r.get("backlog"):
+        return ""
+    done = r.get("acked_msgs_s", r.get("received_msgs_s")) or 0
+    offered = r.get("offered_msgs_s") or r.get("rate") or 0
+    after = r.get("flush_ms", r.get("drain_ms")) or 0
+    what = "acknowledged" if r["scenario"] == "latency" else "received"
+    return f" (backlog: {done:.0f} of {offered:.0f} msgs/s {what}, the last {after:.0f} ms after the last send)"
 
 
 def row_key(r: dict, fields: tuple[str, ...]) -> tuple:
@@ -93,9 +105,12 @@ def write_markdown(path: Path, lim: dict, results: list[dict], columns: list[str
              "write limit (for the 3-broker cluster, the three replicas' writes: 3 x MB/s, all on this one disk); "
              "consume of the loopback TCP limit. Latency: p50 / p99 / p999 at a fixed rate, send to "
              "acknowledgement (`latency`; with acks=0 the client's own completion) and send to receive "
-             "(`e2e`). With acks=0 a produce run's clock stops when the broker serves every partition's last "
-             "message. Tansu 0.6 has no ZooKeeper-mode cluster: the cluster column is kbroker's alone. Values "
-             "are text (bench/values.py) that lz4 halves and zstd cuts to a third.", ""]
+             "(`e2e`); \"backlog\" marks a run whose target fell behind the rate (messages waited over 10 ms, "
+             "and the wait grew over the run or the completions fell more than 5 % short of the rate: "
+             "bench.latency.pacing), with the rate achieved and the wait after the last send. With acks=0 a "
+             "produce run's clock stops when the broker serves every partition's last message. Tansu 0.6 has no "
+             "ZooKeeper-mode cluster: the cluster column is kbroker's alone. Values are text (bench/values.py) "
+             "that lz4 halves and zstd cuts to a third.", ""]
     for sweep in SWEEPS:
         lines += table(results, sweep, columns)
         if sweep == "security":
@@ -119,7 +134,8 @@ def security_ratios(results: list[dict]) -> list[dict]:
 
 GROUP_FIELDS = ("target", "sweep", "scenario", "size", "acks", "compression", "partitions", "clients", "protocol")
 FIGURES = ("mb_s", "msgs_s", "elapsed_s", "frac_disk", "frac_tcp", "p50_ms", "p99_ms", "p999_ms", "frac_rtt",
-           "broker_cpu_s")
+           "broker_cpu_s", "offered_msgs_s", "acked_msgs_s", "received_msgs_s", "flush_ms", "drain_ms",
+           "first_quarter_p50_ms", "last_quarter_p50_ms")
 
 
 def medians(results: list[dict]) -> list[dict]:
@@ -141,6 +157,9 @@ def medians(results: list[dict]) -> list[dict]:
                 if all(isinstance(v, int) for v in values):
                     m[f] = round(m[f])
                 m[f + "_rounds"] = [r[f] for r in good if isinstance(r.get(f), (int, float))]
+        flags = [r["backlog"] for r in good if isinstance(r.get("backlog"), bool)]
+        if flags:  # a latency cell: backlog when most rounds had one
+            m["backlog"], m["backlog_rounds"] = 2 * sum(flags) > len(flags), flags
         out.append(m)
     return out
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Protocol
 
 RING = 1024  # requests kept per type (a power of two: the place is count & (RING - 1))
-# Kafka's RequestMetrics histograms, in the order ``_phases`` computes them
-PHASES = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems",
-          "totaltimems")
+# Kafka's RequestMetrics histograms, in the order ``_phases`` computes them (Kafka's own order)
+PHASES = ("requestqueuetimems", "localtimems", "remotetimems", "throttletimems", "responsequeuetimems",
+          "responsesendtimems", "totaltimems")
 # the percentiles the JMX exporter turns into quantile labels (50thPercentile -> "0.50", 999th -> "0.999")
 QUANTILES = (("0.50", 0.50), ("0.75", 0.75), ("0.95", 0.95), ("0.98", 0.98), ("0.99", 0.99), ("0.999", 0.999))
 # Kafka times fetches twice: as "Fetch" and as "FetchConsumer" or "FetchFollower"
@@ -45,20 +45,25 @@ _EXPECTED_FETCH_ERRORS = frozenset((
 
 class TimedRequest(Protocol):
     """A request's monotonic instants (seconds), as the reactor kept them: bytes read off the socket, handed to
-    the handler, handler returned (or parked its answer), answer ready, answer queued for the socket, written."""
+    the handler, handler returned (or parked its answer), answer ready, answer queued for the socket, written;
+    and ``throttle_ms``, the throttle a client quota gave it (the time its connection is muted for, 0 when none)."""
     received: float
     dispatched: float
     returned: float
     ready_at: float
     queued: float
     sent: float
+    throttle_ms: float
 
 
-def _phases(r: TimedRequest) -> tuple[float, float, float, float, float, float]:
-    """The PHASES of one request, in ms."""
+def _phases(r: TimedRequest) -> tuple[float, float, float, float, float, float, float]:
+    """The PHASES of one request, in ms. ThrottleTimeMs is no span of the request's own: as Kafka's
+    (apache/kafka core/src/main/scala/kafka/network/RequestChannel.scala, updateRequestMetrics records the
+    request's apiThrottleTimeMs, the throttle the quota managers returned), it is the time the connection is
+    muted for after the answer, which the next request waits out, so TotalTimeMs does not include it."""
     return ((r.dispatched - r.received) * 1000.0, (r.returned - r.dispatched) * 1000.0,
-            (r.ready_at - r.returned) * 1000.0, (r.queued - r.ready_at) * 1000.0, (r.sent - r.queued) * 1000.0,
-            (r.sent - r.received) * 1000.0)
+            (r.ready_at - r.returned) * 1000.0, r.throttle_ms, (r.queued - r.ready_at) * 1000.0,
+            (r.sent - r.queued) * 1000.0, (r.sent - r.received) * 1000.0)
 
 
 class RequestStats:

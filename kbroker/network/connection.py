@@ -163,6 +163,7 @@ class Connection:
     def _parse_waiting(self) -> None:
         """Frames received before reading paused: parse them now (no readable event will come)."""
         if self._taking():
+            self.last_active = time.monotonic()  # taken in now: a request's time starts after a throttle, as Kafka's
             self._frames.parse_buffered()
 
     def _refuse_frame(self, size: int, head: bytes) -> None:
@@ -235,6 +236,7 @@ class Connection:
 
     def _decrypt_waiting(self) -> None:
         if self._taking():
+            self.last_active = time.monotonic()  # (as _parse_waiting)
             self._decrypt()
 
     def _flush_tls(self) -> None:
@@ -464,6 +466,8 @@ class Connection:
         """Stop reading requests for a while (a quota's throttle time, sent with the response)."""
         if seconds <= 0 or self.closed:
             return
+        if self._slots:  # the request being answered (one at a time): its ThrottleTimeMs, the larger if two quotas
+            self._slots[-1].throttle_ms = max(self._slots[-1].throttle_ms, seconds * 1000.0)
         self._muted_until = max(self._muted_until, time.monotonic() + seconds)
         self._pause_reading()
         if self._unmute is not None:

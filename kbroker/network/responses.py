@@ -38,7 +38,7 @@ class SegmentEnded(Exception):
 class ResponseSlot:
     __slots__ = ("api_key", "version", "correlation_id", "chunks", "ready",
                  "received", "dispatched", "returned", "ready_at", "queued", "sent", "fetch_key",
-                 "last_chunk")
+                 "last_chunk", "throttle_ms")
     # monotonic instants of a timed request (metrics on), set as it goes: handed to the handler, handler
     # returned, answer ready, answer queued for the socket, answer written (kbroker.metrics.TimedRequest)
     dispatched: float
@@ -56,6 +56,7 @@ class ResponseSlot:
         self.ready = False
         self.received = 0.0  # when its bytes were read; a request is timed when this is set
         self.fetch_key = 0  # Fetch: FETCH_CONSUMER or FETCH_FOLLOWER (Kafka times both ways)
+        self.throttle_ms = 0.0  # a client quota's throttle of this request (ms its connection is muted after it)
 
 
 def _cost(chunk: Any) -> int:

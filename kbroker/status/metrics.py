@@ -27,6 +27,7 @@ _PHASE_HELP = {
     "requestqueuetimems": "from the request's bytes read to its handler starting",
     "localtimems": "in the handler",
     "remotetimems": "parked after the handler (purgatory: acks=all, long polls; ZooKeeper round trips)",
+    "throttletimems": "a client quota's throttle: the connection muted after the answer (0 when within quota)",
     "responsequeuetimems": "answer ready, waiting behind earlier answers of its connection",
     "responsesendtimems": "writing the answer to the socket",
     "totaltimems": "from the request's bytes read to its answer written",

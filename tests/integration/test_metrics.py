@@ -19,6 +19,7 @@ from kbroker.log.batches import build_batch
 from kbroker.metrics import BrokerMetrics, Family, render
 from tests.cluster.conftest import Cluster, wait_until
 from tests.raw_client import request
+from tests.security.test_quota_throttle import set_quota
 
 from .conftest import REPO, free_port
 from .helpers import create_topic
@@ -35,6 +36,7 @@ NAMES = [
     "kafka_network_requestmetrics_requests_total", "kafka_network_requestmetrics_totaltimems",
     "kafka_network_requestmetrics_requestqueuetimems", "kafka_network_requestmetrics_localtimems",
     "kafka_network_requestmetrics_remotetimems", "kafka_network_requestmetrics_responsesendtimems",
+    "kafka_network_requestmetrics_throttletimems",
     "kafka_log_log_size", "kafka_log_log_logendoffset", "kafka_consumergroup_lag",
     "kafka_consumergroup_current_offset",
 ]
@@ -126,9 +128,12 @@ def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
     p99 = produced_scrape.only("kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.99")
     p50 = produced_scrape.only("kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.50")
     assert 0 < p50 <= p99
-    for phase in ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems"):
+    for phase in ("requestqueuetimems", "localtimems", "remotetimems", "throttletimems", "responsequeuetimems",
+                  "responsesendtimems"):
         assert produced_scrape.only(f"kafka_network_requestmetrics_{phase}", request="Produce", quantile="0.99") >= 0
         assert produced_scrape.only(f"kafka_network_requestmetrics_{phase}_count", request="Produce") == requests
+    # no quota: nothing throttled
+    assert produced_scrape.value("kafka_network_requestmetrics_throttletimems") == 0
 
     consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "meters", "auto.offset.reset": "earliest",
                          "enable.auto.commit": False})
@@ -223,6 +228,59 @@ def test_per_topic_request_counters_count_as_kafka(broker_factory):
     internal = Scrape(port)
     assert internal.only(names["totalproducerequests"], topic="__transaction_state") == 1
     assert internal.value(names["failedproducerequests"], topic="__transaction_state") == 0
+
+
+def test_throttle_time_is_what_a_quota_throttled_a_producer_and_a_consumer_for(broker_factory):
+    """Kafka's ThrottleTimeMs: the throttle a client quota gave a request (the throttle_time_ms its client hears,
+    the time its connection is then muted for), 0 for the requests no quota throttled. A quota of 1 KiB/s lets
+    a new client have 10 s of it (10 KiB, quota.window.num - 1 windows) before the first throttle."""
+    port = free_port()
+    broker = broker_factory({"status.listener": f"http://127.0.0.1:{port}", "num.partitions": "1"})
+    create_topic(broker.bootstrap, "throttled", 1)
+    free = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "free-producer"})
+    for i in range(4):
+        free.produce("throttled", value=b"free %d" % i)
+        assert free.flush(30) == 0
+    unthrottled = Scrape(port)
+    assert unthrottled.only("kafka_network_requestmetrics_throttletimems_count", request="Produce") == 4
+    assert unthrottled.value("kafka_network_requestmetrics_throttletimems") == 0
+
+    set_quota(broker, "slow-producer", "producer_byte_rate", 1024)
+    set_quota(broker, "slow-consumer", "consumer_byte_rate", 1024)
+    heard: list[float] = []  # the throttle times the clients heard, in s
+    slow = Producer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-producer", "linger.ms": 0,
+                     "throttle_cb": lambda event: heard.append(event.throttle_time)})
+    for _ in range(10):  # 16 KiB at a time: the second is over the 10 KiB (the first, if the quota came late)
+        slow.produce("throttled", value=b"p" * 16384)
+        assert slow.flush(30) == 0
+        slow.poll(0.2)  # the throttle callback
+        if heard:
+            break
+    assert heard and max(heard) > 0, "the producer was never throttled"
+    scrape = Scrape(port)
+    produce = {q: scrape.only("kafka_network_requestmetrics_throttletimems", request="Produce", quantile=q)
+               for q in ("0.50", "0.999")}
+    # the unthrottled requests (the free producer's 4 and the slow one's first) are 0, the throttled one its throttle
+    assert produce["0.50"] == 0
+    assert produce["0.999"] == pytest.approx(max(heard) * 1000, abs=1)
+    assert scrape.value("kafka_network_requestmetrics_throttletimems", request="FetchConsumer") == 0
+
+    heard.clear()
+    consumer = Consumer({"bootstrap.servers": broker.bootstrap, "client.id": "slow-consumer", "group.id": "slow",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 100,
+                         "throttle_cb": lambda event: heard.append(event.throttle_time)})
+    try:
+        consumer.assign([TopicPartition("throttled", 0, 0)])  # over 16 KiB to read: the first fetch is over
+        wait_until(lambda: consumer.poll(0.2) is None and heard, 30, "the consumer throttled", interval=0)
+    finally:
+        consumer.close()
+    fetched = Scrape(port)
+    assert fetched.only("kafka_network_requestmetrics_throttletimems", request="FetchConsumer",
+                        quantile="0.999") == pytest.approx(max(heard) * 1000, abs=1)
+    assert fetched.only("kafka_network_requestmetrics_throttletimems", request="Fetch", quantile="0.999") == \
+        fetched.only("kafka_network_requestmetrics_throttletimems", request="FetchConsumer", quantile="0.999")
+    # the throttle is not the requests' own time: their answers left at once
+    assert fetched.only("kafka_network_requestmetrics_totaltimems", request="Produce", quantile="0.999") < 1000
 
 
 def test_failed_request_counters_leave_out_the_errors_kafka_expects():

@@ -8,9 +8,10 @@ import time
 
 import pytest
 
-from kbroker.metrics import BrokerMetrics
+from kbroker.metrics import PHASES, BrokerMetrics
 from kbroker.network.responses import ResponseSlot
-from tests.network.loopback import connection_on_loopback
+from kbroker.protocol import decode_response, encode_request
+from tests.network.loopback import connection_on_loopback, read_frame
 
 
 @pytest.fixture
@@ -59,3 +60,30 @@ def test_an_answer_is_timed_once_written_while_later_ones_still_wait(pair):
     assert len(conn._sending) == 2
     totals = stats.recent()[-1]
     assert len(totals) == 1 and totals[0] >= 0
+
+
+def test_a_quota_throttle_is_its_request_s_throttle_time():
+    """ThrottleTimeMs (Kafka's apiThrottleTimeMs): the throttle a quota muted the connection for while it handled
+    the request, the larger when two quotas throttle it (a Fetch's byte and request quotas), 0 for a request no
+    quota throttled; the muted time is not the request's own (its TotalTimeMs ends when its answer is written)."""
+    metrics = BrokerMetrics()
+    throttles = {1: (0.05, 0.2), 2: ()}  # correlation id -> the mutes its handler makes, in seconds
+
+    def dispatch(header, body, conn):
+        for seconds in throttles[header.correlation_id]:
+            conn.mute(seconds)  # as QuotaManager.run and FetchQuota do, over a quota
+        return {"error_code": 0, "api_keys": []}
+
+    with connection_on_loopback(dispatch, metrics=metrics) as (loop, conn, client, _):
+        client.sendall(bytes(encode_request(18, 0, 1, "t", {})) + bytes(encode_request(18, 0, 2, "t", {})))
+
+        async def both_timed() -> None:
+            deadline = time.monotonic() + 10
+            while (18 not in metrics.requests or metrics.requests[18].count < 2) and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+        loop.run_until_complete(both_timed())
+        for want in (1, 2):
+            assert decode_response(18, 0, read_frame(client))[0] == want
+    phases = dict(zip(PHASES, metrics.requests[18].recent(), strict=True))
+    assert phases["throttletimems"] == [0.0, 200.0]
+    assert max(phases["totaltimems"]) < 200.0  # the second request waited the throttle out, before its own time

@@ -81,4 +81,5 @@ class PwritevAppender(Appender):
 
 def open_appender(prefer: Literal["auto", "io_uring", "pwritev"] = "auto", queue_depth: int = 64) -> Appender:
     """``auto`` (or the ``KBROKER_APPENDER`` environment variable when set) picks io_uring when
-    available and pwritev otherwise; never raises for a missing io_uring under ``auto``."""
+    available and pwritev otherwise; never raises for a missing io_uring under ``auto``. It knows no
+    file system: a broker's log manager picks per log dir (``kbroker.log.appenders``)."""

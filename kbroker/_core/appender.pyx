@@ -1161,7 +1161,8 @@ def open_appender(prefer="auto", int queue_depth=64):
     """Return an appender. ``auto`` follows ``KBROKER_APPENDER`` (io_uring|pwritev) when set,
     else picks io_uring when available and pwritev otherwise; it never raises for a missing
     io_uring and logs nothing (check ``.backend``). ``io_uring`` raises OSError when io_uring
-    cannot be set up."""
+    cannot be set up. ``auto`` knows no file system: a broker's log manager picks per log dir
+    (kbroker.log.appenders), pwritev where io_uring would punt buffered writes to workers."""
     if prefer == "auto":
         env = os.environ.get("KBROKER_APPENDER", "").strip().lower()
         if env == "pwritev":

@@ -34,6 +34,7 @@ from kbroker.config.errors import ConfigError
 from kbroker.config.topic import LogConfig
 from kbroker.crashpoints import crash_point
 from kbroker.log import checkpoint, future_replica
+from kbroker.log.appenders import DirAppenders
 from kbroker.log.cleaner import (
     CleanJob,
     CleanStats,
@@ -44,7 +45,7 @@ from kbroker.log.cleaner import (
 )
 from kbroker.log.cleaner_threads import CleanerThread
 from kbroker.log.names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
-from kbroker.log.partition_log import PartitionLog, WriteTracker
+from kbroker.log.partition_log import PartitionLog
 from kbroker.log.swap import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -83,9 +84,9 @@ class LogManager:
         if len(set(self.log_dirs)) != len(self.log_dirs):
             raise ValueError(f"log.dirs names a directory twice: {[str(d) for d in self.log_dirs]}")
         self.config = config or LogConfig()
-        self._owns_appender = appender is None
-        self.appender = appender if appender is not None else open_appender()
-        self.writes = WriteTracker(self.appender)  # routes async write completions to logs
+        # each dir's appender (io_uring or pwritev, probed per dir at startup; ``appender``: that one for every dir)
+        # and the tracker routing its async write completions to logs
+        self.appenders = DirAppenders(appender)
         self._clock = clock
         self.logs: dict[TopicPartition, PartitionLog] = {}
         # Partitions moving to another dir: the copy there (Kafka's future logs), the dir AlterReplicaLogDirs
@@ -121,11 +122,12 @@ class LogManager:
     # -- start and stop ------------------------------------------------------------------
 
     def startup(self) -> None:
-        log.info("log dirs %s, appender backend %s", [str(d) for d in self.log_dirs], self.appender.backend)
+        log.info("log dirs %s", [str(d) for d in self.log_dirs])
         for directory in self.log_dirs:
             try:
                 directory.mkdir(parents=True, exist_ok=True)
                 self._lock(directory)
+                self.appenders.of(directory)  # chosen and logged now, not at the first new log
             except OSError as exc:
                 self.mark_dir_offline(directory, exc)
         try:
@@ -210,8 +212,9 @@ class LogManager:
 
     def _open_log(self, directory: Path, tp: TopicPartition, **kwargs: object) -> PartitionLog:
         config = self.config.with_overrides(self.topic_overrides.get(tp.topic, {}))
-        return PartitionLog(directory / str(tp), tp, config, self.appender, clock=self._clock,
-                            on_io_error=self._on_io_error, tracker=self.writes, **kwargs)  # type: ignore[arg-type]
+        appender, tracker = self.appenders.of(directory)
+        return PartitionLog(directory / str(tp), tp, config, appender, clock=self._clock,
+                            on_io_error=self._on_io_error, tracker=tracker, **kwargs)  # type: ignore[arg-type]
 
     def _open_future(self, path: Path, tp: TopicPartition, **kwargs: object) -> PartitionLog:
         config = self.config.with_overrides(self.topic_overrides.get(tp.topic, {}))
@@ -251,8 +254,7 @@ class LogManager:
         self._locks.clear()
         self.logs.clear()
         self.future_logs.clear()
-        if self._owns_appender:
-            self.appender.close()
+        self.appenders.close()
         self.future_appender.close()
 
     # -- partitions ----------------------------------------------------------------------

@@ -68,8 +68,9 @@ def test_inter_broker_connections_send_without_delay() -> None:
         port = server.sockets[0].getsockname()[1]
         conn = BrokerConnection("127.0.0.1", port, "test", 5.0)
         await conn.connect()
-        assert conn._writer is not None
-        nodelay = conn._writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        sock = conn.socket()
+        assert sock is not None
+        nodelay = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
         conn.close()
         server.close()
         await server.wait_closed()

@@ -19,15 +19,13 @@ async def _closed_while_sending() -> None:
     try:
         connection = BrokerConnection("127.0.0.1", port, "broker-1-fetcher-2", timeout_s=10)
         await connection.connect()
-        assert connection._writer is not None
-        real_drain = connection._writer.drain
-
-        async def drain_then_closed_by_another_task() -> None:
-            await real_drain()
-            connection.close()  # e.g. the fetcher being stopped while this request is in flight
-        connection._writer.drain = drain_then_closed_by_another_task  # type: ignore[method-assign]
+        # e.g. the fetcher being stopped while this request is in flight
+        asyncio.get_running_loop().call_later(0.2, connection.close)
         with pytest.raises(OSError):
             await connection.request(18, 0, {})  # ApiVersions
+        with pytest.raises(OSError):  # and one sent after the close: connect again, then no answer in time
+            connection.timeout_s = 0.5
+            await connection.request(18, 0, {})
     finally:
         server.close()
         await server.wait_closed()

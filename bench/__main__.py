@@ -58,7 +58,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench import clients, host_sweep, latency, limits, report, security, targets, throughput
+from bench import clients, host_sweep, latency, limits, report, results_meta, security, targets, throughput
+from bench.results_meta import provenance
 from bench.values import text_values
 
 REPO = Path(__file__).resolve().parent.parent
@@ -375,7 +376,9 @@ def main(argv: list[str] | None = None) -> int:
         for median in results:
             emit(median)
     emit({"kind": "summary", "elapsed_s": round(elapsed, 1), "results": len(results) + len(host_results),
-          "errors": sum(1 for r in RECORDS if "error" in r)})
+          "errors": sum(1 for r in RECORDS if "error" in r), **provenance(sys.argv),
+          "trees": {name: results_meta.commit(tree) for name, tree in
+                    (throughput.parse_broker(b) for b in csv(args.brokers)) if tree is not None}})
     jsonl = out / f"bench-{stamp}.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     report.write_chart(out / f"bench-{stamp}.png", results, columns)

@@ -330,6 +330,8 @@ class Connection:
             task.add_done_callback(functools.partial(self._on_done, slot))
         else:
             self._complete(slot, result)
+        if slot.received and slot.ready:  # answered at once: encoding it was local time, nothing remote (as Kafka)
+            slot.returned = slot.ready_at
 
     def _on_deferred(self, slot: ResponseSlot, done: Deferred[Any]) -> None:
         """A parked answer completed, from within whatever completed it (another connection's request, often):

@@ -40,7 +40,8 @@ class ResponseSlot:
                  "received", "dispatched", "returned", "ready_at", "queued", "sent", "fetch_key",
                  "last_chunk", "throttle_ms")
     # monotonic instants of a timed request (metrics on), set as it goes: handed to the handler, handler
-    # returned, answer ready, answer queued for the socket, answer written (kbroker.metrics.TimedRequest)
+    # returned (an answer given at once: once encoded, so it has no remote time), answer ready, answer queued
+    # for the socket, answer written (kbroker.metrics.TimedRequest)
     dispatched: float
     returned: float
     ready_at: float

@@ -187,7 +187,14 @@ def delete_records(ctx: BrokerContext, header: RequestHeader, request: msg.Delet
                 # a partition led elsewhere is NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata and
                 # retries at the leader (Kafka's ReplicaManager.getPartitionOrException)
                 partition = ctx.replicas.leader(TopicPartition(topic.name, p.partition_index))
+                # -1 is the high watermark; any other negative offset (librdkafka's -1001 for "not set") is
+                # OFFSET_OUT_OF_RANGE, as one above the high watermark is (delete_records_before); one below the
+                # log start offset deletes nothing (apache/kafka core/src/main/scala/kafka/cluster/Partition.scala
+                # deleteRecordsOnLeader, Log.maybeIncrementLogStartOffset)
                 offset = partition.high_watermark if p.offset == -1 else p.offset
+                if offset < 0:
+                    raise errors.OffsetOutOfRangeError(
+                        f"{topic.name}-{p.partition_index}: the offset {offset} is not valid")
                 out["low_watermark"] = partition.log.delete_records_before(offset)
             except Exception as exc:
                 out["error_code"] = _error(exc)[0]

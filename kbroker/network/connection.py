@@ -40,7 +40,7 @@ from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Deferred
 from kbroker.security.principal import Session
 
-from .framing import FrameReader
+from .framing import Frame, FrameReader
 from .responses import OUT_BACKLOG_BYTES, OutputQueue, ResponseSlot, SegmentEnded
 from .tls_transport import TlsTransport
 
@@ -78,7 +78,7 @@ class FrameInterceptor(Protocol):
     Returns True when it took the frame (answered it with ``reply``/``send_token``, closed the
     connection, or handed it on with ``handle_request``), False to let it go the normal way."""
 
-    def intercept(self, conn: Connection, frame: bytearray) -> bool: ...
+    def intercept(self, conn: Connection, frame: Frame) -> bool: ...
 
 
 class Connection:
@@ -101,7 +101,7 @@ class Connection:
         self._frames = FrameReader(server.max_request_bytes, self._handle_frame, self._refuse_frame, self._taking,
                                    borrow=context is None)
         self._slots: collections.deque[ResponseSlot] = collections.deque()
-        self._waiting: collections.deque[bytearray] = collections.deque()  # frames read, not processed yet
+        self._waiting: collections.deque[Frame] = collections.deque()  # frames read, not processed yet
         self._waiting_bytes = 0
         self._processing = False   # inside _process_waiting (its loop takes the next frame)
         self._completing = False   # writing a parked answer from within the call that completed it
@@ -252,7 +252,7 @@ class Connection:
 
     # -- requests ----------------------------------------------------------------------------
 
-    def _handle_frame(self, frame: bytearray) -> None:
+    def _handle_frame(self, frame: Frame) -> None:
         """A whole frame was read: process it now if the connection is free, else it waits its turn."""
         self._first_frame = False
         if not self._waiting and not self._processing and not self._busy():
@@ -287,12 +287,12 @@ class Connection:
         finally:
             self._processing = False
 
-    def _process(self, frame: bytearray) -> None:
+    def _process(self, frame: Frame) -> None:
         if self.authenticator is not None and self.authenticator.intercept(self, frame):
             return
         self.handle_request(frame)
 
-    def handle_request(self, frame: bytearray) -> None:
+    def handle_request(self, frame: Frame) -> None:
         """Decode a frame as a Kafka request and dispatch it; its response takes its place in order."""
         try:
             header, body = decode_request(memoryview(frame))

@@ -59,7 +59,7 @@ class SaslConnection(Protocol):
     session: Session
     max_frame: int
 
-    def handle_request(self, frame: bytearray) -> None: ...
+    def handle_request(self, frame: bytearray | memoryview) -> None: ...
 
     def reply(self, api_key: int, version: int, correlation_id: int, body: Any) -> None: ...
 
@@ -98,7 +98,7 @@ def peer_text(peer: Any) -> str:
     return str(peer)
 
 
-def _peek(frame: bytearray) -> tuple[int, int, int] | None:
+def _peek(frame: bytearray | memoryview) -> tuple[int, int, int] | None:
     """(api_key, version, correlation_id) of a request frame, None when too short for a header."""
     if len(frame) < 8:
         return None
@@ -139,7 +139,7 @@ class SaslServerAuthenticator:
 
     # -- every frame ------------------------------------------------------------------------
 
-    def intercept(self, conn: SaslConnection, frame: bytearray) -> bool:
+    def intercept(self, conn: SaslConnection, frame: bytearray | memoryview) -> bool:
         state = self.state
         if state == COMPLETE:
             return self._after_complete(conn, frame)
@@ -177,7 +177,8 @@ class SaslServerAuthenticator:
 
     # -- steps ------------------------------------------------------------------------------
 
-    def _decode(self, conn: SaslConnection, frame: bytearray, api_name: str) -> tuple[RequestHeader, Struct] | None:
+    def _decode(self, conn: SaslConnection, frame: bytearray | memoryview,
+                api_name: str) -> tuple[RequestHeader, Struct] | None:
         """The request of one SASL step; None once an undecodable one failed the connection."""
         try:
             return decode_request(memoryview(frame))
@@ -186,7 +187,7 @@ class SaslServerAuthenticator:
             conn.close(f"undecodable {api_name}: {exc.reason}")
             return None
 
-    def _handshake(self, conn: SaslConnection, frame: bytearray) -> None:
+    def _handshake(self, conn: SaslConnection, frame: bytearray | memoryview) -> None:
         decoded = self._decode(conn, frame, "SaslHandshake")
         if decoded is None:
             return
@@ -209,7 +210,7 @@ class SaslServerAuthenticator:
         self.server = self.settings.new_server(mechanism)
         self.state = AUTHENTICATE
 
-    def _authenticate(self, conn: SaslConnection, frame: bytearray) -> None:
+    def _authenticate(self, conn: SaslConnection, frame: bytearray | memoryview) -> None:
         decoded = self._decode(conn, frame, "SaslAuthenticate")
         if decoded is None:
             return
@@ -309,7 +310,7 @@ class SaslServerAuthenticator:
 
     # -- after authentication ---------------------------------------------------------------
 
-    def _after_complete(self, conn: SaslConnection, frame: bytearray) -> bool:
+    def _after_complete(self, conn: SaslConnection, frame: bytearray | memoryview) -> bool:
         if self.expiry is None:
             return False
         header = _peek(frame)

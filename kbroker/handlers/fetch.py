@@ -16,7 +16,7 @@ from kbroker.handlers.acls import Op, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition
-from kbroker.log.partition_log import LATEST_TIMESTAMP, MAX_TIMESTAMP
+from kbroker.log.partition_log import LATEST_TIMESTAMP
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.replication.partition import Partition, error_code_of
@@ -142,12 +142,6 @@ def list_offsets(ctx: BrokerContext, header: RequestHeader, request: msg.ListOff
                 continue
             try:
                 partition = ctx.replicas.leader(TopicPartition(topic.name, p.partition_index))
-                if p.timestamp == MAX_TIMESTAMP and version >= 7:
-                    record = partition.max_timestamp_record(request.isolation_level, request.replica_id >= 0)
-                    if record is not None:  # the epoch of the record's batch, as Kafka (-1 when unknown)
-                        out["offset"], out["timestamp"], out["leader_epoch"] = record
-                    partitions.append(out)
-                    continue
                 from_replica = request.replica_id >= 0
                 if from_replica:
                     found = partition.log.offset_for_timestamp(p.timestamp)

@@ -34,40 +34,31 @@ def _coordinator(ctx: BrokerContext) -> GroupCoordinator:
 @handles(msg.FIND_COORDINATOR)
 def find_coordinator(ctx: BrokerContext, header: RequestHeader, request: msg.FindCoordinatorRequest,
                      conn: ClientConnection) -> Answer[msg.FindCoordinatorResponse]:
-    keys = list(request.coordinator_keys) if header.api_version >= 4 else [request.key]
-    results: list[msg.FindCoordinatorResponse_Coordinator] = []
-    for key in keys:
-        code, message = 0, None
-        transactional = request.key_type == TRANSACTION_KEY
-        if request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
-            code, message = errors.InvalidRequestError.code, f"unknown coordinator key type {request.key_type}"
-        elif not key and transactional:
-            # An empty group id is answered, as Kafka 2.8 does: OffsetCommit/OffsetFetch accept it (old clients).
-            code, message = errors.InvalidRequestError.code, "the transactional id is empty"
-        if code == 0 and not allowed(ctx, conn, Op.DESCRIBE, Res.TRANSACTIONAL_ID if transactional else Res.GROUP,
-                                     key):
-            code, message = ((errors.TransactionalIdAuthorizationFailedError.code, None) if transactional
-                             else (errors.GroupAuthorizationFailedError.code, None))
-        if code == 0 and ctx.zookeeper is not None:
-            try:  # the internal topic is created on first use, as Kafka does
-                (ctx.transactions.ensure_topic if transactional else ctx.groups.ensure_offsets_topic)()
-            except errors.KafkaError as exc:
-                code, message = exc.code, exc.message
-        if code == 0:
-            node = (ctx.transactions if transactional else ctx.groups).coordinator_endpoint(key)
-            node = node.on(listener_of(conn)) if node is not None else None  # its endpoint on this listener
-        else:
-            node = None
-        if code == 0 and node is None:
+    key = request.key
+    code, message = 0, None
+    transactional = request.key_type == TRANSACTION_KEY
+    if request.key_type not in (GROUP_KEY, TRANSACTION_KEY):
+        code, message = errors.InvalidRequestError.code, f"unknown coordinator key type {request.key_type}"
+    elif not key and transactional:
+        # An empty group id is answered, as Kafka 2.8 does: OffsetCommit/OffsetFetch accept it (old clients).
+        code, message = errors.InvalidRequestError.code, "the transactional id is empty"
+    if code == 0 and not allowed(ctx, conn, Op.DESCRIBE, Res.TRANSACTIONAL_ID if transactional else Res.GROUP, key):
+        code, message = ((errors.TransactionalIdAuthorizationFailedError.code, None) if transactional
+                         else (errors.GroupAuthorizationFailedError.code, None))
+    if code == 0 and ctx.zookeeper is not None:
+        try:  # the internal topic is created on first use, as Kafka does
+            (ctx.transactions.ensure_topic if transactional else ctx.groups.ensure_offsets_topic)()
+        except errors.KafkaError as exc:
+            code, message = exc.code, exc.message
+    node = None
+    if code == 0:
+        node = (ctx.transactions if transactional else ctx.groups).coordinator_endpoint(key)
+        node = node.on(listener_of(conn)) if node is not None else None  # its endpoint on this listener
+        if node is None:
             code, message = errors.CoordinatorNotAvailableError.code, "the coordinator is not available"
-        results.append({"key": key, "node_id": node.id if node is not None else -1,
-                        "host": node.host if node is not None else "",
-                        "port": node.port if node is not None else -1, "error_code": code, "error_message": message})
-    if header.api_version >= 4:
-        return {"throttle_time_ms": 0, "coordinators": results}
-    r = results[0]
-    return {"throttle_time_ms": 0, "error_code": r["error_code"], "error_message": r["error_message"],
-            "node_id": r["node_id"], "host": r["host"], "port": r["port"]}
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+            "node_id": node.id if node is not None else -1, "host": node.host if node is not None else "",
+            "port": node.port if node is not None else -1}
 
 
 @handles(msg.JOIN_GROUP)
@@ -176,7 +167,7 @@ async def offset_commit(ctx: BrokerContext, header: RequestHeader, request: msg.
 
 
 def _fetch_group(ctx: BrokerContext, conn: ClientConnection, version: int, group_id: str,
-                 topics: Sequence[msg.OffsetFetchRequest.Topic | msg.OffsetFetchRequest.Group.GroupTopic] | None,
+                 topics: Sequence[msg.OffsetFetchRequest.Topic] | None,
                  require_stable: bool) -> tuple[int, list[msg.OffsetFetchResponse_Topic]]:
     wanted = None if topics is None else [TopicPartition(t.name, p) for t in topics for p in t.partition_indexes]
     may_describe = topic_filter(ctx, conn, Op.DESCRIBE)
@@ -209,12 +200,6 @@ def _fetch_group(ctx: BrokerContext, conn: ClientConnection, version: int, group
 def offset_fetch(ctx: BrokerContext, header: RequestHeader, request: msg.OffsetFetchRequest,
                  conn: ClientConnection) -> Answer[msg.OffsetFetchResponse]:
     v = header.api_version
-    if v >= 8:
-        groups: list[msg.OffsetFetchResponse_Group] = []
-        for g in request.groups:
-            code, topics = _fetch_group(ctx, conn, v, g.group_id, g.topics, request.require_stable)
-            groups.append({"group_id": g.group_id, "topics": topics, "error_code": code})
-        return {"throttle_time_ms": 0, "groups": groups}
     if v == 0:
         if not allowed(ctx, conn, Op.DESCRIBE, Res.GROUP, request.group_id):
             return {"throttle_time_ms": 0, "topics": [

@@ -90,13 +90,6 @@ def _metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRe
     else:
         names = list(dict.fromkeys(t.name for t in request.topics or () if t.name is not None))  # once each, as Kafka
     topics: list[msg.MetadataResponse_Topic] = []
-    ids = {t.topic_id for t in request.topics or () if version >= 12 and t.topic_id.int}
-    if ids and not every:  # v12 (KIP-516): topics named by id, never created; an unknown id is UNKNOWN_TOPIC_ID
-        by_id = {info.topic_id: name for name, info in ctx.topics.topics.items()}
-        names = [by_id[i] for i in ids if i in by_id]
-        topics += [{"error_code": errors.UnknownTopicIdError.code, "name": None, "topic_id": i, "partitions": []}
-                   for i in ids if i not in by_id]
-        auto = False
     if ctx.security.authorizer is not None:  # ACLs: DESCRIBE to see a topic, CREATE to auto-create it
         names, refused = _described(ctx, conn, names, every)
         topics += [{"error_code": errors.TopicAuthorizationFailedError.code, "name": n, "partitions": []}

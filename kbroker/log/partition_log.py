@@ -49,7 +49,6 @@ log = logging.getLogger(__name__)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
-MAX_TIMESTAMP = -3  # KIP-734 (ListOffsets v7): the record with the largest timestamp
 
 
 class AppendResult(NamedTuple):
@@ -643,7 +642,9 @@ class PartitionLog:
         """ListOffsets MAX_TIMESTAMP: (offset, timestamp, leader epoch of its batch) of the first
         record holding the largest timestamp, as Kafka finds it: the first segment with the
         largest max timestamp, its first batch with that max timestamp, that batch's first record
-        with it (a LogAppendTime batch: its first record). None for an empty log."""
+        with it (a LogAppendTime batch: its first record). None for an empty log. No request reaches it since
+        ListOffsets is served to Kafka 2.8's v6 (v7, KIP-734, is 3.0's); its one caller is
+        Partition.max_timestamp_record."""
         self._check_online()
         try:
             segments = [s for s in self.segments if s.written_size]

@@ -189,7 +189,7 @@ class FetchResponse_AbortedTransaction(TypedDict, total=False):
 FETCH: TypedApi[FetchRequest, FetchResponse]
 
 
-# ListOffsets (2), v0-7
+# ListOffsets (2), v0-6
 
 class ListOffsetsRequest(Struct):
     replica_id: int  # v0+
@@ -250,7 +250,7 @@ class ListOffsetsResponse_PartitionResponse(TypedDict, total=False):
 LIST_OFFSETS: TypedApi[ListOffsetsRequest, ListOffsetsResponse]
 
 
-# Metadata (3), v0-12
+# Metadata (3), v0-11
 
 class MetadataRequest(Struct):
     topics: list[MetadataRequest.Topic] | None  # v0+
@@ -295,7 +295,7 @@ class MetadataResponse_Broker(TypedDict, total=False):
 
 class MetadataResponse_Topic(TypedDict, total=False):
     error_code: int  # v0+
-    name: str | None  # v0+
+    name: str  # v0+
     topic_id: uuid.UUID  # v10+
     is_internal: bool  # v1+
     partitions: list[MetadataResponse_Partition]  # v0+
@@ -723,25 +723,23 @@ class OffsetCommitResponse_Partition(TypedDict, total=False):
 OFFSET_COMMIT: TypedApi[OffsetCommitRequest, OffsetCommitResponse]
 
 
-# OffsetFetch (9), v0-8
+# OffsetFetch (9), v0-7
 
 class OffsetFetchRequest(Struct):
-    group_id: str  # v0-7
-    topics: list[OffsetFetchRequest.Topic] | None  # v0-7
-    groups: list[OffsetFetchRequest.Group]  # v8+
+    group_id: str  # v0+
+    topics: list[OffsetFetchRequest.Topic] | None  # v0+
     require_stable: bool  # v7+
 
     def __init__(
         self,
         group_id: str = ...,
         topics: list[OffsetFetchRequest.Topic] | None = ...,
-        groups: list[OffsetFetchRequest.Group] = ...,
         require_stable: bool = ...,
     ) -> None: ...
 
     class Topic(Struct):
-        name: str  # v0-7
-        partition_indexes: list[int]  # v0-7
+        name: str  # v0+
+        partition_indexes: list[int]  # v0+
 
         def __init__(
             self,
@@ -749,101 +747,49 @@ class OffsetFetchRequest(Struct):
             partition_indexes: list[int] = ...,
         ) -> None: ...
 
-    class Group(Struct):
-        group_id: str  # v8+
-        topics: list[OffsetFetchRequest.Group.GroupTopic] | None  # v8+
-
-        def __init__(
-            self,
-            group_id: str = ...,
-            topics: list[OffsetFetchRequest.Group.GroupTopic] | None = ...,
-        ) -> None: ...
-
-        class GroupTopic(Struct):
-            name: str  # v8+
-            partition_indexes: list[int]  # v8+
-
-            def __init__(
-                self,
-                name: str = ...,
-                partition_indexes: list[int] = ...,
-            ) -> None: ...
-
 
 class OffsetFetchResponse(TypedDict, total=False):
     throttle_time_ms: int  # v3+
-    topics: list[OffsetFetchResponse_Topic]  # v0-7
-    error_code: int  # v2-7
-    groups: list[OffsetFetchResponse_Group]  # v8+
+    topics: list[OffsetFetchResponse_Topic]  # v0+
+    error_code: int  # v2+
 
 
 class OffsetFetchResponse_Topic(TypedDict, total=False):
-    name: str  # v0-7
-    partitions: list[OffsetFetchResponse_Partition]  # v0-7
+    name: str  # v0+
+    partitions: list[OffsetFetchResponse_Partition]  # v0+
 
 
 class OffsetFetchResponse_Partition(TypedDict, total=False):
-    partition_index: int  # v0-7
-    committed_offset: int  # v0-7
-    committed_leader_epoch: int  # v5-7
-    metadata: str | None  # v0-7
-    error_code: int  # v0-7
-
-
-class OffsetFetchResponse_Group(TypedDict, total=False):
-    group_id: str  # v8+
-    topics: list[OffsetFetchResponse_GroupTopic]  # v8+
-    error_code: int  # v8+
-
-
-class OffsetFetchResponse_GroupTopic(TypedDict, total=False):
-    name: str  # v8+
-    partitions: list[OffsetFetchResponse_GroupPartition]  # v8+
-
-
-class OffsetFetchResponse_GroupPartition(TypedDict, total=False):
-    partition_index: int  # v8+
-    committed_offset: int  # v8+
-    committed_leader_epoch: int  # v8+
-    metadata: str | None  # v8+
-    error_code: int  # v8+
+    partition_index: int  # v0+
+    committed_offset: int  # v0+
+    committed_leader_epoch: int  # v5+
+    metadata: str | None  # v0+
+    error_code: int  # v0+
 
 
 OFFSET_FETCH: TypedApi[OffsetFetchRequest, OffsetFetchResponse]
 
 
-# FindCoordinator (10), v0-4
+# FindCoordinator (10), v0-3
 
 class FindCoordinatorRequest(Struct):
-    key: str  # v0-3
+    key: str  # v0+
     key_type: int  # v1+
-    coordinator_keys: list[str]  # v4+
 
     def __init__(
         self,
         key: str = ...,
         key_type: int = ...,
-        coordinator_keys: list[str] = ...,
     ) -> None: ...
 
 
 class FindCoordinatorResponse(TypedDict, total=False):
     throttle_time_ms: int  # v1+
-    error_code: int  # v0-3
-    error_message: str | None  # v1-3
-    node_id: int  # v0-3
-    host: str  # v0-3
-    port: int  # v0-3
-    coordinators: list[FindCoordinatorResponse_Coordinator]  # v4+
-
-
-class FindCoordinatorResponse_Coordinator(TypedDict, total=False):
-    key: str  # v4+
-    node_id: int  # v4+
-    host: str  # v4+
-    port: int  # v4+
-    error_code: int  # v4+
-    error_message: str | None  # v4+
+    error_code: int  # v0+
+    error_message: str | None  # v1+
+    node_id: int  # v0+
+    host: str  # v0+
+    port: int  # v0+
 
 
 FIND_COORDINATOR: TypedApi[FindCoordinatorRequest, FindCoordinatorResponse]

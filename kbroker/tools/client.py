@@ -582,14 +582,7 @@ class AdminClient:
         def call() -> Connection:
             conn = self.connection()
             v = conn.version(API_KEYS["FindCoordinator"])
-            if v >= 4:
-                response = conn.send(API_KEYS["FindCoordinator"], {
-                    "key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]}, version=v)
-                if not response.coordinators:
-                    raise KafkaApiError(UNKNOWN_SERVER_ERROR, "no coordinator in the answer", context="FindCoordinator")
-                c = response.coordinators[0]
-            else:
-                c = conn.send(API_KEYS["FindCoordinator"], {"key": group_id, "key_type": GROUP_KEY_TYPE}, version=v)
+            c = conn.send(API_KEYS["FindCoordinator"], {"key": group_id, "key_type": GROUP_KEY_TYPE}, version=v)
             if c.error_code:
                 raise KafkaApiError(c.error_code, c.error_message if v >= 1 else None,
                                     context=f"FindCoordinator for group '{group_id}'")
@@ -621,18 +614,11 @@ class AdminClient:
             conn = self.find_coordinator(group_id)
             v = conn.version(API_KEYS["OffsetFetch"], min_version=2)  # v2+: null topics = all
             context = f"OffsetFetch for group '{group_id}'"
-            if v >= 8:
-                response = conn.send(API_KEYS["OffsetFetch"], {
-                    "groups": [{"group_id": group_id, "topics": None}]}, version=v)
-                g = response.groups[0]
-                code, topics = g.error_code, g.topics
-            else:
-                response = conn.send(API_KEYS["OffsetFetch"], {"group_id": group_id, "topics": None}, version=v)
-                code, topics = response.error_code, response.topics
-            if code:
-                raise KafkaApiError(code, context=context)
+            response = conn.send(API_KEYS["OffsetFetch"], {"group_id": group_id, "topics": None}, version=v)
+            if response.error_code:
+                raise KafkaApiError(response.error_code, context=context)
             out: dict[TopicPartition, int] = {}
-            for t in topics:
+            for t in response.topics:
                 for p in t.partitions:
                     if p.error_code:
                         raise KafkaApiError(p.error_code, context=f"{context}, {t.name}-{p.partition_index}")

@@ -17,8 +17,6 @@ def test_the_empty_group_id_finds_its_coordinator_and_keeps_offsets(broker):
     for version in (0, 1, 2, 3):
         answer = request(broker.bootstrap, FIND_COORDINATOR, version, {"key": "", "key_type": 0})
         assert (answer.error_code, answer.node_id, answer.port) == (0, 0, broker.port), answer
-    answer = request(broker.bootstrap, FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [""]})
-    assert [(c.key, c.error_code, c.port) for c in answer.coordinators] == [("", 0, broker.port)], answer
 
     commit = request(broker.bootstrap, OFFSET_COMMIT, 2, {
         "group_id": "", "generation_id": -1, "member_id": "", "retention_time_ms": -1,

@@ -7,8 +7,9 @@ of every API whose ``listeners`` include ``zkBroker``; KAFKA-12278 scoped them i
 2.8 keeps internal), as recorded from a real 2.8 broker in kafka-python 3's
 ``kafka/protocol/broker_version_data.py`` (``BROKER_API_VERSIONS[(2, 8)]``).
 
-kbroker may advertise a higher maximum than 2.8 only where tests/protocol/test_version_audit.py audits it
-(``ABOVE_2_8``, each version checked there against a real broker); everything else must be Kafka's range.
+Every key at exactly Kafka's range, none above: clients pick features by the versions advertised (kafka-python
+takes a broker advertising ListOffsets v7 for a 3.0, librdkafka batches FindCoordinator from v4), so a version
+Kafka 2.8 lacks makes a client treat the broker as a newer Kafka (issue 30).
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import pytest
 
 from kbroker.handlers import load_all
 from kbroker.handlers.api_versions import advertised
-from tests.protocol.test_version_audit import ABOVE_2_8
 
 KAFKA_2_8_ZK_BROKER: dict[int, tuple[str, int, int]] = {
     0: ("Produce", 0, 9), 1: ("Fetch", 0, 12), 2: ("ListOffsets", 0, 6), 3: ("Metadata", 0, 11),
@@ -50,8 +50,7 @@ def ours() -> dict[int, tuple[int, int]]:
 def test_advertised_as_kafka_2_8(ours, key: int):
     name, low, high = KAFKA_2_8_ZK_BROKER[key]
     assert key in ours, f"{name} ({key}) is advertised by Kafka 2.8 but not by kbroker"
-    expected_high = ABOVE_2_8[key][0] if key in ABOVE_2_8 else high
-    assert ours[key] == (low, expected_high), f"{name} ({key}): kbroker v{ours[key]}, Kafka 2.8 v{low}-{high}"
+    assert ours[key] == (low, high), f"{name} ({key}): kbroker v{ours[key]}, Kafka 2.8 v{low}-{high}"
 
 
 def test_nothing_kafka_2_8_lacks(ours):
@@ -66,9 +65,8 @@ def test_the_wire_answer_is_the_table(module_broker_for_versions):
                      {"client_software_name": "kbroker-tests", "client_software_version": "1"})
     assert answer.error_code == 0
     got = {k.api_key: (k.min_version, k.max_version) for k in answer.api_keys}
-    expected = {key: (low, ABOVE_2_8[key][0] if key in ABOVE_2_8 else high)
-                for key, (_, low, high) in KAFKA_2_8_ZK_BROKER.items()}
-    assert got == expected
+    assert got == {key: (low, high) for key, (_, low, high) in KAFKA_2_8_ZK_BROKER.items()}
+    assert got[2] == (0, 6)  # ListOffsets: v7 (KIP-734) is Kafka 3.0's
 
 
 @pytest.fixture(scope="module")

@@ -3,25 +3,17 @@ from __future__ import annotations
 
 from kbroker.protocol.schema import api
 
-# v4+ is batched (CoordinatorKeys in, Coordinators out); kafka-python switches to it once advertised.
-FIND_COORDINATOR = api(10, "FindCoordinator", "0-4", flexible=3, request="""
-    key                        string               v0-3
+# Kafka 2.8 serves v0-3: v4 (batched CoordinatorKeys, KIP-699) is 3.0's.
+FIND_COORDINATOR = api(10, "FindCoordinator", "0-3", flexible=3, request="""
+    key                        string               v0+
     key_type                   int8                 v1+
-    coordinator_keys           [string]             v4+
 """, response="""
     throttle_time_ms           int32                v1+
-    error_code                 int16                v0-3
-    error_message              string               v1-3   nullable
-    node_id                    int32                v0-3
-    host                       string               v0-3
-    port                       int32                v0-3
-    coordinators               [Coordinator]        v4+
-      key                      string               v4+
-      node_id                  int32                v4+
-      host                     string               v4+
-      port                     int32                v4+
-      error_code               int16                v4+
-      error_message            string               v4+    nullable
+    error_code                 int16                v0+
+    error_message              string               v1+    nullable
+    node_id                    int32                v0+
+    host                       string               v0+
+    port                       int32                v0+
 """)
 
 JOIN_GROUP = api(11, "JoinGroup", "0-7", flexible=6, request="""
@@ -116,40 +108,24 @@ OFFSET_COMMIT = api(8, "OffsetCommit", "0-8", flexible=8, request="""
         error_code             int16                v0+
 """)
 
-# v8 batches several groups (Groups[]); null topics (v2+) = every partition with an offset.
-OFFSET_FETCH = api(9, "OffsetFetch", "0-8", flexible=6, request="""
-    group_id                   string               v0-7
-    topics                     [Topic]              v0-7   nullable:v2-7
-      name                     string               v0-7
-      partition_indexes        [int32]              v0-7
-    groups                     [Group]              v8+
-      group_id                 string               v8+
-      topics                   [GroupTopic]         v8+    nullable
-        name                   string               v8+
-        partition_indexes      [int32]              v8+
+# Null topics (v2+) = every partition with an offset. Kafka 2.8 serves v0-7: v8 (several groups, KIP-709) is 3.0's.
+OFFSET_FETCH = api(9, "OffsetFetch", "0-7", flexible=6, request="""
+    group_id                   string               v0+
+    topics                     [Topic]              v0+    nullable:v2+
+      name                     string               v0+
+      partition_indexes        [int32]              v0+
     require_stable             bool                 v7+
 """, response="""
     throttle_time_ms           int32                v3+
-    topics                     [Topic]              v0-7
-      name                     string               v0-7
-      partitions               [Partition]          v0-7
-        partition_index        int32                v0-7
-        committed_offset       int64                v0-7
-        committed_leader_epoch int32                v5-7   default=-1
-        metadata               string               v0-7   nullable
-        error_code             int16                v0-7
-    error_code                 int16                v2-7
-    groups                     [Group]              v8+
-      group_id                 string               v8+
-      topics                   [GroupTopic]         v8+
-        name                   string               v8+
-        partitions             [GroupPartition]     v8+
-          partition_index      int32                v8+
-          committed_offset     int64                v8+
-          committed_leader_epoch  int32             v8+    default=-1
-          metadata             string               v8+    nullable
-          error_code           int16                v8+
-      error_code               int16                v8+
+    topics                     [Topic]              v0+
+      name                     string               v0+
+      partitions               [Partition]          v0+
+        partition_index        int32                v0+
+        committed_offset       int64                v0+
+        committed_leader_epoch int32                v5+    default=-1
+        metadata               string               v0+    nullable
+        error_code             int16                v0+
+    error_code                 int16                v2+
 """)
 
 DESCRIBE_GROUPS = api(15, "DescribeGroups", "0-5", flexible=5, request="""

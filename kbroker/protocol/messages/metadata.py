@@ -35,8 +35,9 @@ SASL_HANDSHAKE = api(17, "SaslHandshake", "0-1", flexible=None, request="""
     mechanisms                 [string]             v0+
 """)
 
-# Which topics: v0 an empty array means all; v1+ null means all and empty means none.
-METADATA = api(3, "Metadata", "0-12", flexible=9, request="""
+# Which topics: v0 an empty array means all; v1+ null means all and empty means none. Kafka 2.8 serves v0-11:
+# v12 (topics named by id, KIP-516) is 3.1's.
+METADATA = api(3, "Metadata", "0-11", flexible=9, request="""
     topics                     [Topic]              v0+    nullable:v1+
       topic_id                 uuid                 v10+
       name                     string               v0+    nullable:v10+
@@ -54,7 +55,7 @@ METADATA = api(3, "Metadata", "0-12", flexible=9, request="""
     controller_id              int32                v1+    default=-1
     topics                     [Topic]              v0+
       error_code               int16                v0+
-      name                     string               v0+    nullable:v12+
+      name                     string               v0+
       topic_id                 uuid                 v10+
       is_internal              bool                 v1+
       partitions               [Partition]          v0+

@@ -84,8 +84,9 @@ FETCH = api(1, "Fetch", "0-12", flexible=12, request="""
         records                records              v0+    nullable
 """)
 
-# v0 answers with a list of offsets (OldStyleOffsets); v1+ with one offset and its timestamp.
-LIST_OFFSETS = api(2, "ListOffsets", "0-7", flexible=6, request="""
+# v0 answers with a list of offsets (OldStyleOffsets); v1+ with one offset and its timestamp. Kafka 2.8 serves
+# v0-6: v7 (MAX_TIMESTAMP, KIP-734) is 3.0's, and advertising it makes clients take the broker for a 3.0.
+LIST_OFFSETS = api(2, "ListOffsets", "0-6", flexible=6, request="""
     replica_id                 int32                v0+
     isolation_level            int8                 v2+
     topics                     [Topic]              v0+

@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, values in hops.items():
             lines.append({"kind": "hop", "hop": name, **latency.percentiles([v / 1000 for v in values]), **meta})
         lines.append({"kind": "summary", "rate": args.rate, "seconds": args.seconds, "size": args.size,
-                      "tree": str(args.tree or "."), "tree_commit": commit(args.tree or REPO), "acknowledged": len(lat), "failed": failed,
+                      "tree": str(args.tree or "."), "tree_commit": commit(args.tree or REPO),
+                      "acknowledged": len(lat), "failed": failed,
                       "traced_whole": whole, "ack_rate": round(len(lat) / wall, 1),
                       "broker_cpu_s_per_k_records": round(cpu / max(1, len(lat)) * 1000, 3),
                       **{f"client_{k}": v for k, v in latency.percentiles(lat).items()}, **meta})

@@ -76,3 +76,11 @@ def test_inter_broker_connections_send_without_delay() -> None:
         await server.wait_closed()
         return int(nodelay)
     assert asyncio.run(check()) != 0
+
+
+def test_the_floor_bench_answers_every_request_through_both_followers() -> None:
+    """bench.replication_floor: four bare asyncio processes in the shape of an acks=all round trip."""
+    from bench.replication_floor import run
+    out = run(rate=200, seconds=1, size=1024)
+    assert out["acknowledged"] == 200 and out["lost"] == 0
+    assert 0 < out["p50_ms"] <= out["p99_ms"]  # type: ignore[operator]

@@ -5,7 +5,10 @@ stops them in reverse, and is the ``BrokerContext`` the request handlers see (``
                -> TopicAdmin (SingleNodeTopics, or ZooKeeperTopics beside the controller)
                -> CoordinatorBridge, TransactionBridge (group and transaction coordinators)
                -> NetworkServer per listener (security.connection_security builds its TLS and SASL)
-                  -> Dispatcher (handlers.dispatcher: startup gate, quotas, then the API's handler)
+                  -> Dispatcher (handlers.dispatcher: quotas, then the API's handler)
+
+The listeners bind once the logs are recovered (KafkaServer.startup: LogManager.startup first) and accept only once
+the broker can answer (``_listen``): until then a client's connect is refused and retried, not left unanswered.
 
 Single-node mode (no ``zookeeper.connect``) keeps Kafka's ZooKeeper layout in the embedded store
 under the first log dir; this broker is then the controller and the leader of every partition.
@@ -113,10 +116,10 @@ class Broker:
         topics.load()
         self.log_manager.startup()
         topics.host_all()
-        host, port = await self._start_server()
+        host, port = self._bind_listeners()
         layout.register_broker(self.store, self._registration(host, port))
-        # Nothing below yields to the loop, so no request is served before the coordinator is ready.
         await self._start_services()
+        self._listen()
         log.info("kbroker %d started: cluster %s, %d topics, listening on %s:%d", self.broker_id,
                  self.cluster_id, len(topics.topics), host, port)
 
@@ -131,7 +134,7 @@ class Broker:
         await loop.run_in_executor(None, self._init_store)
         await loop.run_in_executor(None, self.security.start)
         self.log_manager.startup()
-        host, port = await self._start_server()
+        host, port = self._bind_listeners()
         controller = Controller(self.store, self.broker_id, self.config.log.unclean_leader_election_enable)
         use_inter_broker_security(inter_broker_client_security(self.config, self.listeners))
         cluster = ClusterView(self.store, loop, self._on_cluster_change, self.listeners.inter_broker,
@@ -151,7 +154,7 @@ class Broker:
         await cluster.start()
         self.replicas.start()
         await self._start_services()
-        self.dispatcher.open()
+        self._listen()  # registered (after the previous session's registration expired), the cluster read
         log.info("kbroker %d started in ZooKeeper mode: cluster %s, controller %s, %d live brokers, %d topics, "
                  "listening on %s:%d", self.broker_id, self.cluster_id, self.topics.controller_id(),
                  len(self.topics.live_brokers()), len(self.topics.topics), host, port)
@@ -169,17 +172,16 @@ class Broker:
         return BrokerInfo.from_endpoints(self.broker_id, endpoints, timestamp_ms=wall_ms(),
                                          rack=self.config.broker_rack or None)
 
-    async def _start_server(self) -> tuple[str, int]:
-        """A NetworkServer per listener, and the advertised endpoints (the bound port when 0 was
-        asked). Returns the inter-broker listener's address (the first listener's without one)."""
+    def _bind_listeners(self) -> tuple[str, int]:
+        """A NetworkServer per listener, bound but not yet accepting, and the advertised endpoints (the bound
+        port when 0 was asked). Returns the inter-broker listener's address (the first listener's without one)."""
         cfg = self.config
         endpoints = []
         try:
             limits = ConnectionLimits.from_config(cfg)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        # in ZooKeeper mode requests wait until start() has registered and read the cluster
-        self.dispatcher = Dispatcher(self, load_all(), self.security.quotas, gated=bool(cfg.zookeeper_connect))
+        self.dispatcher = Dispatcher(self, load_all(), self.security.quotas)
         for spec in self.listeners.specs:
             secured = listener_security(cfg, spec, self.listeners.settings[spec.name], self.security)
             server = NetworkServer(spec.bind.host, spec.bind.port, self.dispatcher,
@@ -191,8 +193,8 @@ class Broker:
                                    principal_of=secured.principal_of, new_authenticator=secured.new_authenticator,
                                    limits=limits, inter_broker=spec.name == self.listeners.inter_broker,
                                    metrics=self.metrics)
-            await server.start()
             self.servers.append(server)
+            server.bind()
             if spec.announced:
                 advertised = spec.advertised
                 host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
@@ -205,6 +207,10 @@ class Broker:
         _, host, port, _ = next((e for e in endpoints if e[0] == self.listeners.inter_broker), endpoints[0])
         self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None, endpoints=tuple(endpoints))
         return host, port
+
+    def _listen(self) -> None:
+        for server in self.servers:
+            server.listen()
 
     async def _start_services(self) -> None:
         """The coordinators, the optional ZooKeeper offsets mirror and status endpoint, housekeeping."""

@@ -4,6 +4,11 @@ Measured choice (see bench/): one asyncio event loop per broker process, driving
 sockets directly with add_reader/add_writer rather than asyncio transports, so the receive
 buffers are ours (Produce payloads stay in place) and Fetch can hand segment ranges to sendfile.
 
+Starting: ``bind`` takes the address (and learns the port when 0 was asked, which a ZooKeeper-mode broker registers)
+without listening, ``listen`` then accepts. A broker binds before it registers and listens once it can answer
+(kbroker/broker.py): in between a client's connect is refused (ECONNREFUSED) and retried, where a listening socket
+would complete the handshake and leave the client's first request unanswered until its timeout.
+
 Accepting: ``max.connections``/``max.connections.per.ip`` are enforced here (see limits.py). When
 accept fails for want of file descriptors (EMFILE, ENFILE) the listener stays readable, so retrying
 at once would spin the loop and flood the log: accepting pauses for ACCEPT_RETRY_S instead, with one
@@ -85,19 +90,28 @@ class NetworkServer:
         self._warned_at = -ACCEPT_WARN_EVERY_S
         self.refused_per_ip = 0  # connections closed at once for max.connections.per.ip
 
-    async def start(self) -> None:
-        self.loop = asyncio.get_running_loop()
+    def bind(self) -> None:
+        """Take the address; ``port`` is the bound one from here. Connections are refused until ``listen``."""
         before, after = raise_open_files_limit()
         if after != before:
             log.info("open-files limit raised from %d to %d (the hard limit)", before, after)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((self.host, self.port))
-        sock.listen(1024)
-        sock.setblocking(False)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+            sock.setblocking(False)
+        except OSError:
+            sock.close()
+            raise
         self.port = sock.getsockname()[1]
         self._listener = sock
+
+    def listen(self) -> None:
+        """Accept connections on the bound address (on the running loop)."""
+        assert self._listener is not None, "bind() first"
+        self.loop = asyncio.get_running_loop()
+        self._listener.listen(1024)
         self._resume_accept()
         self._reaper = asyncio.ensure_future(self._reap_idle())
         log.info("listening on %s:%d (listener %s, %s)", self.host, self.port, self.listener_name,

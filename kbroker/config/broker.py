@@ -207,7 +207,6 @@ DEFS: tuple[_Def, ...] = (
 ACCEPTED_UNUSED = frozenset({
     "num.recovery.threads.per.data.dir",
     "queued.max.requests", "background.threads", "inter.broker.protocol.version",
-    "log.preallocate",
     "zookeeper.set.acl", "zookeeper.max.in.flight.requests", "log.cleaner.dedupe.buffer.size",
     "fetch.purgatory.purge.interval.requests",
     "producer.purgatory.purge.interval.requests",

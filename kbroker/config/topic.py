@@ -7,6 +7,7 @@ the typed ``LogConfig`` the log layer reads. Topic overrides use Kafka's topic k
 from __future__ import annotations
 
 import dataclasses
+import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -134,6 +135,10 @@ KEYS: tuple[_Key, ...] = (
     _Key("segment.ms", ("log.roll.ms", "log.roll.hours"), "segment_ms", parse_int, 168 * 3600_000,
          lambda v: v >= 1, "an int >= 1", "roll a segment this long after its first record",
          (1, 3600_000)),
+    _Key("segment.jitter.ms", ("log.roll.jitter.ms", "log.roll.jitter.hours"), "segment_jitter_ms", parse_int, 0,
+         lambda v: v >= 0, "an int >= 0",
+         "each segment's time-based roll comes up to this much (at random, below segment.ms) before segment.ms",
+         (1, 3600_000)),
     _Key("retention.ms", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
          "retention_ms", parse_int, 168 * 3600_000, lambda v: v >= -1, "an int >= -1 (-1: unlimited)",
          "delete segments whose newest record is older", (1, 60_000, 3600_000)),
@@ -154,6 +159,8 @@ KEYS: tuple[_Key, ...] = (
          lambda v: v >= 0, "an int >= 0", "largest record batch accepted"),
     _Key("file.delete.delay.ms", ("log.segment.delete.delay.ms",), "file_delete_delay_ms", parse_int, 60_000,
          lambda v: v >= 0, "an int >= 0", "delay before a deleted segment's files are removed"),
+    _Key("preallocate", ("log.preallocate",), "preallocate", parse_bool, False, lambda v: True, "true or false",
+         "a new segment's file is created at segment.bytes, and cut to its data when rolled or closed"),
     _Key("cleanup.policy", ("log.cleanup.policy",), "cleanup_policy", _policy, "delete", lambda v: True,
          "a list of delete and compact (possibly empty)", "what happens to old segments", is_list=True),
     _Key("min.insync.replicas", ("min.insync.replicas",), "min_insync_replicas", parse_int, 1, lambda v: v >= 1,
@@ -170,6 +177,10 @@ KEYS: tuple[_Key, ...] = (
          _message_format_version, "2.8-IV1", lambda v: True,
          "a Kafka version (" + ", ".join(n for n, _ in _API_VERSIONS) + ")",
          "the message format appended records are stored in (below 0.11.0: magic 0 or 1 messages)"),
+    _Key("message.downconversion.enable", ("log.message.downconversion.enable",), "message_downconversion_enable",
+         parse_bool, True, lambda v: True, "true or false",
+         "may a Fetch of a version older than the stored message format be answered with down-converted records "
+         "(false: UNSUPPORTED_VERSION for that partition; followers are never refused)"),
     # Log compaction (kbroker.log.cleaner), Kafka's topic keys and their broker defaults.
     _Key("min.cleanable.dirty.ratio", ("log.cleaner.min.cleanable.ratio",), "min_cleanable_dirty_ratio", _float,
          0.5, lambda v: 0.0 <= v <= 1.0, "a number in [0, 1]",
@@ -207,6 +218,7 @@ _BY_TOPIC_KEY = {k.topic_key: k for k in KEYS if k.topic_key}
 class LogConfig:
     segment_bytes: int = 1 << 30
     segment_ms: int = 168 * 3600_000
+    segment_jitter_ms: int = 0
     retention_ms: int = 168 * 3600_000
     retention_bytes: int = -1
     segment_index_bytes: int = 10 * 1024 * 1024
@@ -216,6 +228,7 @@ class LogConfig:
     message_timestamp_type: str = "CreateTime"
     max_message_bytes: int = 1048588
     file_delete_delay_ms: int = 60_000
+    preallocate: bool = False
     cleanup_policy: str = "delete"
     min_insync_replicas: int = 1
     unclean_leader_election_enable: bool = False
@@ -228,6 +241,7 @@ class LogConfig:
     leader_replication_throttled_replicas: str = ""
     follower_replication_throttled_replicas: str = ""
     message_format_version: str = "2.8-IV1"
+    message_downconversion_enable: bool = True
     cleaner_enable: bool = True
     cleaner_backoff_ms: int = 15_000
 
@@ -246,6 +260,13 @@ class LogConfig:
         if self.compact and self.max_compaction_lag_ms > 0:
             return min(self.segment_ms, self.max_compaction_lag_ms)
         return self.segment_ms
+
+    def random_segment_jitter(self) -> int:
+        """A new segment's roll jitter, as Kafka's LogConfig.randomSegmentJitter: 0 without segment.jitter.ms, else
+        a non-negative random int modulo the smaller of segment.jitter.ms and segment.ms."""
+        if self.segment_jitter_ms == 0:
+            return 0
+        return random.randrange(1 << 31) % min(self.segment_jitter_ms, self.segment_ms)
 
     @property
     def record_magic(self) -> int:

@@ -5,6 +5,11 @@ for a follower), hands the consumer's byte-rate quota over as a cap and a thrott
 ``ReplicaManager.fetch_messages``, which owns the rest as Kafka's fetchMessages does: a follower's fetch
 offset recorded as its log end offset, the read (``kbroker.replication.fetch_read``), the fetch meters and,
 with less than ``min_bytes`` to read, the wait in the purgatory (``DelayedFetch``).
+
+message.downconversion.enable=false: a consumer's Fetch v0-3 of a partition whose read holds batches of a newer
+message format than that version knows (and whose topic stores one) is answered UNSUPPORTED_VERSION for that
+partition instead of down-converted records, as Kafka's KafkaApis.handleFetchRequest (maybeConvertFetchedData)
+does; the check runs as the answer is about to leave, before the quota and the byte meters see it.
 """
 from __future__ import annotations
 
@@ -15,8 +20,8 @@ from kbroker import errors
 from kbroker.handlers.acls import Op, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
-from kbroker.log import TopicPartition
-from kbroker.log.partition_log import LATEST_TIMESTAMP
+from kbroker.log import TopicPartition, legacy
+from kbroker.log.partition_log import LATEST_TIMESTAMP, PartitionLog
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.replication.partition import Partition, error_code_of
@@ -51,6 +56,8 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
         if quota is not None:  # consumer_byte_rate: the read stays within the window, an answer over it is muted
             quota_bytes = quota.max_bytes
             throttle = _throttle_of(quota)
+        if version <= 3 and _down_conversion_disabled(ctx, wanted, version):
+            throttle = _refusing_down_conversion(ctx, wanted, version, throttle)
     return ctx.replicas.fetch_messages(version, request, wanted, session=session, incremental=incremental,
                                        denied=denied, quota_bytes=quota_bytes, throttle=throttle,
                                        metrics=ctx.metrics, known=ctx.topics.exists)
@@ -66,6 +73,65 @@ def _throttle_of(quota: FetchQuota) -> Callable[[Answers, int], msg.FetchRespons
 
 
 Wanted = list[tuple[str, int, int, int, int]]  # (topic, partition, fetch offset, max bytes, leader epoch)
+
+
+def _magic_of(version: int) -> int:
+    """The newest message format a Fetch version reads: magic 0 for v0-1, 1 for v2-3, 2 from v4."""
+    return 0 if version <= 1 else 1 if version <= 3 else 2
+
+
+def _conversion_refused(ctx: BrokerContext, topic: str, index: int, version: int) -> PartitionLog | None:
+    """The partition's log when its topic disables down-conversion and stores a newer format than ``version``
+    reads (Kafka looks at the records only then); else None."""
+    partition = ctx.replicas.partition(TopicPartition(topic, index))
+    if partition is None:
+        return None
+    config = partition.log.config
+    if config.message_downconversion_enable or config.record_magic <= _magic_of(version):
+        return None
+    return partition.log
+
+
+def _down_conversion_disabled(ctx: BrokerContext, wanted: Wanted, version: int) -> bool:
+    return any(_conversion_refused(ctx, topic, index, version) is not None for topic, index, *_ in wanted)
+
+
+def _needed_conversion(plog: PartitionLog, fetch_offset: int, records: bytes, magic: int) -> bool:
+    """Did the read answered with ``records`` (down-converted, from ``fetch_offset``) hold a stored batch newer
+    than ``magic`` (Kafka's ``!hasCompatibleMagic`` of the records read)?"""
+    entries = legacy.parse_entries(records, verify_crc=False, allow_partial=True)
+    last = entries[-1].offset if entries else fetch_offset
+    for header in plog.batch_headers(fetch_offset):
+        if header.base_offset > last:
+            break
+        if header.magic > magic:
+            return True
+    return False
+
+
+def _refusing_down_conversion(ctx: BrokerContext, wanted: Wanted, version: int,
+                              throttle: Callable[[Answers, int], msg.FetchResponse | None] | None,
+                              ) -> Callable[[Answers, int], msg.FetchResponse | None]:
+    """The last look at the answer before it leaves (the read calls it before its quota and byte meters): each
+    partition whose records needed a down-conversion its topic disables becomes Kafka's
+    FetchResponse.partitionResponse(UNSUPPORTED_VERSION): no records, high watermark -1. Then the quota's."""
+    offsets = {(topic, index): offset for topic, index, offset, *_ in wanted}
+
+    def check(partitions: Answers, session_id: int) -> msg.FetchResponse | None:
+        for topic, out in partitions:
+            records = out["records"]
+            if out["error_code"] or not isinstance(records, legacy.LegacyBytes) or not records:
+                continue
+            plog = _conversion_refused(ctx, topic, out["partition_index"], version)
+            fetch_offset = offsets.get((topic, out["partition_index"]))
+            if plog is None or fetch_offset is None or not _needed_conversion(plog, fetch_offset, records,
+                                                                               _magic_of(version)):
+                continue
+            out["error_code"] = errors.UnsupportedVersionError.code
+            out["high_watermark"] = out["last_stable_offset"] = out["log_start_offset"] = -1
+            out["records"] = b""
+        return throttle(partitions, session_id) if throttle is not None else None
+    return check
 
 
 def _authorized(ctx: BrokerContext, conn: ClientConnection, replica_id: int,

@@ -501,7 +501,7 @@ class PartitionLog:
         else:
             waited = now - segment.created_ms
         if (segment.size > self.config.segment_bytes - size
-                or waited > self.config.max_segment_ms
+                or waited > self.config.max_segment_ms - segment.roll_jitter_ms
                 or segment.indexes_full()
                 or not segment.can_hold_offset(last_offset)):
             return self.roll(now)

@@ -5,6 +5,12 @@ offset index entry (largest offset of the append, its file position) is added on
 ``index.interval.bytes`` were appended since the last entry, so lookups land within ~4 KiB of the
 target and the rest is a scan of batch headers. Reads return file ranges, never bytes.
 
+``preallocate``: a segment file created for the log gets the length segment.bytes at once, and is cut to its data
+when the segment is rolled or closed (apache/kafka clients/.../common/record/FileRecords.java: ``openChannel``'s
+RandomAccessFile.setLength, an ftruncate on Linux, and ``trim``); after a crash, recovery cuts the zero tail.
+``roll_jitter_ms``: drawn for each segment as it is opened (LogConfig.randomSegmentJitter, as LogSegment.open),
+the time-based roll comes that much before segment.ms.
+
 Not thread-safe: one event loop owns a partition's log.
 """
 from __future__ import annotations
@@ -52,8 +58,21 @@ class Segment:
         self.log_path = stem.with_suffix(LOG_SUFFIX)
         self.index_path = stem.with_suffix(INDEX_SUFFIX)
         self.time_index_path = stem.with_suffix(TIME_INDEX_SUFFIX)
-        self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        self.size = os.fstat(self.fd).st_size
+        try:
+            self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+            created = True
+        except FileExistsError:
+            self.fd = os.open(self.log_path, os.O_RDWR | os.O_CLOEXEC)
+            created = False
+        if created and config.preallocate:
+            try:
+                os.ftruncate(self.fd, config.segment_bytes)
+            except OSError:
+                os.close(self.fd)
+                raise
+        # a file found here is all data (a preallocated one was cut when closed; after a crash recovery cuts it)
+        self.size = 0 if created else os.fstat(self.fd).st_size
+        self.roll_jitter_ms = config.random_segment_jitter()
         # Bytes below written_size are in the page cache; between it and size, asynchronous
         # writes are still in flight, so readers never look there.
         self.written_size = self.size
@@ -143,7 +162,13 @@ class Segment:
             pass  # full: the last entry stays the best available
         self.offset_index.trim()
         self.time_index.trim()
+        self.trim()
         self.active = False
+
+    def trim(self) -> None:
+        """Cut a preallocated file to its data (Kafka's FileRecords.trim); nothing to do for any other."""
+        if os.fstat(self.fd).st_size > self.size:
+            os.ftruncate(self.fd, self.size)
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -330,6 +355,11 @@ class Segment:
                 log.warning("%s: could not record the max timestamp on close: %s", self.log_path, exc)
         self.offset_index.close()
         self.time_index.close()
+        if self.active:
+            try:
+                self.trim()
+            except OSError as exc:  # closing must not fail; recovery cuts the tail after an unclean stop
+                log.warning("%s: could not cut the preallocated file to its data on close: %s", self.log_path, exc)
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

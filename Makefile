@@ -16,14 +16,18 @@ LINT_PATHS := kbroker zk_compat kazoo_bridge tests bench
 run: build
 	$(VENV)/bin/kbroker serve
 
+# Every test, then test-io-uring. The broker-level files of IO_URING_TESTS run only there, with io_uring forced (the
+# rest of the suite covers pwritev, each log dir's own choice on ext4); the appender's and the log layer's tests run
+# in both, so the `appender` fixture's pwritev cases stay in.
 test: debs build js
-	$(PY) -m pytest -q tests
+	$(PY) -m pytest -q tests $(addprefix --ignore=,$(filter-out tests/core/test_appender.py tests/log,$(IO_URING_TESTS)))
+	$(MAKE) --no-print-directory test-io-uring
 
 # The io_uring appender, forced. A broker picks it only for log dirs whose file system writes buffered data inline
 # (kbroker/log/appenders.py); on ext4, as on CI, it takes pwritev, so `test` covers io_uring only in the storage
 # tests' `appender` fixture. This runs the appender's own tests, the log layer, a LogManager on its default, a full
 # disk, the crash points and produce/restart/move through real brokers with KBROKER_APPENDER=io_uring (which also
-# narrows the fixture to io_uring): about 4 minutes on 2 shared cores. Fails when io_uring cannot be set up here
+# narrows the fixture to io_uring): about 4 minutes on 2 shared cores. `test` ends with it. Fails when io_uring cannot be set up here
 # (the tests would skip it), and on pytest's exit code 5 (nothing collected).
 IO_URING_TESTS := tests/core/test_appender.py tests/log tests/broker/test_log_dir_failure_broker.py \
 	tests/broker/test_replica_manager_entry_points.py tests/chaos/test_disk_full_halts.py \

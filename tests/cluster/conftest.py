@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 
 from kazoo_bridge.local_server import ZooKeeperServer
 from kazoo_bridge.store import connect
-from tests.integration.conftest import BrokerProcess
+from tests.integration.conftest import BrokerProcess, free_port
 
 SESSION_TIMEOUT_MS = 6000
 
@@ -69,6 +69,15 @@ class Cluster:
 
     def logs(self) -> str:
         return "\n".join(f"--- broker {i}\n{b.log()[-8000:]}" for i, b in self.brokers.items())
+
+    def with_status_listeners(self) -> Cluster:
+        """Before start: each broker serves /status and /metrics (status.listener) on a port of its own."""
+        for broker in self.brokers.values():
+            broker.overrides["status.listener"] = f"http://127.0.0.1:{free_port()}"
+        return self
+
+    def status_port(self, broker_id: int) -> int:
+        return int(self.brokers[broker_id].overrides["status.listener"].rsplit(":", 1)[1])
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.cluster.conftest import Cluster
 from tests.cluster.helpers import wait_until_served
-from tests.integration.conftest import free_port
 from tests.integration.test_metrics import Scrape
 
 FETCH_WAIT_MS = 30000
@@ -36,9 +35,7 @@ def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Itera
     # Kafka wants replica.fetch.wait.max.ms <= replica.lag.time.max.ms: with the lag time above the wait, a
     # follower whose idle fetch waits the full 30 s stays in the ISR
     c = Cluster(zookeeper_server, tmp_path_factory.mktemp("acks-all-round-trip"), overrides={
-        "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS), "replica.lag.time.max.ms": "60000"})
-    for broker in c.brokers.values():
-        broker.overrides["status.listener"] = f"http://127.0.0.1:{free_port()}"
+        "replica.fetch.wait.max.ms": str(FETCH_WAIT_MS), "replica.lag.time.max.ms": "60000"}).with_status_listeners()
     try:
         c.start()
         yield c
@@ -47,7 +44,7 @@ def cluster(zookeeper_server, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 def scrape(cluster: Cluster, broker_id: int) -> Scrape:
-    return Scrape(int(cluster.brokers[broker_id].overrides["status.listener"].rsplit(":", 1)[1]))
+    return Scrape(cluster.status_port(broker_id))
 
 
 def create_led_by(cluster: Cluster, topic: str, leader: int) -> None:

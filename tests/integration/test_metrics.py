@@ -328,9 +328,8 @@ def test_metrics_enabled_false_counts_nothing_but_serves_the_state(broker_factor
 def watched_cluster(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     # a follower that stops fetching leaves the ISR after 2 s (the leader checks every second)
     cluster = Cluster(zookeeper_server, tmp_path_factory.mktemp("metrics-cluster"),
-                      overrides={"replica.lag.time.max.ms": "2000", "controlled.shutdown.enable": "false"})
-    for broker in cluster.brokers.values():
-        broker.overrides["status.listener"] = f"http://127.0.0.1:{free_port()}"
+                      overrides={"replica.lag.time.max.ms": "2000", "controlled.shutdown.enable": "false"}
+                      ).with_status_listeners()
     try:
         cluster.start()
         yield cluster
@@ -338,12 +337,8 @@ def watched_cluster(zookeeper_server: ZooKeeperServer, tmp_path_factory: pytest.
         cluster.stop()
 
 
-def _port(cluster: Cluster, broker_id: int) -> int:
-    return int(cluster.brokers[broker_id].overrides["status.listener"].rsplit(":", 1)[1])
-
-
 def _total(cluster: Cluster, name: str, **labels: str) -> float:
-    return sum(Scrape(_port(cluster, i)).value(name, **labels) for i, b in cluster.brokers.items() if b.running)
+    return sum(Scrape(cluster.status_port(i)).value(name, **labels) for i, b in cluster.brokers.items() if b.running)
 
 
 def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(watched_cluster):
@@ -351,7 +346,7 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
     wait_until(lambda: _total(cluster, "kafka_controller_kafkacontroller_activecontrollercount") == 1, 30,
                "one active controller")
     controller = next(i for i in cluster.brokers
-                      if Scrape(_port(cluster, i)).value("kafka_controller_kafkacontroller_activecontrollercount"))
+                      if Scrape(cluster.status_port(i)).value("kafka_controller_kafkacontroller_activecontrollercount"))
     victim = max(i for i in cluster.brokers if i != controller)
     leader = next(i for i in cluster.brokers if i not in (controller, victim))
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
@@ -363,9 +358,10 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
     for i in range(10):
         producer.produce("watched-rf3", value=b"%d" % i)
     assert producer.flush(30) == 0
-    wait_until(lambda: Scrape(_port(cluster, victim)).value("kafka_log_log_logendoffset", topic="watched-rf3") == 10,
+    wait_until(lambda: Scrape(cluster.status_port(victim)).value("kafka_log_log_logendoffset",
+                                                                  topic="watched-rf3") == 10,
                30, "the victim replicated the records")
-    leader_port = _port(cluster, leader)
+    leader_port = cluster.status_port(leader)
     start = Scrape(leader_port)
     assert start.only("kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert start.only("kafka_server_brokertopicmetrics_messagesin_total", topic="watched-rf3") == 10
@@ -373,7 +369,7 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
     # the leader sent the followers the batches, each follower appended them: replication, not consumer bytes
     assert start.only("kafka_server_brokertopicmetrics_replicationbytesout_total") >= \
         2 * start.only("kafka_log_log_size", topic="watched-rf3", partition="0") > 0
-    victim_view = Scrape(_port(cluster, victim))
+    victim_view = Scrape(cluster.status_port(victim))
     assert victim_view.only("kafka_server_brokertopicmetrics_replicationbytesin_total") >= \
         victim_view.only("kafka_log_log_size", topic="watched-rf3", partition="0") > 0
     assert start.only("kafka_server_brokertopicmetrics_bytesout_total") == 0
@@ -382,7 +378,7 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
     assert 0 < start.only("kafka_server_brokertopicmetrics_totalproducerequests_total", topic="watched-rf3") <= 10
     assert victim_view.value("kafka_server_brokertopicmetrics_totalproducerequests_total", topic="watched-rf3") == 0
     assert start.only("kafka_network_requestmetrics_remotetimems_count", request="FetchFollower") > 0
-    assert Scrape(_port(cluster, controller)).only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert Scrape(cluster.status_port(controller)).only("kafka_controller_kafkacontroller_offlinepartitionscount") == 0
     shrinks, expands = (start.only("kafka_server_replicamanager_isrshrinks_total"),
                         start.only("kafka_server_replicamanager_isrexpands_total"))
 
@@ -391,7 +387,7 @@ def test_controller_replica_and_isr_gauges_follow_a_broker_killed_and_restarted(
         wait_until(lambda: Scrape(leader_port).only("kafka_server_replicamanager_underreplicatedpartitions") == 1,
                    30, "the leader's partition under-replicated")
         assert Scrape(leader_port).only("kafka_server_replicamanager_isrshrinks_total") == shrinks + 1
-        wait_until(lambda: Scrape(_port(cluster, controller))
+        wait_until(lambda: Scrape(cluster.status_port(controller))
                    .only("kafka_controller_kafkacontroller_offlinepartitionscount") == 1,
                    30, "the lonely partition offline on the controller")
         assert _total(cluster, "kafka_controller_kafkacontroller_offlinepartitionscount") == 1

@@ -377,8 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             emit(median)
     emit({"kind": "summary", "elapsed_s": round(elapsed, 1), "results": len(results) + len(host_results),
           "errors": sum(1 for r in RECORDS if "error" in r), **provenance(sys.argv),
-          "trees": {name: results_meta.commit(tree) for name, tree in
-                    (throughput.parse_broker(b) for b in csv(args.brokers)) if tree is not None}})
+          "trees": {name: results_meta.commit(tree) for name, tree in trees.items() if tree is not None}})
     jsonl = out / f"bench-{stamp}.jsonl"
     jsonl.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     report.write_chart(out / f"bench-{stamp}.png", results, columns)

@@ -41,7 +41,6 @@ from kbroker.log.log_manager import halt_without_log_dirs
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.zk_view import ClusterView, LiveBroker, Snapshot
 from kbroker.metrics import BrokerMetrics
-from kbroker.metrics.hops import HOPS
 from kbroker.network.limits import ConnectionLimits
 from kbroker.network.server import NetworkServer
 from kbroker.replicas.replica_manager import ReplicaManager
@@ -70,7 +69,6 @@ class Broker:
         self.cluster_id = ""
         self.fetch_sessions = FetchSessionCache()
         self.metrics: BrokerMetrics | None = BrokerMetrics() if config.metrics_enabled else None
-        HOPS.start(self.broker_id)  # KBROKER_TRACE_HOPS: replication steps stamped (bench.replication_hops)
         self.zookeeper: ZooKeeperParts | None = None
         self.status: StatusServer | None = None
         self.listeners: Listeners = parse_listeners(config)  # ConfigError: what Kafka would refuse

@@ -142,6 +142,7 @@ class ReplicaManager:
                  dynamic_config: DynamicBrokerConfig | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
+        HOPS.start(broker_id)  # with KBROKER_TRACE_HOPS set, this broker stamps its replication steps
         # the broker's configs changed at run time (KIP-226): replication throttles subscribe to it
         self.dynamic_config = dynamic_config or DynamicBrokerConfig(config, broker_id)
         self.log_manager = log_manager

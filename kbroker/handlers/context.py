@@ -10,13 +10,13 @@ from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.controller.controller import Controller
 from kbroker.coordinator.group.bridge import CoordinatorBridge
 from kbroker.coordinator.transaction.bridge import TransactionBridge
+from kbroker.handlers.fetch_sessions import FetchSessionCache
 from kbroker.log import LogManager
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.zk_view import ClusterView
 from kbroker.metrics import BrokerMetrics
 from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replicas.topic_admin import TopicAdmin
-from kbroker.replication.fetch_sessions import FetchSessionCache
 from kbroker.security import Security
 from zk_compat.store import MetadataStore
 

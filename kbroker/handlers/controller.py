@@ -1,7 +1,10 @@
-"""Requests only the controller serves: ControlledShutdown (7)."""
+"""The controller's requests, both ways: ControlledShutdown (7) and the partition reassignments (45, 46), which
+the controller serves; LeaderAndIsr (4), StopReplica (5) and UpdateMetadata (6), which it sends. Those three are
+authorized and answered here, checked against the newest controller epoch and applied by the replica manager
+(``heard_from_controller``, ``apply_leader_and_isr``, ``stop_replicas``), as Kafka's KafkaApis hands them to its
+ReplicaManager."""
 from __future__ import annotations
 
-import asyncio
 import logging
 
 from kbroker import errors
@@ -10,8 +13,6 @@ from kbroker.handlers import control_versions
 from kbroker.handlers.acls import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
-from kbroker.log import TopicPartition
-from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 
@@ -120,71 +121,40 @@ def list_partition_reassignments(ctx: BrokerContext, header: RequestHeader,
 
 # -- from the controller -------------------------------------------------------------------
 
-def _stale_controller(ctx: BrokerContext,
-                      request: msg.LeaderAndIsrRequest | msg.StopReplicaRequest | msg.UpdateMetadataRequest) -> bool:
-    """Kafka refuses requests of a controller older than the newest one it heard from (and a single
-    broker, which has no controller to hear from, refuses them all)."""
-    if ctx.zookeeper is None or request.controller_epoch < ctx.zookeeper.metadata.controller_epoch:
-        return True
-    ctx.zookeeper.metadata.controller_epoch = request.controller_epoch
-    return False
-
-
 @handles(msg.LEADER_AND_ISR)
 def leader_and_isr(ctx: BrokerContext, header: RequestHeader, request: msg.LeaderAndIsrRequest,
                    conn: ClientConnection) -> Answer[msg.LeaderAndIsrResponse]:
+    """Authorize and answer; the replica manager applies it (Kafka's becomeLeaderOrFollower)."""
     version = header.api_version
     control_versions.regroup_leader_and_isr(version, request)
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         return control_versions.leader_and_isr_answer(version, request, _DENIED, [])
-    if _stale_controller(ctx, request):
+    if not ctx.replicas.heard_from_controller(request.controller_epoch):
         return control_versions.leader_and_isr_answer(version, request, errors.StaleControllerEpochError.code, [])
     return _leader_and_isr(ctx, version, request)
 
 
 async def _leader_and_isr(ctx: BrokerContext, version: int,
                           request: msg.LeaderAndIsrRequest) -> msg.LeaderAndIsrResponse:
-    assert ctx.zookeeper is not None
-    leaders = {b.broker_id: b for b in request.live_leaders}
-    results: list[msg.LeaderAndIsrResponse_LeaderAndIsrPartitionError] = []
-    done = 0
-    for topic in request.topic_states:
-        for p in topic.partition_states:
-            code = 0
-            if done and done % HOSTING_CHUNK == 0:
-                await asyncio.sleep(0)
-            done += 1
-            try:
-                if request.controller_epoch < ctx.zookeeper.metadata.controller_epoch:
-                    # a newer controller spoke while this request gave the loop away: its word stands
-                    raise errors.StaleControllerEpochError(f"controller epoch {request.controller_epoch} is stale")
-                ctx.replicas.become_leader_or_follower(topic.topic_name, p, leaders.get(p.leader))
-            except errors.KafkaError as exc:
-                code = exc.code
-            except Exception:
-                log.exception("LeaderAndIsr for %s-%d failed", topic.topic_name, p.partition_index)
-                code = errors.UnknownServerError.code
-            results.append({"topic_name": topic.topic_name, "partition_index": p.partition_index, "error_code": code})
-    return control_versions.leader_and_isr_answer(version, request, 0, results)
+    results = await ctx.replicas.apply_leader_and_isr(
+        request.controller_epoch, [(t.topic_name, p) for t in request.topic_states for p in t.partition_states],
+        {b.broker_id: b for b in request.live_leaders})
+    return control_versions.leader_and_isr_answer(version, request, 0, [
+        {"topic_name": topic, "partition_index": index, "error_code": code} for topic, index, code in results])
 
 
 @handles(msg.STOP_REPLICA)
 def stop_replica(ctx: BrokerContext, header: RequestHeader, request: msg.StopReplicaRequest,
                  conn: ClientConnection) -> Answer[msg.StopReplicaResponse]:
+    """Authorize and answer; the replica manager stops the replicas (Kafka's stopReplicas)."""
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         return {"error_code": _DENIED, "partition_errors": []}
-    if _stale_controller(ctx, request):
+    if not ctx.replicas.heard_from_controller(request.controller_epoch):
         return {"error_code": errors.StaleControllerEpochError.code, "partition_errors": []}
-    results: list[msg.StopReplicaResponse_StopReplicaPartitionError] = []
-    for stop in control_versions.stop_replica_partitions(header.api_version, request):
-        code = 0
-        partition = ctx.replicas.partitions.get(TopicPartition(stop.topic, stop.partition))
-        if partition is not None and stop.leader_epoch >= 0 and stop.leader_epoch <= partition.leader_epoch:
-            code = errors.FencedLeaderEpochError.code  # v3 (KIP-570): a stale or repeated stop is refused
-        else:
-            ctx.replicas.stop_replica(stop.topic, stop.partition, stop.delete)
-        results.append({"topic_name": stop.topic, "partition_index": stop.partition, "error_code": code})
-    return {"error_code": 0, "partition_errors": results}
+    stops = control_versions.stop_replica_partitions(header.api_version, request)
+    results = ctx.replicas.stop_replicas([(s.topic, s.partition, s.delete, s.leader_epoch) for s in stops])
+    return {"error_code": 0, "partition_errors": [
+        {"topic_name": topic, "partition_index": index, "error_code": code} for topic, index, code in results]}
 
 
 @handles(msg.UPDATE_METADATA)
@@ -192,9 +162,9 @@ def update_metadata(ctx: BrokerContext, header: RequestHeader, request: msg.Upda
                     conn: ClientConnection) -> Answer[msg.UpdateMetadataResponse]:
     if not cluster_allowed(ctx, conn, Op.CLUSTER_ACTION):
         return {"error_code": _DENIED}
-    if _stale_controller(ctx, request):
+    if not ctx.replicas.heard_from_controller(request.controller_epoch):
         return {"error_code": errors.StaleControllerEpochError.code}
-    assert ctx.zookeeper is not None  # _stale_controller refuses every request on a single broker
+    assert ctx.zookeeper is not None  # a single broker hears from no controller
     control_versions.regroup_update_metadata(header.api_version, request)
     ctx.zookeeper.metadata.update(request)
     return {"error_code": 0}

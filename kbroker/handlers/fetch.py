@@ -1,10 +1,13 @@
 """Fetch (1), ListOffsets (2) and OffsetForLeaderEpoch (23): the read path's requests.
 
-The Fetch handler resolves the fetch session, authorizes (READ per topic for a consumer, CLUSTER_ACTION
-for a follower), hands the consumer's byte-rate quota over as a cap and a throttle, and calls
-``ReplicaManager.fetch_messages``, which owns the rest as Kafka's fetchMessages does: a follower's fetch
-offset recorded as its log end offset, the read (``kbroker.replication.fetch_read``), the fetch meters and,
-with less than ``min_bytes`` to read, the wait in the purgatory (``DelayedFetch``).
+The Fetch handler owns what Kafka's KafkaApis.handleFetchRequest owns: the wire version's rules, the fetch
+session (KIP-227: which partitions a request means, which an incremental answer leaves out), authorization (READ
+per topic for a consumer, CLUSTER_ACTION for a follower), the consumer's byte-rate quota (a cap on the read, a
+muted answer over it), down-conversion for consumers older than the stored format, and the fetch byte meters.
+``ReplicaManager.fetch_messages`` owns the rest, as Kafka's fetchMessages does: a follower's fetch offset
+recorded as its log end offset, the read (``kbroker.replication.fetch_read``, given ``FetchParams``) and, with
+less than ``min_bytes`` to read, the wait in the purgatory (``DelayedFetch``); it answers through ``respond``,
+which shapes the answer here from each partition's.
 
 message.downconversion.enable=false: a consumer's Fetch v0-3 of a partition whose read holds batches of a newer
 message format than that version knows (and whose topic stores one) is answered UNSUPPORTED_VERSION for that
@@ -19,15 +22,19 @@ from collections.abc import Callable
 from kbroker import errors
 from kbroker.handlers.acls import Op, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
+from kbroker.handlers.fetch_sessions import FetchSession
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition, legacy
 from kbroker.log.partition_log import LATEST_TIMESTAMP, PartitionLog
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
-from kbroker.replication.partition import Partition, error_code_of
-from kbroker.security.quotas import FetchQuota, fetch_response_size
+from kbroker.replication.fetch_read import FetchParams, PartitionAnswers, records_size
+from kbroker.replication.partition import Partition, ReadResult, error_code_of
+from kbroker.security.quotas import fetch_response_size
 
 log = logging.getLogger(__name__)
+
+NO_LIMIT = 0x7FFFFFFF  # Fetch v0-2 has no response-wide max_bytes
 
 
 @handles(msg.FETCH)
@@ -50,26 +57,79 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
     denied: list[tuple[str, int]] = []
     if ctx.security.authorizer is not None:
         wanted, denied = _authorized(ctx, conn, request.replica_id, wanted)
-    quota_bytes, throttle = None, None
-    if request.replica_id < 0:
-        quota = ctx.security.quotas.fetch_quota(conn, header)
-        if quota is not None:  # consumer_byte_rate: the read stays within the window, an answer over it is muted
-            quota_bytes = quota.max_bytes
-            throttle = _throttle_of(quota)
-        if version <= 3 and _down_conversion_disabled(ctx, wanted, version):
-            throttle = _refusing_down_conversion(ctx, wanted, version, throttle)
-    return ctx.replicas.fetch_messages(version, request, wanted, session=session, incremental=incremental,
-                                       denied=denied, quota_bytes=quota_bytes, throttle=throttle,
-                                       metrics=ctx.metrics, known=ctx.topics.exists)
+    from_follower = request.replica_id >= 0
+    max_bytes = request.max_bytes if version >= 3 else NO_LIMIT
+    quota = None if from_follower else ctx.security.quotas.fetch_quota(conn, header)
+    if quota is not None:  # consumer_byte_rate: the read stays within the window, an answer over it is muted
+        max_bytes = min(max_bytes, quota.max_bytes)
+    old_consumer = version <= 3 and not from_follower  # predates magic 2: its reads are down-converted
+    params = FetchParams(
+        replica_id=request.replica_id, max_wait_ms=request.max_wait_ms, min_bytes=request.min_bytes,
+        max_bytes=max_bytes, isolation_level=request.isolation_level if version >= 4 else 0,
+        # KIP-74 (v3+): the first partition with data gets a whole batch; consumers always had one message
+        min_one_message=version >= 3 or not from_follower,
+        convert=_down_converter(version) if old_consumer else None)
+    refusing = old_consumer and _down_conversion_disabled(ctx, wanted, version)
+    offsets = {(topic, index): offset for topic, index, offset, *_ in wanted}
+
+    def respond(answers: PartitionAnswers) -> msg.FetchResponse:
+        if refusing:
+            _refuse_down_conversion(ctx, answers, offsets, version)
+        if quota is not None:  # over the quota: an empty answer, muted (KIP-219)
+            throttled = quota.throttled_response(fetch_response_size(answers),
+                                                 session.session_id if session is not None else 0)
+            if throttled is not None:
+                return throttled
+        return _response(ctx, answers, version, from_follower, session, incremental)
+
+    return ctx.replicas.fetch_messages(params, wanted, denied, respond, ctx.metrics, ctx.topics.exists)
 
 
-Answers = list[tuple[str, msg.FetchResponse_PartitionData]]  # each partition's answer with its topic
+def _response(ctx: BrokerContext, answers: PartitionAnswers, version: int, from_follower: bool,
+              session: FetchSession | None, incremental: bool) -> msg.FetchResponse:
+    """The answer from each partition's: an incremental one without the partitions that have nothing new for
+    the session (KIP-227), whose entries learn what was sent; the byte meters (a follower's as replication)."""
+    by_topic: dict[str, list[msg.FetchResponse_PartitionData]] = {}
+    metrics = ctx.metrics
+    for topic, out in answers:
+        if out["error_code"] == errors.KafkaStorageError.code and version <= 5:
+            out["error_code"] = errors.NotLeaderOrFollowerError.code  # older clients do not know 56
+        entry = session.partitions.get((topic, out["partition_index"])) if session is not None else None
+        if (not incremental or entry is None or out["records"] or out["error_code"]
+                or entry.high_watermark != out["high_watermark"]
+                or entry.last_stable_offset != out["last_stable_offset"]
+                or entry.log_start_offset != out["log_start_offset"]):
+            by_topic.setdefault(topic, []).append(out)
+        if entry is not None:
+            entry.high_watermark = out["high_watermark"]
+            entry.last_stable_offset = out["last_stable_offset"]
+            entry.log_start_offset = out["log_start_offset"]
+        if metrics is not None and out["records"]:
+            if from_follower:
+                metrics.replication_bytes_out += records_size(out["records"])
+            else:
+                metrics.fetched(topic, records_size(out["records"]))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "session_id": session.session_id if session is not None else 0,
+        "responses": [{"topic": t, "partitions": parts} for t, parts in by_topic.items()],
+    }
 
 
-def _throttle_of(quota: FetchQuota) -> Callable[[Answers, int], msg.FetchResponse | None]:
-    def throttle(partitions: Answers, session_id: int) -> msg.FetchResponse | None:
-        return quota.throttled_response(fetch_response_size(partitions), session_id)
-    return throttle
+def _down_converter(version: int) -> Callable[[ReadResult, int, int, bool], ReadResult]:
+    """Fetch v0-3 predates magic 2: the batches read become magic 1 (v2-3) or magic 0 (v0-1) messages, bytes
+    rather than a file range, within the read's budget (one message at least for the first partition with
+    data)."""
+    magic = _magic_of(version)
+
+    def convert(result: ReadResult, offset: int, budget: int, first: bool) -> ReadResult:
+        records = result.records
+        if records is None or not records.length or isinstance(records, legacy.LegacyBytes):
+            return result  # nothing read, or converted already
+        converted = legacy.down_convert(records.read(), magic, offset, budget, first)
+        return result._replace(records=converted if converted else None)
+    return convert
 
 
 Wanted = list[tuple[str, int, int, int, int]]  # (topic, partition, fetch offset, max bytes, leader epoch)
@@ -109,29 +169,23 @@ def _needed_conversion(plog: PartitionLog, fetch_offset: int, records: bytes, ma
     return False
 
 
-def _refusing_down_conversion(ctx: BrokerContext, wanted: Wanted, version: int,
-                              throttle: Callable[[Answers, int], msg.FetchResponse | None] | None,
-                              ) -> Callable[[Answers, int], msg.FetchResponse | None]:
-    """The last look at the answer before it leaves (the read calls it before its quota and byte meters): each
-    partition whose records needed a down-conversion its topic disables becomes Kafka's
-    FetchResponse.partitionResponse(UNSUPPORTED_VERSION): no records, high watermark -1. Then the quota's."""
-    offsets = {(topic, index): offset for topic, index, offset, *_ in wanted}
-
-    def check(partitions: Answers, session_id: int) -> msg.FetchResponse | None:
-        for topic, out in partitions:
-            records = out["records"]
-            if out["error_code"] or not isinstance(records, legacy.LegacyBytes) or not records:
-                continue
-            plog = _conversion_refused(ctx, topic, out["partition_index"], version)
-            fetch_offset = offsets.get((topic, out["partition_index"]))
-            if plog is None or fetch_offset is None or not _needed_conversion(plog, fetch_offset, records,
-                                                                               _magic_of(version)):
-                continue
-            out["error_code"] = errors.UnsupportedVersionError.code
-            out["high_watermark"] = out["last_stable_offset"] = out["log_start_offset"] = -1
-            out["records"] = b""
-        return throttle(partitions, session_id) if throttle is not None else None
-    return check
+def _refuse_down_conversion(ctx: BrokerContext, answers: PartitionAnswers, offsets: dict[tuple[str, int], int],
+                            version: int) -> None:
+    """The last look at the answer before it leaves (before the quota and the byte meters): each partition whose
+    records needed a down-conversion its topic disables becomes Kafka's
+    FetchResponse.partitionResponse(UNSUPPORTED_VERSION): no records, high watermark -1."""
+    for topic, out in answers:
+        records = out["records"]
+        if out["error_code"] or not isinstance(records, legacy.LegacyBytes) or not records:
+            continue
+        plog = _conversion_refused(ctx, topic, out["partition_index"], version)
+        fetch_offset = offsets.get((topic, out["partition_index"]))
+        if plog is None or fetch_offset is None or not _needed_conversion(plog, fetch_offset, records,
+                                                                           _magic_of(version)):
+            continue
+        out["error_code"] = errors.UnsupportedVersionError.code
+        out["high_watermark"] = out["last_stable_offset"] = out["log_start_offset"] = -1
+        out["records"] = b""
 
 
 def _authorized(ctx: BrokerContext, conn: ClientConnection, replica_id: int,

@@ -1,6 +1,7 @@
-"""Produce (0): the write path. The handler authorizes (the transactional id, each topic) and shapes the
-answer; ``ReplicaManager.append_records`` owns the rest, as Kafka's appendRecords does: acks, internal
-topics, the batch checks, the produce meters and the acks=all wait. Each partition's records are a
+"""Produce (0): the write path. The handler authorizes (the transactional id, each topic), applies the request
+version's rules to each partition's records (v3+: one magic-2 batch; zstd from v7) and shapes the answer;
+``ReplicaManager.append_records`` owns the rest, as Kafka's appendRecords does: acks, internal topics, the
+batch checks of the log, the produce meters and the acks=all wait. Each partition's records are a
 memoryview into the request frame; the log validates and assigns offsets in place, then appends those
 very bytes.
 
@@ -17,46 +18,77 @@ from kbroker import errors
 from kbroker.handlers.acls import Op, Res, allowed, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
+from kbroker.log.batches import checked_header
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.outcome import Outcome
-from kbroker.replicas.replica_manager import unanswered
-
-PartitionAnswer = msg.ProduceResponse_PartitionResponse
+from kbroker.replicas.replica_manager import PartitionAnswer, ProduceEntry, unanswered
 
 
 @handles(msg.PRODUCE)
 def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceRequest,
             conn: ClientConnection) -> Answer[msg.ProduceResponse]:
-    """Authorize, hand the allowed topics to ``ReplicaManager.append_records`` and shape its answers."""
+    """Authorize, check each partition's records against the request version's rules, hand the rest to
+    ``ReplicaManager.append_records`` and shape its answers."""
     version = header.api_version
-    refused: dict[int, list[PartitionAnswer]] = {}  # position in the request: the partitions of a topic the ACLs refuse
-    topics = request.topic_data
+    may_write = None
     if ctx.security.authorizer is not None:  # ACLs: the transactional id, then each topic
         if request.transactional_id is not None and not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID,
                                                                 request.transactional_id):
             return _refused_whole(request, version, errors.TransactionalIdAuthorizationFailedError)
         may_write = topic_filter(ctx, conn, Op.WRITE)
         assert may_write is not None  # with an authorizer
-        for position, topic in enumerate(topics):
-            if not may_write(topic.name) or not _may_exist(ctx, conn, topic.name):
-                error = errors.TopicAuthorizationFailedError if not may_write(topic.name) \
-                    else errors.UnknownTopicOrPartitionError  # no CREATE: not auto-created
-                refused[position] = [_refused(data.index, version, error) for data in topic.partition_data]
-        if refused:
-            topics = [t for position, t in enumerate(topics) if position not in refused]
+    # Each partition's answer slot: the handler's refusal, or None for the replica manager's answer (in order)
+    slots: list[list[PartitionAnswer | None]] = []
+    entries: list[ProduceEntry] = []
+    for topic in request.topic_data:
+        name = topic.name
+        denied: type[errors.KafkaError] | None = None
+        if may_write is not None:
+            if not may_write(name):
+                denied = errors.TopicAuthorizationFailedError
+            elif not _may_exist(ctx, conn, name):
+                denied = errors.UnknownTopicOrPartitionError  # no CREATE: not auto-created
+        row: list[PartitionAnswer | None] = []
+        for data in topic.partition_data:
+            if denied is not None:
+                row.append(_refused(data.index, version, denied))
+                continue
+            records = data.records
+            # As Kafka's handleProduceRequest: a partition its metadata knows has its records checked against the
+            # version's rules first (ProduceRequest.validateRecords); the replica manager answers the others
+            if version >= 3 and records is not None and len(records) and ctx.topics.exists(name, data.index):
+                try:
+                    _check_single_v2_batch(records, version)
+                except errors.KafkaError as exc:
+                    row.append(_refused(data.index, version, type(exc), exc.message))
+                    continue
+            row.append(None)
+            entries.append((name, data.index, records))
+        slots.append(row)
+    refused = len(entries) < sum(len(row) for row in slots)
 
-    def respond(answers: list[list[PartitionAnswer]], failed: bool) -> msg.ProduceResponse:
-        if refused:
-            written = iter(answers)
-            answers = [refused[position] if position in refused else next(written)
-                       for position in range(len(request.topic_data))]
-        return {"responses": [{"name": t.name, "partition_responses": parts}
-                              for t, parts in zip(request.topic_data, answers)],
+    def respond(answers: list[PartitionAnswer], failed: bool) -> msg.ProduceResponse:
+        written = iter(answers)
+        return {"responses": [{"name": t.name, "partition_responses": [a if a is not None else next(written)
+                                                                         for a in row]}
+                              for t, row in zip(request.topic_data, slots)],
                 "throttle_time_ms": 0}
 
-    return ctx.replicas.append_records(topics, request.acks, version, request.timeout_ms, respond, ctx.topics,
-                                       ctx.metrics, refused=bool(refused))
+    return ctx.replicas.append_records(entries, request.acks, request.timeout_ms, respond, ctx.topics, ctx.metrics,
+                                       refused=refused)
+
+
+def _check_single_v2_batch(batches: memoryview, version: int) -> None:
+    """Produce v3+ carries exactly one batch, of magic 2; zstd needs v7+ (Kafka's ProduceRequest.validateRecords,
+    apache/kafka clients/src/main/java/org/apache/kafka/common/requests/ProduceRequest.java)."""
+    header = checked_header(batches)
+    if header.size < len(batches):
+        raise errors.InvalidRecordError(
+            f"produce v{version} carries exactly one record batch; "
+            f"got {len(batches)} bytes for a batch of {header.size}")
+    if header.compression == 4 and version < 7:
+        raise errors.UnsupportedCompressionTypeError("zstd needs Produce v7 or later")
 
 
 def _may_exist(ctx: BrokerContext, conn: ClientConnection, topic: str) -> bool:
@@ -66,11 +98,11 @@ def _may_exist(ctx: BrokerContext, conn: ClientConnection, topic: str) -> bool:
     return cluster_allowed(ctx, conn, Op.CREATE) or allowed(ctx, conn, Op.CREATE, Res.TOPIC, topic)
 
 
-def _refused(index: int, version: int, error: type[errors.KafkaError]) -> PartitionAnswer:
+def _refused(index: int, version: int, error: type[errors.KafkaError], message: str | None = None) -> PartitionAnswer:
     out: PartitionAnswer = {"index": index, "error_code": error.code, "base_offset": -1, "log_append_time_ms": -1,
                            "log_start_offset": -1}
     if version >= 8:
-        out["error_message"] = None
+        out["error_message"] = message
     return out
 
 

@@ -56,8 +56,8 @@ __all__ = [
     "NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD", "MAGIC", "HEADER", "HEADER_FIELDS", "HEADER_SIZE", "LOG_OVERHEAD",
     "CRC_OFFSET", "CRC_START", "CODEC_MASK", "LOG_APPEND_TIME", "TRANSACTIONAL", "CONTROL", "NO_TIMESTAMP",
     "ABORT", "COMMIT", "CorruptBatchError", "Batch", "write_varint", "read_varint", "read_varlong",
-    "parse_header", "pack_header", "set_crc", "iter_batches", "records_section", "iter_records", "build_batch",
-    "rebuild_batch", "control_batch", "control_type", "read_marker",
+    "parse_header", "checked_header", "pack_header", "set_crc", "iter_batches", "records_section", "iter_records",
+    "build_batch", "rebuild_batch", "control_batch", "control_type", "read_marker",
 ]
 
 MAGIC = 2
@@ -140,6 +140,14 @@ HEADER_FIELDS = ("base_offset", "batch_length", "partition_leader_epoch", "magic
                  "last_offset_delta", "base_timestamp", "max_timestamp", "producer_id", "producer_epoch",
                  "base_sequence", "record_count")
 parse_header = core_records.parse_header
+
+
+def checked_header(batch: Buffer) -> core_records.BatchHeader:
+    """``parse_header``, its refusal as the Kafka error it names (CORRUPT_MESSAGE, INVALID_RECORD, ...)."""
+    try:
+        return parse_header(batch)
+    except core_records.RecordBatchError as exc:
+        raise errors.for_code(exc.code)(str(exc)) from None
 
 
 def pack_header(header: object = None, **fields: int) -> bytes:

@@ -3,20 +3,24 @@ happens to them.
 
 - The partition table: ``partitions`` (every hosted replica), ``partition(tp)`` (only what this broker
   leads: what Produce, Fetch and ListOffsets serve) and ``not_hosted_error`` (why it found nothing).
-- Produce (Kafka's appendRecords): ``append_records`` owns the data-path rules of a client's write: the acks
-  check, the refusal of internal topics, the batch checks, the per-topic produce meters and, for acks=all, the
-  wait in the purgatory until the high watermark passes every write (``DelayedProduce``); the Produce handler
-  only authorizes and shapes the answer. ``append_internal`` is the coordinators' acks=all write to their
-  internal topics.
-- Fetch (Kafka's fetchMessages): ``fetch_messages`` owns a Fetch past its authorization: a follower's fetch
-  offset recorded as its log end offset (``record_follower_fetch``: the high watermark, the ISR and waiting
-  produces move with it), the read (``kbroker.replication.fetch_read``, each partition checked by
-  ``fetchable``), the per-topic fetch meters, the consumer quota's cap and throttle it is handed, and the
-  wait for ``min_bytes`` in the purgatory (``DelayedFetch``).
+- Produce (Kafka's appendRecords): ``append_records`` takes the partitions' records (``ProduceEntry``) and owns
+  the data-path rules of a client's write: the acks check, the refusal of internal topics, the log's batch
+  checks, the per-topic produce meters and, for acks=all, the wait in the purgatory until the high watermark
+  passes every write (``DelayedProduce``); it answers per partition through the handler's ``respond``.
+  ``append_internal`` is the coordinators' acks=all write to their internal topics.
+- Fetch (Kafka's fetchMessages): ``fetch_messages`` takes ``FetchParams`` and the partitions and owns a Fetch
+  past its authorization: a follower's fetch offset recorded as its log end offset (``record_follower_fetch``:
+  the high watermark, the ISR and waiting produces move with it), the read (``kbroker.replication.fetch_read``,
+  each partition checked by ``fetchable``), the fetch-request meters and the wait for ``min_bytes`` in the
+  purgatory (``DelayedFetch``); it answers per partition through the handler's ``respond``.
+- What the wire says stays with the handlers, as in Kafka's KafkaApis: request versions, fetch sessions, client
+  quotas and down-conversion (``tests/quality/test_data_path_layers.py`` checks it).
 - Replication throttles (KIP-73): ``quotas`` (leader, follower, log-dir moves; bounds from the dynamic config),
   ``should_leader_throttle`` and ``record_leader_replication`` for the Fetch handler.
-- Roles from the controller: ``become_leader_or_follower`` (LeaderAndIsr) and ``stop_replica``; the
-  fetchers and the ISR manager exist in ZooKeeper mode only (``enable_replication``).
+- Requests from the controller, as Kafka's ReplicaManager takes them: ``heard_from_controller`` (the controller
+  epoch check of LeaderAndIsr, StopReplica and UpdateMetadata), ``apply_leader_and_isr`` (becomeLeaderOrFollower:
+  each partition hosted and given its role) and ``stop_replicas`` (leader epochs, KIP-570); the fetchers and the
+  ISR manager exist in ZooKeeper mode only (``enable_replication``).
 - Markers: ``write_markers`` appends transaction markers to the partitions led here.
 - A failed log dir (KIP-112): ``kbroker.replicas.log_dir_failure`` stops its replicas and tells the controller;
   LeaderAndIsr answers KAFKA_STORAGE_ERROR for a replica on an offline dir.
@@ -35,12 +39,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeAlias, TypedDict, TypeVar
 
 from kbroker import errors
-from kbroker._core import records as core_records
 from kbroker.clock import monotonic_ms
 from kbroker.config.broker import BrokerConfig
 from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
+from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metadata.zk_view import LiveBroker, RunBlocking
 from kbroker.metrics import BrokerMetrics
@@ -49,8 +53,7 @@ from kbroker.protocol import message_types as msg
 from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Outcome
 from kbroker.replicas.log_dir_failure import LogDirFailures
 from kbroker.replication.delayed import DelayedFetch, DelayedProduce, PendingAck
-from kbroker.replication.fetch_read import FetchRead, FetchThrottle, PartitionAnswers, records_size
-from kbroker.replication.fetch_sessions import FetchSession
+from kbroker.replication.fetch_read import FetchParams, FetchRead, PartitionAnswers, Wanted, records_size
 from kbroker.replication.fetcher import ReplicaFetcherManager
 from kbroker.replication.isr import IsrManager
 from kbroker.replication.partition import Partition, error_code_of
@@ -66,21 +69,10 @@ LeadershipListener = Callable[[Partition, bool], None]
 MarkerListener = Callable[[int, bool, TopicPartition], Awaitable[None]]
 
 
-class ProducePartition(Protocol):
-    """One partition of a Produce request: its index and its records (a view into the request frame)."""
-    @property
-    def index(self) -> int: ...
-
-    @property
-    def records(self) -> memoryview | None: ...
-
-
-class ProduceTopic(Protocol):
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def partition_data(self) -> Sequence[ProducePartition]: ...
+# One partition's write of a Produce, as the handler hands it over: (topic, partition, its records: a view into
+# the request frame, None when the request carried none).
+ProduceEntry: TypeAlias = "tuple[str, int, memoryview | None]"
+PartitionAnswer: TypeAlias = "msg.ProduceResponse_PartitionResponse"
 
 
 # One partition's state in a LeaderAndIsr request (v2+ groups them by topic).
@@ -150,6 +142,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         # ZooKeeper mode: is the partition in the cluster's view (then NOT_LEADER_OR_FOLLOWER, not UNKNOWN)?
         self.exists_in_cluster: Callable[[str, int], bool] | None = None
+        self.controller_epoch = -1  # the newest controller's epoch heard from (LeaderAndIsr, StopReplica, ...)
         self.leadership_listeners: list[LeadershipListener] = []
         self.marker_listeners: list[MarkerListener] = []
         self.fetchers: ReplicaFetcherManager | None = None
@@ -255,40 +248,35 @@ class ReplicaManager:
         self.on_append(partition)
         return result
 
-    def append_records(self, topics: Iterable[ProduceTopic], acks: int, version: int, timeout_ms: int,
-                       respond: Callable[[list[list[msg.ProduceResponse_PartitionResponse]], bool], R],
-                       admin: TopicTable, metrics: BrokerMetrics | None,
-                       refused: bool = False) -> R | Outcome | asyncio.Future[R]:
-        """A client's Produce, as Kafka's ReplicaManager.appendRecords: each partition's records written
-        (or refused with its error), ``respond(answers, failed)`` shapes the answer from the per-topic
-        lists of partition answers (in request order; ``failed``: a partition was refused), and acks=all
-        parks that answer in the purgatory until the ISR has every write (or ``timeout_ms``), whose
-        REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER then lands in the partition answers it holds.
-        acks=0 gets no answer (``unanswered``); ``refused``: the handler refused some topics already."""
+    def append_records(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int,
+                       respond: Callable[[list[PartitionAnswer], bool], R], admin: TopicTable,
+                       metrics: BrokerMetrics | None, refused: bool = False) -> R | Outcome | asyncio.Future[R]:
+        """A client's Produce, as Kafka's ReplicaManager.appendRecords: each entry's records written (or refused
+        with its error), ``respond(answers, failed)`` shapes the answer from the partition answers (in entry
+        order; ``failed``: one was refused), and acks=all parks that answer in the purgatory until the ISR has
+        every write (or ``timeout_ms``), whose REQUEST_TIMED_OUT or NOT_LEADER_OR_FOLLOWER then lands in the
+        partition answers it holds. acks=0 gets no answer (``unanswered``); ``refused``: the handler refused some
+        partitions already (authorization, the request's own format rules)."""
         waiting: list[PendingAck] = []
         failed = False
-        answers: list[list[msg.ProduceResponse_PartitionResponse]] = []
-        for topic in topics:
-            outs = []
-            name = topic.name
-            for data in topic.partition_data:
-                out = self._append_one(version, acks, name, data.index, data.records, waiting, admin, metrics)
-                failed |= out["error_code"] != 0
-                outs.append(out)
-            answers.append(outs)
+        answers: list[PartitionAnswer] = []
+        for topic, index, records in entries:
+            out = self._append_one(acks, topic, index, records, waiting, admin, metrics)
+            failed |= out["error_code"] != 0
+            answers.append(out)
         silent = unanswered(acks, failed or refused)
         if silent is not None:
             return silent
         response = respond(answers, failed)
         if not waiting:
             return response
-        return self.wait_for_isr(response, waiting, version, timeout_ms)
+        return self.wait_for_isr(response, waiting, timeout_ms)
 
-    def _append_one(self, version: int, acks: int, topic: str, index: int, batches: memoryview | None,
+    def _append_one(self, acks: int, topic: str, index: int, batches: memoryview | None,
                     waiting: list[PendingAck], admin: TopicTable,
-                    metrics: BrokerMetrics | None) -> msg.ProduceResponse_PartitionResponse:
-        out: msg.ProduceResponse_PartitionResponse = {"index": index, "error_code": 0, "base_offset": -1,
-                                                      "log_append_time_ms": -1, "log_start_offset": -1}
+                    metrics: BrokerMetrics | None) -> PartitionAnswer:
+        out: PartitionAnswer = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
+                                "log_start_offset": -1}
         counted = False  # reached the log, as Kafka counts TotalProduceRequests (past its request checks)
         try:
             if acks not in (-1, 0, 1):
@@ -302,10 +290,9 @@ class ReplicaManager:
             partition = self.leader(tp)  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION before the records
             if batches is None or len(batches) == 0:
                 raise errors.InvalidRecordError("no record batch")
-            if version >= 3:
-                _check_single_v2_batch(batches, version)
-            elif legacy.is_legacy(batches) and partition.log.config.record_magic >= 2:
-                batches = memoryview(legacy.up_convert(batches))  # v0-2: message sets (magic 0/1) become one batch
+            if legacy.is_legacy(batches) and partition.log.config.record_magic >= 2:
+                # message sets (magic 0/1, only Produce v0-2 carries them) become one batch of the topic's format
+                batches = memoryview(legacy.up_convert(batches))
             counted = True
             result = self.append_as_leader(partition, batches, acks)
             if metrics is not None:
@@ -320,11 +307,11 @@ class ReplicaManager:
             if metrics is not None and (counted or (isinstance(exc, _REFUSED_AT_THE_LOG)
                                                     and admin.exists(topic, index))):
                 metrics.produce_refused(topic, exc.code, len(batches) if batches is not None else 0)
-            if version >= 8:
-                out["error_message"] = exc.message
-                # Records refused one by one (keyless on a compacted topic, timestamps): each named by its index
-                out["record_errors"] = [{"batch_index": i, "batch_index_error_message": text}
-                                        for i, text in getattr(exc, "record_errors", ())]
+            # Produce v8+ carries these (older answers leave them out): the message, and the records refused one
+            # by one (keyless on a compacted topic, timestamps), each named by its index
+            out["error_message"] = exc.message
+            out["record_errors"] = [{"batch_index": i, "batch_index_error_message": text}
+                                    for i, text in getattr(exc, "record_errors", ())]
             log.debug("produce to %s-%d refused: %s", topic, index, exc)
         except Exception as exc:  # a bug must cost one partition its answer, not the broker
             log.exception("produce to %s-%d failed", topic, index)
@@ -333,10 +320,9 @@ class ReplicaManager:
                 metrics.produce_refused(topic, out["error_code"], len(batches) if batches is not None else 0)
         return out
 
-    def wait_for_isr(self, response: R, waiting: list[PendingAck], version: int,
-                     timeout_ms: int) -> asyncio.Future[R]:
+    def wait_for_isr(self, response: R, waiting: list[PendingAck], timeout_ms: int) -> asyncio.Future[R]:
         """acks=all: answer ``response`` once the ISR has every ``waiting`` append (or at the timeout)."""
-        delayed = DelayedProduce(self.partitions, response, waiting, version)
+        delayed = DelayedProduce(self.partitions, response, waiting)
         return self.purgatory.watch(delayed, [ack.partition.tp for ack in waiting], timeout_ms)
 
     def append_internal(self, tp: TopicPartition, batch: bytearray, timeout_ms: int) -> int | Awaitable[int]:
@@ -355,41 +341,36 @@ class ReplicaManager:
     async def _replicated(self, partition: Partition, first_offset: int, required_offset: int,
                           timeout_ms: int) -> int:
         out: msg.ProduceResponse_PartitionResponse = {"error_code": 0}
-        await self.wait_for_isr(out, [PendingAck(partition, required_offset, out)], 0, timeout_ms)
+        await self.wait_for_isr(out, [PendingAck(partition, required_offset, out)], timeout_ms)
         if out["error_code"]:
             raise errors.for_code(out["error_code"])(f"{partition.tp}: not replicated")
         return first_offset
 
     # -- fetch ---------------------------------------------------------------------------------
 
-    def fetch_messages(self, version: int, request: msg.FetchRequest, wanted: list[tuple[str, int, int, int, int]],
-                       *, session: FetchSession | None, incremental: bool, denied: list[tuple[str, int]],
-                       quota_bytes: int | None, throttle: FetchThrottle | None, metrics: BrokerMetrics | None,
-                       known: Callable[[str, int], bool]) -> msg.FetchResponse | asyncio.Future[msg.FetchResponse]:
+    def fetch_messages(self, params: FetchParams, wanted: Wanted, denied: list[tuple[str, int]],
+                       respond: Callable[[PartitionAnswers], R], metrics: BrokerMetrics | None,
+                       known: Callable[[str, int], bool]) -> R | asyncio.Future[R]:
         """A Fetch of ``wanted`` (topic, partition, fetch offset, max bytes, leader epoch), authorized, as Kafka's
-        ReplicaManager.fetchMessages: the answer (``denied`` partitions TOPIC_AUTHORIZATION_FAILED), or a future
-        of it when less than ``min_bytes`` can be read now and ``max_wait_ms`` allows a wait. ``quota_bytes`` caps
-        a consumer's read at what its quota window allows; ``throttle`` answers instead when it is over;
-        ``known`` says whether the metadata knows a partition (only those count in the fetch meters)."""
-        replica_id = request.replica_id
+        ReplicaManager.fetchMessages: ``respond`` shapes the answer from each partition's (``denied`` ones
+        TOPIC_AUTHORIZATION_FAILED), now, or from the purgatory when less than ``min_bytes`` can be read now and
+        ``max_wait_ms`` allows a wait. ``known`` says whether the metadata knows a partition (only those count
+        in the fetch meters)."""
+        replica_id = params.replica_id
         if replica_id >= 0:
             self.record_follower_fetch(replica_id, [(TopicPartition(t, p), offset, epoch)
                                                     for t, p, offset, _, epoch in wanted])
-        evaluation = FetchRead(self, version, request, session, incremental, wanted)
-        evaluation.denied = denied
-        evaluation.quota_bytes = quota_bytes
-        evaluation.throttle = throttle
-        evaluation.metrics = metrics
+        evaluation = FetchRead(self, params, wanted, denied, metrics)
         if metrics is not None:  # once per partition read, as Kafka (only partitions its metadata knows are read)
             for t, p, *_ in wanted:
                 if known(t, p):
                     metrics.fetch_read(t)
         evaluation.run()
-        min_bytes = max(request.min_bytes, 1)
-        if request.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= min_bytes:
-            return evaluation.response()
-        delayed = DelayedFetch(evaluation, min_bytes)
-        return self.purgatory.watch(delayed, [TopicPartition(t, p) for t, p, *_ in wanted], request.max_wait_ms)
+        min_bytes = max(params.min_bytes, 1)
+        if params.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= min_bytes:
+            return respond(evaluation.answers())
+        delayed = DelayedFetch(evaluation, min_bytes, respond)
+        return self.purgatory.watch(delayed, [TopicPartition(t, p) for t, p, *_ in wanted], params.max_wait_ms)
 
     def fetchable(self, tp: TopicPartition, leader_epoch: int, replica_id: int, max_bytes: int) -> Partition:
         """One partition of a Fetch, checked before its read: led here, the fetcher's epoch current, a
@@ -449,7 +430,55 @@ class ReplicaManager:
             if self.isr is not None:
                 self.isr.maybe_expand(partition, replica_id)
 
-    # -- roles (LeaderAndIsr, StopReplica) -------------------------------------------------------
+    # -- requests from the controller (LeaderAndIsr, StopReplica, UpdateMetadata) -----------------
+
+    def heard_from_controller(self, controller_epoch: int) -> bool:
+        """Is a request of the controller of ``controller_epoch`` current? As Kafka's ReplicaManager, a request of
+        a controller older than the newest one heard from is refused (STALE_CONTROLLER_EPOCH) and a newer epoch
+        is remembered; a single broker has no controller and refuses them all."""
+        if self.fetchers is None or controller_epoch < self.controller_epoch:
+            return False
+        self.controller_epoch = controller_epoch
+        return True
+
+    async def apply_leader_and_isr(self, controller_epoch: int,
+                                   partitions: Iterable[tuple[str, LeaderAndIsrPartition]],
+                                   live_leaders: Mapping[int, LiveLeader]) -> list[tuple[str, int, int]]:
+        """A current LeaderAndIsr request's partitions, as Kafka's becomeLeaderOrFollower: (topic, partition,
+        error code) for each. The loop is given away every HOSTING_CHUNK partitions (thousands of them must
+        not stall the other connections); a newer controller heard from meanwhile makes the rest
+        STALE_CONTROLLER_EPOCH."""
+        results: list[tuple[str, int, int]] = []
+        for done, (topic, p) in enumerate(partitions):
+            if done and done % HOSTING_CHUNK == 0:
+                await asyncio.sleep(0)
+            code = 0
+            try:
+                if controller_epoch < self.controller_epoch:
+                    raise errors.StaleControllerEpochError(f"controller epoch {controller_epoch} is stale")
+                self.become_leader_or_follower(topic, p, live_leaders.get(p.leader))
+            except errors.KafkaError as exc:
+                code = exc.code
+            except Exception:
+                log.exception("LeaderAndIsr for %s-%d failed", topic, p.partition_index)
+                code = errors.UnknownServerError.code
+            results.append((topic, p.partition_index, code))
+        return results
+
+    def stop_replicas(self, stops: Iterable[tuple[str, int, bool, int]]) -> list[tuple[str, int, int]]:
+        """A current StopReplica request's partitions (topic, partition, delete, leader epoch: -1 before v3), as
+        Kafka's stopReplicas: (topic, partition, error code) for each. A stop naming a leader epoch no newer than
+        the replica's is refused FENCED_LEADER_EPOCH (KIP-570: stale or repeated)."""
+        results: list[tuple[str, int, int]] = []
+        for topic, index, delete, leader_epoch in stops:
+            code = 0
+            partition = self.partitions.get(TopicPartition(topic, index))
+            if partition is not None and 0 <= leader_epoch <= partition.leader_epoch:
+                code = errors.FencedLeaderEpochError.code
+            else:
+                self.stop_replica(topic, index, delete)
+            results.append((topic, index, code))
+        return results
 
     def become_leader_or_follower(self, topic: str, p: LeaderAndIsrPartition, live_leader: LiveLeader | None) -> None:
         """One partition of a LeaderAndIsr request: host it (creating its log) and take the role. A state
@@ -606,22 +635,8 @@ class ReplicaManager:
                         log.exception("marker for %s failed", tp)
                         out["error_code"] = errors.UnknownServerError.code
         if waiting:
-            await self.wait_for_isr({}, waiting, 0, self.config.request_timeout_ms)
+            await self.wait_for_isr({}, waiting, self.config.request_timeout_ms)
         for producer_id, commit, tp in written:
             for listener in self.marker_listeners:
                 await listener(producer_id, commit, tp)
         return {key: out["error_code"] for key, out in results.items()}
-
-
-def _check_single_v2_batch(batches: memoryview, version: int) -> None:
-    """Produce v3+: exactly one batch, magic 2; zstd needs v7+."""
-    try:
-        header = core_records.parse_header(batches)
-    except core_records.RecordBatchError as exc:
-        raise errors.for_code(exc.code)(str(exc)) from None
-    if header.size < len(batches):
-        raise errors.InvalidRecordError(
-            f"produce v{version} carries exactly one record batch; "
-            f"got {len(batches)} bytes for a batch of {header.size}")
-    if header.compression == 4 and version < 7:
-        raise errors.UnsupportedCompressionTypeError("zstd needs Produce v7 or later")

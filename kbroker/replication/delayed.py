@@ -11,14 +11,14 @@ watermark move gives it enough, or ``max_wait_ms``.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Literal, TypeVar
 
 from kbroker import errors
 from kbroker.log import TopicPartition
 from kbroker.metrics.hops import HOPS
 from kbroker.protocol import message_types as msg
-from kbroker.replication.fetch_read import FetchRead
+from kbroker.replication.fetch_read import FetchRead, PartitionAnswers
 from kbroker.replication.partition import Partition
 from kbroker.replication.purgatory import DelayedOperation
 
@@ -38,13 +38,11 @@ class DelayedProduce(DelayedOperation[R]):
     """Answers ``response`` (whose partition answers the ``pending`` acknowledgements fill in) once the ISR has
     every write."""
 
-    def __init__(self, hosted: Mapping[TopicPartition, Partition], response: R, pending: list[PendingAck],
-                 version: int) -> None:
+    def __init__(self, hosted: Mapping[TopicPartition, Partition], response: R, pending: list[PendingAck]) -> None:
         super().__init__()
         self.hosted = hosted  # the replica manager's partitions: one gone or replaced has lost its leadership
         self.response = response
         self.pending = pending
-        self.version = version
 
     def ready(self) -> bool:
         still = []
@@ -75,8 +73,7 @@ class DelayedProduce(DelayedOperation[R]):
     def _fail(self, ack: PendingAck, exc: errors.KafkaError) -> None:
         ack.out["error_code"] = exc.code
         ack.out["base_offset"] = -1
-        if self.version >= 8:
-            ack.out["error_message"] = exc.message
+        ack.out["error_message"] = exc.message  # Produce v8+ carries it; older answers leave it out
 
     def result(self) -> R:
         for ack in self.pending:  # timed out
@@ -86,7 +83,7 @@ class DelayedProduce(DelayedOperation[R]):
         return self.response
 
 
-class DelayedFetch(DelayedOperation[msg.FetchResponse]):
+class DelayedFetch(DelayedOperation[R]):
     """A fetch waiting for ``min_bytes`` (Kafka's DelayedFetch).
 
     ``ready`` runs in every purgatory check of its partitions: after each append and each high
@@ -99,12 +96,14 @@ class DelayedFetch(DelayedOperation[msg.FetchResponse]):
     for a high watermark move, a consumer's not for an append below the high watermark.
 
     ``fetch`` is ``fetch_messages``' evaluation, just made: ``_inputs`` are taken at construction, so
-    the purgatory's first ``ready`` (in ``watch``) does not read the logs a second time."""
+    the purgatory's first ``ready`` (in ``watch``) does not read the logs a second time. ``respond`` shapes the
+    answer from what the fetch read (the Fetch handler's: session, quota, version)."""
 
-    def __init__(self, fetch: FetchRead, min_bytes: int) -> None:
+    def __init__(self, fetch: FetchRead, min_bytes: int, respond: Callable[[PartitionAnswers], R]) -> None:
         super().__init__()
         self.fetch = fetch
         self.min_bytes = min_bytes
+        self.respond = respond
         self._tps = [TopicPartition(topic, index) for topic, index, *_ in fetch.wanted]
         self._last_inputs = self._inputs()
         self._satisfied = False  # the last ``ready`` evaluated the fetch and found enough
@@ -112,8 +111,8 @@ class DelayedFetch(DelayedOperation[msg.FetchResponse]):
     def _inputs(self) -> tuple[object, ...]:
         fetch = self.fetch
         replicas = fetch.replicas
-        replica_id = fetch.request.replica_id
-        read_committed = fetch.request.isolation_level == 1
+        replica_id = fetch.params.replica_id
+        read_committed = fetch.params.isolation_level == 1
         out: list[tuple[object, ...] | None] = []
         for tp in self._tps:
             p = replicas.partition(tp)
@@ -138,9 +137,9 @@ class DelayedFetch(DelayedOperation[msg.FetchResponse]):
         self._satisfied = self.fetch.bytes >= self.min_bytes or self.fetch.errors
         return self._satisfied
 
-    def result(self) -> msg.FetchResponse:
+    def result(self) -> R:
         if not self._satisfied:
             # Timed out: evaluate once more so the answer carries the current offsets (a follower's
             # high watermark may have moved since the first evaluation without a new read).
             self.fetch.run()
-        return self.fetch.response()
+        return self.respond(self.fetch.answers())

@@ -140,7 +140,7 @@ def test_a_waiting_fetch_reads_again_only_when_what_it_reads_moved(tmp_path, app
         real_run = FetchRead.run
 
         def counting_run(self):
-            runs.append(self.request.replica_id)
+            runs.append(self.params.replica_id)
             return real_run(self)
 
         monkeypatch.setattr(FetchRead, "run", counting_run)

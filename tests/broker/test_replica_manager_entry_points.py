@@ -3,11 +3,11 @@ ReplicaManager.appendRecords and fetchMessages (core/src/main/scala/kafka/server
 real logs, a real topic admin over the embedded store, a real purgatory and real metrics.
 
 ``append_records`` owns the acks check, the internal-topic refusal, the produce meters and the acks=all wait;
-``fetch_messages`` owns the read, the fetch meters and the delayed fetch."""
+``fetch_messages`` owns the read (given FetchParams: no wire version, session or client quota reaches it), the
+fetch-request meters and the delayed fetch; both answer through the handler's ``respond``."""
 from __future__ import annotations
 
 import asyncio
-from types import SimpleNamespace
 
 import pytest
 
@@ -18,6 +18,7 @@ from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics import BrokerMetrics
 from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replicas.topic_admin import SingleNodeTopics
+from kbroker.replication.fetch_read import FetchParams
 from kbroker.replication.purgatory import Purgatory
 from tests.log.helpers import make_batch
 from zk_compat import layout
@@ -47,18 +48,17 @@ class _Parts:
         self.store.close()
         self.server.close()
 
-    def produce(self, topic: str, index: int, records, acks: int = 1, version: int = 8, timeout_ms: int = 1000):
-        request_topics = [SimpleNamespace(name=topic, partition_data=[SimpleNamespace(index=index, records=records)])]
-        seen: list[tuple[list[list[dict]], bool]] = []
+    def produce(self, topic: str, index: int, records, acks: int = 1, timeout_ms: int = 1000):
+        seen: list[tuple[list[dict], bool]] = []
 
-        def respond(answers: list[list[dict]], failed: bool):
+        def respond(answers: list[dict], failed: bool):
             seen.append((answers, failed))
             return {"answers": answers}
 
-        outcome = self.replicas.append_records(request_topics, acks, version, timeout_ms, respond, self.topics,
+        outcome = self.replicas.append_records([(topic, index, records)], acks, timeout_ms, respond, self.topics,
                                                self.metrics)
         [(answers, failed)] = seen  # the answer is shaped exactly once, by the handler's callback
-        return outcome, answers[0][0], failed
+        return outcome, answers[0], failed
 
 
 @pytest.fixture
@@ -73,7 +73,7 @@ def test_append_records_writes_meters_and_answers_through_the_callback(parts):
         parts.topics.create_now("orders", 2, 1)
         outcome, out, failed = parts.produce("orders", 1, memoryview(make_batch(3)))
         assert not failed and out["error_code"] == 0 and out["base_offset"] == 0
-        assert outcome == {"answers": [[out]]}
+        assert outcome == {"answers": [out]}
         outcome, out, _ = parts.produce("orders", 1, memoryview(make_batch(2)))
         assert out["base_offset"] == 3 and out["log_start_offset"] == 0
         assert parts.replicas.leader(TopicPartition("orders", 1)).log.log_end_offset == 5
@@ -109,41 +109,35 @@ def test_append_records_with_acks_all_waits_for_the_isr_in_the_purgatory(parts):
         outcome, out, failed = parts.produce("orders", 0, memoryview(make_batch(4)), acks=-1)
         assert not failed and isinstance(outcome, asyncio.Future) and not outcome.done()
         parts.replicas.record_follower_fetch(2, [(partition.tp, 4, partition.leader_epoch)])
-        assert outcome.done() and outcome.result() == {"answers": [[out]]} and out["error_code"] == 0
+        assert outcome.done() and outcome.result() == {"answers": [out]} and out["error_code"] == 0
 
         outcome, out, _ = parts.produce("orders", 0, memoryview(make_batch(1)), acks=-1, timeout_ms=20)
-        assert (await asyncio.wait_for(outcome, 5))["answers"][0][0] is out
+        assert (await asyncio.wait_for(outcome, 5))["answers"][0] is out
         assert out["error_code"] == errors.RequestTimedOutError.code and out["base_offset"] == -1
 
     asyncio.run(main())
 
 
-def _fetch(parts: _Parts, wanted, max_wait_ms: int = 0, denied=(), quota_bytes=None, throttle=None):
-    request = SimpleNamespace(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=1 << 20,
-                              isolation_level=0)
-    return parts.replicas.fetch_messages(4, request, wanted, session=None, incremental=False, denied=list(denied),
-                                         quota_bytes=quota_bytes, throttle=throttle, metrics=parts.metrics,
-                                         known=parts.topics.exists)
-
-
-def _answers(response: dict) -> dict[tuple[str, int], dict]:
-    return {(t["topic"], out["partition_index"]): out for t in response["responses"] for out in t["partitions"]}
+def _fetch(parts: _Parts, wanted, max_wait_ms: int = 0, denied=(), max_bytes: int = 1 << 20):
+    params = FetchParams(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
+                         min_one_message=True)
+    return parts.replicas.fetch_messages(params, wanted, list(denied), dict, parts.metrics, parts.topics.exists)
 
 
 def test_fetch_messages_reads_meters_and_refuses_what_the_handler_denied(parts):
     async def main():
         parts.topics.create_now("orders", 1, 1)
         parts.produce("orders", 0, memoryview(make_batch(3)))
-        response = _fetch(parts, [("orders", 0, 0, 1 << 20, -1), ("missing", 0, 0, 1 << 20, -1)],
-                          denied=[("secret", 0)])
-        got = _answers(response)
-        assert got[("orders", 0)]["error_code"] == 0 and got[("orders", 0)]["high_watermark"] == 3
-        assert got[("orders", 0)]["records"].length > 0
-        assert got[("missing", 0)]["error_code"] == errors.UnknownTopicOrPartitionError.code
-        assert got[("secret", 0)]["error_code"] == errors.TopicAuthorizationFailedError.code
-        # the meters: one fetch request for the partition the metadata knows, its bytes out
+        got = _fetch(parts, [("orders", 0, 0, 1 << 20, -1), ("missing", 0, 0, 1 << 20, -1)],
+                     denied=[("secret", 0)])
+        assert got["orders"]["error_code"] == 0 and got["orders"]["high_watermark"] == 3
+        assert got["orders"]["records"].length > 0
+        assert got["missing"]["error_code"] == errors.UnknownTopicOrPartitionError.code
+        assert got["secret"]["error_code"] == errors.TopicAuthorizationFailedError.code
+        # the meters: one fetch request for the partition the metadata knows; an unknown partition is not a
+        # failed fetch (Kafka does not count UNKNOWN_TOPIC_OR_PARTITION there)
         assert parts.metrics.fetch_requests == {"orders": 1}
-        assert parts.metrics.bytes_out["orders"] == got[("orders", 0)]["records"].length
+        assert "missing" not in parts.metrics.failed_fetch_requests
 
     asyncio.run(main())
 
@@ -155,34 +149,26 @@ def test_fetch_messages_waits_in_the_purgatory_until_an_append(parts):
         assert isinstance(waiting, asyncio.Future) and not waiting.done()
         parts.produce("orders", 0, memoryview(make_batch(2)))
         assert waiting.done(), "the append must complete the delayed fetch"
-        out = _answers(waiting.result())[("orders", 0)]
+        out = waiting.result()["orders"]
         assert out["high_watermark"] == 2 and out["records"].length > 0
 
         expiring = _fetch(parts, [("orders", 0, 2, 1 << 20, -1)], max_wait_ms=20)
-        out = _answers(await asyncio.wait_for(expiring, 5))[("orders", 0)]
+        out = (await asyncio.wait_for(expiring, 5))["orders"]
         assert out["error_code"] == 0 and out["records"] == b""
 
     asyncio.run(main())
 
 
-def test_fetch_messages_keeps_a_consumer_within_its_quota_hooks(parts):
+def test_fetch_messages_reads_within_the_answer_limit_but_one_batch_at_least(parts):
+    """The handler hands a consumer's quota window over as the answer's byte limit: the read stays within it,
+    except for the first batch (KIP-74)."""
     async def main():
         parts.topics.create_now("orders", 1, 1)
-        parts.produce("orders", 0, memoryview(make_batch(20)))
-        capped = _answers(_fetch(parts, [("orders", 0, 0, 1 << 20, -1)], quota_bytes=0))[("orders", 0)]
-        whole = _answers(_fetch(parts, [("orders", 0, 0, 1 << 20, -1)]))[("orders", 0)]
-        assert capped["records"].length == whole["records"].length  # the first batch always goes (KIP-74)
-        muted = {"throttle_time_ms": 100, "error_code": 0, "session_id": 0, "responses": []}
-        sizes: list[int] = []
-
-        def throttle(partitions, session_id):
-            sizes.append(sum(out["records"].length for _, out in partitions))
-            return muted
-
-        before = parts.metrics.bytes_out["orders"]
-        assert _fetch(parts, [("orders", 0, 0, 1 << 20, -1)], throttle=throttle) is muted
-        assert sizes == [whole["records"].length]
-        assert parts.metrics.bytes_out["orders"] == before  # a muted answer sends no records
+        for _ in range(3):
+            parts.produce("orders", 0, memoryview(make_batch(5)))
+        one = _fetch(parts, [("orders", 0, 0, 1 << 20, -1)], max_bytes=0)["orders"]
+        whole = _fetch(parts, [("orders", 0, 0, 1 << 20, -1)])["orders"]
+        assert 0 < one["records"].length and 3 * one["records"].length == whole["records"].length
 
     asyncio.run(main())
 
@@ -196,10 +182,8 @@ def test_append_records_decides_what_acks_0_gets(parts):
         pytest.fail("acks=0 shapes no answer")
 
     def write(index: int, refused: bool = False):
-        topics = [SimpleNamespace(name="zero", partition_data=[SimpleNamespace(index=index,
-                                                                                records=memoryview(make_batch(1)))])]
-        return parts.replicas.append_records(topics, 0, 8, 1000, no_answer, parts.topics, parts.metrics,
-                                             refused=refused)
+        return parts.replicas.append_records([("zero", index, memoryview(make_batch(1)))], 0, 1000, no_answer,
+                                             parts.topics, parts.metrics, refused=refused)
 
     async def main():
         parts.topics.create_now("zero", 1, 1)

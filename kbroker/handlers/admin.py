@@ -9,7 +9,7 @@ from typing import TypedDict, TypeVar
 
 from kbroker import errors
 from kbroker.config.errors import ConfigError
-from kbroker.handlers.acls import allowed, cluster_allowed
+from kbroker.handlers.authorize import allowed, cluster_allowed
 from kbroker.handlers.config_entries import topic_entries
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 
 from kbroker import errors
-from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.authorize import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.protocol import message_types as msg

@@ -10,7 +10,7 @@ import logging
 from kbroker import errors
 from kbroker.controller.reassignment import request_moves
 from kbroker.handlers import control_versions
-from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.authorize import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.protocol import message_types as msg

@@ -9,7 +9,7 @@ replica with a log answers, the leader or a follower, as Kafka's does."""
 from __future__ import annotations
 
 from kbroker import errors
-from kbroker.handlers.acls import Op, Res, allowed
+from kbroker.handlers.authorize import Op, Res, allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition

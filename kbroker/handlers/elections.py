@@ -20,7 +20,7 @@ import time
 from kbroker import errors
 from kbroker.controller import election
 from kbroker.controller.election import PREFERRED, UNCLEAN, Outcome, Refusal
-from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.authorize import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.protocol import message_types as msg

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable
 
 from kbroker import errors
-from kbroker.handlers.acls import Op, cluster_allowed, topic_filter
+from kbroker.handlers.authorize import Op, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.fetch_sessions import FetchSession
 from kbroker.handlers.registry import Answer, ClientConnection, handles

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from kbroker import errors
 from kbroker.coordinator.group import zk_offsets
 from kbroker.coordinator.group.coordinator import GroupCoordinator
-from kbroker.handlers.acls import Op, Res, allowed, authorized_operations, cluster_allowed, topic_filter
+from kbroker.handlers.authorize import Op, Res, allowed, authorized_operations, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.metadata import listener_of
 from kbroker.handlers.registry import Answer, ClientConnection, handles

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 
 from kbroker import errors
-from kbroker.handlers.acls import cluster_allowed
+from kbroker.handlers.authorize import cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import PartitionLog, TopicPartition

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 
 from kbroker import errors
-from kbroker.handlers.acls import Op, Res, allowed, authorized_operations, cluster_allowed
+from kbroker.handlers.authorize import Op, Res, allowed, authorized_operations, cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.metadata.zk_view import LiveBroker

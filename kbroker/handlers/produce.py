@@ -15,7 +15,7 @@ message.format.version is below 0.11, whose log keeps magic 0/1 messages (``kbro
 from __future__ import annotations
 
 from kbroker import errors
-from kbroker.handlers.acls import Op, Res, allowed, cluster_allowed, topic_filter
+from kbroker.handlers.authorize import Op, Res, allowed, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log.batches import checked_header

@@ -13,7 +13,7 @@ import math
 from typing import Any
 
 from kbroker import errors
-from kbroker.handlers.acls import Op, cluster_allowed
+from kbroker.handlers.authorize import Op, cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import ClientConnection, handles
 from kbroker.protocol import message_types as msg

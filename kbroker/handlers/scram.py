@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 
 from kbroker import errors
-from kbroker.handlers.acls import cluster_allowed
+from kbroker.handlers.authorize import cluster_allowed
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import ClientConnection, handles
 from kbroker.protocol import message_types as msg

@@ -10,7 +10,7 @@ from typing import TypedDict
 
 from kbroker import errors
 from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
-from kbroker.handlers.acls import Op, Res, allowed, cluster_allowed, topic_filter
+from kbroker.handlers.authorize import Op, Res, allowed, cluster_allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log import TopicPartition

@@ -1,8 +1,7 @@
-"""Consumer groups and producer ids: FindCoordinator (10), JoinGroup (11), Heartbeat (12),
-LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), OffsetCommit (8),
-OffsetFetch (9), DeleteGroups (42), OffsetDelete (47), InitProducerId (22; transactional ids go
-to the transaction coordinator). The coordinators hold the logic; these translate requests and versions.
-OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.coordinator.group.zk_offsets``)."""
+"""Consumer groups: FindCoordinator (10), JoinGroup (11), Heartbeat (12), LeaveGroup (13), SyncGroup (14),
+DescribeGroups (15), ListGroups (16), OffsetCommit (8), OffsetFetch (9), DeleteGroups (42), OffsetDelete (47).
+(InitProducerId is with the transactions, in ``txn``.) The coordinator holds the logic; these translate requests
+and versions. OffsetCommit/OffsetFetch v0 use ZooKeeper (``kbroker.coordinator.group.zk_offsets``)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -14,7 +13,6 @@ from kbroker.handlers.authorize import Op, Res, allowed, authorized_operations, 
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.metadata import listener_of
 from kbroker.handlers.registry import Answer, ClientConnection, handles
-from kbroker.handlers.txn import for_version as txn_error_for_version
 from kbroker.log import TopicPartition
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
@@ -298,43 +296,3 @@ async def offset_delete(ctx: BrokerContext, header: RequestHeader, request: msg.
         by_topic.setdefault(name, []).append({"partition_index": index, "error_code": c})
     return {"error_code": 0, "throttle_time_ms": 0,
             "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
-
-
-@handles(msg.INIT_PRODUCER_ID)
-def init_producer_id(ctx: BrokerContext, header: RequestHeader, request: msg.InitProducerIdRequest,
-                     conn: ClientConnection) -> Answer[msg.InitProducerIdResponse]:
-    authorizer = ctx.security.authorizer
-    if authorizer is not None:
-        if request.transactional_id is not None:
-            if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
-                code = errors.TransactionalIdAuthorizationFailedError.code
-                return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
-        elif not (cluster_allowed(ctx, conn, Op.IDEMPOTENT_WRITE)
-                  or authorizer.authorize_by_resource_type(conn.session, Op.WRITE, Res.TOPIC)):
-            code = errors.ClusterAuthorizationFailedError.code
-            return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
-    if request.transactional_id is not None:
-        return _init_transactional(ctx, header.api_version, request, request.transactional_id)
-    if header.api_version >= 3 and request.producer_id >= 0:
-        # KIP-360: an idempotent producer bumping its epoch keeps its id
-        epoch = request.producer_epoch + 1
-        if epoch > 32767:
-            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(),
-                    "producer_epoch": 0}
-        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": request.producer_id, "producer_epoch": epoch}
-    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(), "producer_epoch": 0}
-
-
-async def _init_transactional(ctx: BrokerContext, version: int, request: msg.InitProducerIdRequest,
-                              transactional_id: str) -> msg.InitProducerIdResponse:
-    """A transactional producer: the transaction coordinator gives its id and (bumped) epoch; one that
-    sends its current id and epoch (v3+, KIP-360) is fenced if they are no longer current."""
-    coordinator = ctx.transactions.coordinator
-    if coordinator is None:
-        code, pid, epoch = errors.CoordinatorNotAvailableError.code, -1, -1
-    else:
-        expected = (request.producer_id, request.producer_epoch) if version >= 3 and request.producer_id >= 0 else None
-        code, pid, epoch = await coordinator.init_producer_id(transactional_id,
-                                                              request.transaction_timeout_ms, expected)
-    return {"throttle_time_ms": 0, "error_code": txn_error_for_version(22, version, code), "producer_id": pid,
-            "producer_epoch": epoch}

@@ -1,7 +1,7 @@
-"""Transactions (KIP-98): AddPartitionsToTxn (24), AddOffsetsToTxn (25), EndTxn (26) and
-TxnOffsetCommit (28) for the transaction and group coordinators; WriteTxnMarkers (27) for the
-partition leaders, which append the COMMIT/ABORT control batch and answer once the ISR has it.
-InitProducerId (22) is in ``groups`` with the producer ids."""
+"""Producer ids and transactions (KIP-98): InitProducerId (22: an idempotent producer's id from this broker's
+block, a transactional one's from the transaction coordinator), AddPartitionsToTxn (24), AddOffsetsToTxn (25),
+EndTxn (26) and TxnOffsetCommit (28) for the transaction and group coordinators; WriteTxnMarkers (27) for the
+partition leaders, which append the COMMIT/ABORT control batch and answer once the ISR has it."""
 from __future__ import annotations
 
 import logging
@@ -170,3 +170,43 @@ async def _write_txn_markers(ctx: BrokerContext, request: msg.WriteTxnMarkersReq
         out.append({"producer_id": m["producer_id"],
                     "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
     return {"markers": out}
+
+
+@handles(msg.INIT_PRODUCER_ID)
+def init_producer_id(ctx: BrokerContext, header: RequestHeader, request: msg.InitProducerIdRequest,
+                     conn: ClientConnection) -> Answer[msg.InitProducerIdResponse]:
+    authorizer = ctx.security.authorizer
+    if authorizer is not None:
+        if request.transactional_id is not None:
+            if not allowed(ctx, conn, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+                code = errors.TransactionalIdAuthorizationFailedError.code
+                return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+        elif not (cluster_allowed(ctx, conn, Op.IDEMPOTENT_WRITE)
+                  or authorizer.authorize_by_resource_type(conn.session, Op.WRITE, Res.TOPIC)):
+            code = errors.ClusterAuthorizationFailedError.code
+            return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+    if request.transactional_id is not None:
+        return _init_transactional(ctx, header.api_version, request, request.transactional_id)
+    if header.api_version >= 3 and request.producer_id >= 0:
+        # KIP-360: an idempotent producer bumping its epoch keeps its id
+        epoch = request.producer_epoch + 1
+        if epoch > 32767:
+            return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(),
+                    "producer_epoch": 0}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": request.producer_id, "producer_epoch": epoch}
+    return {"throttle_time_ms": 0, "error_code": 0, "producer_id": ctx.next_producer_id(), "producer_epoch": 0}
+
+
+async def _init_transactional(ctx: BrokerContext, version: int, request: msg.InitProducerIdRequest,
+                              transactional_id: str) -> msg.InitProducerIdResponse:
+    """A transactional producer: the transaction coordinator gives its id and (bumped) epoch; one that
+    sends its current id and epoch (v3+, KIP-360) is fenced if they are no longer current."""
+    coordinator = ctx.transactions.coordinator
+    if coordinator is None:
+        code, pid, epoch = errors.CoordinatorNotAvailableError.code, -1, -1
+    else:
+        expected = (request.producer_id, request.producer_epoch) if version >= 3 and request.producer_id >= 0 else None
+        code, pid, epoch = await coordinator.init_producer_id(transactional_id,
+                                                              request.transaction_timeout_ms, expected)
+    return {"throttle_time_ms": 0, "error_code": for_version(22, version, code), "producer_id": pid,
+            "producer_epoch": epoch}

@@ -3,7 +3,7 @@ stops them in reverse, and is the ``BrokerContext`` the request handlers see (``
 
     LogManager -> ReplicaManager (partitions, append with acks, fetch reads, roles, markers)
                -> TopicAdmin (SingleNodeTopics, or ZooKeeperTopics beside the controller)
-               -> CoordinatorBridge, TransactionBridge (group and transaction coordinators)
+               -> GroupBinding, TransactionBinding (group and transaction coordinators)
                -> NetworkServer per listener (security.connection_security builds its TLS and SASL)
                   -> Dispatcher (handlers.dispatcher: quotas, then the API's handler)
 
@@ -28,9 +28,9 @@ from kbroker.config.errors import ConfigError
 from kbroker.controller.channel import ControllerChannel
 from kbroker.controller.controller import Controller
 from kbroker.controller.zookeeper_mode import ZooKeeperParts
-from kbroker.coordinator.group.bridge import CoordinatorBridge
+from kbroker.coordinator.group.binding import GroupBinding
 from kbroker.coordinator.group.zk_offsets import ZkOffsetMirror
-from kbroker.coordinator.transaction.bridge import TransactionBridge
+from kbroker.coordinator.transaction.binding import TransactionBinding
 from kbroker.coordinator.transaction.producer_ids import ProducerIdAllocator
 from kbroker.handlers import load_all
 from kbroker.handlers.dispatcher import Dispatcher
@@ -87,8 +87,8 @@ class Broker:
         # set by start()
         self.store: Any = None
         self.topics: TopicAdmin
-        self.groups: CoordinatorBridge
-        self.transactions: TransactionBridge
+        self.groups: GroupBinding
+        self.transactions: TransactionBinding
         self.next_producer_id: ProducerIdAllocator
         self.endpoint: LiveBroker
         self.security: Security
@@ -214,9 +214,9 @@ class Broker:
         """The coordinators, the optional ZooKeeper offsets mirror and status endpoint, housekeeping."""
         cfg = self.config
         clustered = self.zookeeper is not None
-        self.groups = CoordinatorBridge(cfg, self.replicas, self.topics, clustered)
+        self.groups = GroupBinding(cfg, self.replicas, self.topics, clustered)
         await self.groups.start()
-        self.transactions = TransactionBridge(cfg, self.replicas, self.topics, self.groups, self.next_producer_id,
+        self.transactions = TransactionBinding(cfg, self.replicas, self.topics, self.groups, self.next_producer_id,
                                               clustered)
         await self.transactions.start()
         if cfg.offsets_zookeeper_mirror_enable:

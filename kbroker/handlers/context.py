@@ -8,8 +8,8 @@ from typing import Protocol, TypeVar
 from kbroker.config.broker import BrokerConfig
 from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.controller.controller import Controller
-from kbroker.coordinator.group.bridge import CoordinatorBridge
-from kbroker.coordinator.transaction.bridge import TransactionBridge
+from kbroker.coordinator.group.binding import GroupBinding
+from kbroker.coordinator.transaction.binding import TransactionBinding
 from kbroker.handlers.fetch_sessions import FetchSessionCache
 from kbroker.log import LogManager
 from kbroker.metadata.cache import MetadataCache
@@ -39,8 +39,8 @@ class BrokerContext(Protocol):
     replicas: ReplicaManager
     topics: TopicAdmin
     fetch_sessions: FetchSessionCache
-    groups: CoordinatorBridge
-    transactions: TransactionBridge
+    groups: GroupBinding
+    transactions: TransactionBinding
     security: Security              # authorizer (None: all allowed), SCRAM credentials, quotas
     metrics: BrokerMetrics | None   # the counters GET /metrics reads (None: metrics.enabled=false)
 

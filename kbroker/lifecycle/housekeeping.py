@@ -8,13 +8,13 @@ import time
 from collections.abc import Awaitable, Callable
 
 from kbroker.config.broker import BrokerConfig
-from kbroker.coordinator.group.bridge import CoordinatorBridge
-from kbroker.coordinator.transaction.bridge import TransactionBridge
+from kbroker.coordinator.group.binding import GroupBinding
+from kbroker.coordinator.transaction.binding import TransactionBinding
 from kbroker.log import LogManager
 
 
-async def housekeeping(config: BrokerConfig, log_manager: LogManager, groups: CoordinatorBridge,
-                       transactions: TransactionBridge,
+async def housekeeping(config: BrokerConfig, log_manager: LogManager, groups: GroupBinding,
+                       transactions: TransactionBinding,
                        rebalance_leaders: Callable[[], Awaitable[None]] | None) -> None:
     cfg = config
     checkpoint_s = (cfg.log_flush_offset_checkpoint_interval_ms or 60000) / 1000

@@ -13,7 +13,7 @@ from kbroker import errors
 from kbroker.clock import wall_ms
 from kbroker.config.broker import BrokerConfig
 from kbroker.coordinator.binding import InternalTopicBinding
-from kbroker.coordinator.group.bridge import CoordinatorBridge
+from kbroker.coordinator.group.binding import GroupBinding
 from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replicas.internal_topics import TRANSACTION_TOPIC, stored_batches, transaction_topic_configs
@@ -35,10 +35,10 @@ _GONE = frozenset({errors.UnknownTopicOrPartitionError.code})
 _FENCED = frozenset({errors.TransactionCoordinatorFencedError.code, errors.InvalidProducerEpochError.code})
 
 
-class TransactionBridge(InternalTopicBinding):
+class TransactionBinding(InternalTopicBinding):
     topic = TRANSACTION_TOPIC
 
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, topics: TopicAdmin, groups: CoordinatorBridge,
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, topics: TopicAdmin, groups: GroupBinding,
                  next_producer_id: Callable[[], int], clustered: bool) -> None:
         super().__init__(config, replicas, topics, clustered)
         self.groups = groups

@@ -29,7 +29,7 @@ from kbroker.timers import WheelTimer
 log = logging.getLogger(__name__)
 
 
-class CoordinatorBridge(InternalTopicBinding):
+class GroupBinding(InternalTopicBinding):
     topic = OFFSETS_TOPIC
 
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, topics: TopicAdmin, clustered: bool) -> None:

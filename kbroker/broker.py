@@ -35,6 +35,7 @@ from kbroker.coordinator.transaction.producer_ids import ProducerIdAllocator
 from kbroker.handlers import load_all
 from kbroker.handlers.dispatcher import Dispatcher
 from kbroker.handlers.fetch_sessions import FetchSessionCache
+from kbroker.interbroker.client import use_inter_broker_security
 from kbroker.lifecycle.controlled_shutdown import controlled_shutdown
 from kbroker.lifecycle.housekeeping import housekeeping
 from kbroker.log import LogManager
@@ -46,7 +47,6 @@ from kbroker.network.limits import ConnectionLimits
 from kbroker.network.server import NetworkServer
 from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replicas.topic_admin import SingleNodeTopics, TopicAdmin, ZooKeeperTopics
-from kbroker.replication.client import use_inter_broker_security
 from kbroker.replication.purgatory import Purgatory
 from kbroker.security import ListenerTls, Security
 from kbroker.security.connection_security import inter_broker_client_security, listener_security

@@ -26,8 +26,8 @@ from typing import Any
 
 from kbroker import errors
 from kbroker.controller.offline_dirs import NewReplicas, OfflineReplicas
+from kbroker.interbroker.client import BrokerConnection
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
-from kbroker.replication.client import BrokerConnection
 from zk_compat.znodes import PartitionState
 
 log = logging.getLogger(__name__)

@@ -9,8 +9,8 @@ from collections.abc import Callable
 
 from kbroker import errors
 from kbroker.config.broker import BrokerConfig
+from kbroker.interbroker.client import BrokerConnection
 from kbroker.metadata.zk_view import LiveBroker
-from kbroker.replication.client import BrokerConnection
 
 log = logging.getLogger(__name__)
 

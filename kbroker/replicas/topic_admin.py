@@ -33,6 +33,7 @@ from kbroker import errors
 from kbroker.clock import monotonic_ms
 from kbroker.config.broker import BrokerConfig
 from kbroker.config.errors import ConfigError
+from kbroker.interbroker.client import BrokerConnection
 from kbroker.log import LogConfig, TopicPartition
 from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.names import validate_topic_name
@@ -41,7 +42,6 @@ from kbroker.metadata.servers import broker_servers, warn_crowded
 from kbroker.metadata.zk_view import ClusterView, LiveBroker, RunBlocking, Snapshot
 from kbroker.replicas.internal_topics import INTERNAL_TOPICS
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replication.client import BrokerConnection
 from kbroker.replication.purgatory import DelayedOperation
 from zk_compat import layout
 from zk_compat.assignment import BrokerMetadata, broker_metadatas

@@ -25,10 +25,10 @@ from typing import Any, Protocol
 
 from kbroker import errors
 from kbroker.config.broker import BrokerConfig
+from kbroker.interbroker.client import BrokerConnection
 from kbroker.log import TopicPartition
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics.hops import HOPS
-from kbroker.replication.client import BrokerConnection
 from kbroker.replication.partition import Partition
 from kbroker.replication.throttle import ReplicationQuotas, throttled
 from zk_compat.jvm import java_int_hash

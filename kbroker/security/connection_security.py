@@ -15,7 +15,7 @@ from typing import Any
 
 from kbroker.config.broker import BrokerConfig
 from kbroker.config.errors import ConfigError
-from kbroker.replication.client import ClientSecurity, Request
+from kbroker.interbroker.client import ClientSecurity, Request
 from kbroker.security import Security
 from kbroker.security.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS, ListenerConfig, Listeners, ListenerSpec
 from kbroker.security.principal import KafkaPrincipal

@@ -60,7 +60,7 @@ def test_inter_broker_connections_send_without_delay() -> None:
     import asyncio
     import socket
 
-    from kbroker.replication.client import BrokerConnection
+    from kbroker.interbroker.client import BrokerConnection
 
     async def check() -> int:
         accepted: list[asyncio.StreamWriter] = []

@@ -1,4 +1,4 @@
-"""The inter-broker client reads each answer into one buffer it keeps (kbroker.replication.client._Responses):
+"""The inter-broker client reads each answer into one buffer it keeps (kbroker.interbroker.client._Responses):
 records arrive as views into it, it is used again only once nothing holds such a view, and it grows to the
 largest answer and stays that size."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kbroker.replication.client import FIRST_BUFFER_BYTES, _Responses
+from kbroker.interbroker.client import FIRST_BUFFER_BYTES, _Responses
 
 
 def _deliver(r: _Responses, data: bytes, step: int) -> None:

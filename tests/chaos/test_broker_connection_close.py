@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from kbroker.replication.client import BrokerConnection
+from kbroker.interbroker.client import BrokerConnection
 
 
 async def _closed_while_sending() -> None:

@@ -310,7 +310,7 @@ def test_controlled_shutdown_hands_leadership_over_without_losing_writes(cluster
 def test_controlled_shutdown_request_to_a_non_controller_is_refused(cluster):
     import asyncio
 
-    from kbroker.replication.client import BrokerConnection
+    from kbroker.interbroker.client import BrokerConnection
     controller = layout.get_controller_id(cluster.store)
     other = cluster.brokers[next(i for i in cluster.brokers if i != controller)]
 
@@ -390,7 +390,7 @@ def test_requests_of_an_older_controller_are_refused(cluster):
     one older than the newest it heard from (STALE_CONTROLLER_EPOCH) and changes nothing."""
     import asyncio
 
-    from kbroker.replication.client import BrokerConnection
+    from kbroker.interbroker.client import BrokerConnection
     topic = "fenced"
     _create(cluster, topic, 1)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})

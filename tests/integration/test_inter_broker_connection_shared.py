@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from kbroker.replication.client import BrokerConnection
+from kbroker.interbroker.client import BrokerConnection
 from kbroker.tools.client import AdminClient
 
 

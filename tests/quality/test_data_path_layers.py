@@ -5,8 +5,7 @@ and hands ReplicaManager.appendRecords / fetchMessages records per partition and
 (apache/kafka core/src/main/scala/kafka/server/KafkaApis.scala, ReplicaManager.scala). Here the same line runs
 between ``kbroker/handlers`` and the packages below it: no module of ``kbroker/replicas``, ``kbroker/replication``
 or ``kbroker/log`` reads a request's API version, the server's fetch-session cache or a client quota. Replication
-throttles (KIP-73) stay below, as in Kafka's ReplicaManager. The inter-broker client (``replication/client.py``)
-sends requests of the versions it picks, which is not reading one."""
+throttles (KIP-73) stay below, as in Kafka's ReplicaManager."""
 from __future__ import annotations
 
 import ast
@@ -16,7 +15,6 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 BELOW_THE_HANDLERS = ("kbroker/replicas", "kbroker/replication", "kbroker/log")
-SENDS_REQUESTS = {"kbroker/replication/client.py"}
 
 # Modules that stand for the wire's request side: their import below the handlers is the leak itself.
 FORBIDDEN_MODULES = ("kbroker.handlers", "kbroker.protocol.header", "kbroker.security.quotas")
@@ -56,8 +54,7 @@ def leaks(source: str) -> list[str]:
 
 
 def modules() -> list[Path]:
-    return sorted(p for d in BELOW_THE_HANDLERS for p in (REPO / d).rglob("*.py")
-                  if str(p.relative_to(REPO)) not in SENDS_REQUESTS)
+    return sorted(p for d in BELOW_THE_HANDLERS for p in (REPO / d).rglob("*.py"))
 
 
 def test_nothing_below_the_handlers_reads_versions_sessions_or_client_quotas() -> None:

@@ -1,4 +1,4 @@
-"""The inter-broker connection (kbroker/replication/client.py) shared by concurrent callers: the transaction
+"""The inter-broker connection (kbroker/interbroker/client.py) shared by concurrent callers: the transaction
 coordinator sends the markers of several transactions to one leader over one connection at once. A broker
 answers a connection's requests one at a time (as Kafka's SocketServer), so a request sent behind a long
 poll waits for it; the callers take turns, and each gets its own answer. Before, the second caller's read

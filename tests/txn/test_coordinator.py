@@ -190,7 +190,7 @@ def test_a_transaction_deadline_on_the_timer_aborts_it_on_time():
 
 def test_a_fenced_coordinator_records_no_completion():
     """A partition answering TRANSACTION_COORDINATOR_FENCED / INVALID_PRODUCER_EPOCH makes the marker sender
-    return False (kbroker/coordinator/transaction/bridge.py): the transaction stays prepared here, as Kafka's
+    return False (kbroker/coordinator/transaction/binding.py): the transaction stays prepared here, as Kafka's
     abortSending; the newer coordinator completes it."""
     async def run():
         h = Harness()

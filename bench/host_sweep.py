@@ -251,7 +251,7 @@ def by_broker(record: dict[str, Any], led: dict[str, int], partitions: int) -> d
     return out
 
 
-def _available_bytes() -> int:
+def available_bytes() -> int:
     for line in Path("/proc/meminfo").read_text().splitlines():
         if line.startswith("MemAvailable:"):
             return int(line.split()[1]) * 1024
@@ -454,7 +454,7 @@ def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -
     # What one run writes at most (the max phase, then the paced one at the offered rate or, before that is known,
     # at about half of one broker's max here), twice over, within half the memory available: see warm_pages.
     run_bytes = (min(args.messages, args.max_bytes // SIZE) + int((offered or 300_000) * args.host_seconds)) * SIZE
-    warm = min(2 * run_bytes, _available_bytes() // 2)
+    warm = min(2 * run_bytes, available_bytes() // 2)
     emit({"kind": "warm_pages", "bytes": warm, "seconds": round(warm_pages(warm), 2)})
     try:
         for round_no in range(max(args.rounds, 1)):

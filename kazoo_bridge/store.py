@@ -105,7 +105,7 @@ SESSION_FILE_ENV = "KBROKER_CHAOS_SESSION_FILE"
 
 
 def _publish_session(client_id: tuple[int, bytes]) -> None:
-    """Opt-in, for the chaos harness (bench/chaos) only: with ``$KBROKER_CHAOS_SESSION_FILE`` set, write the
+    """Opt-in, for the chaos harness (bench/reliability/chaos) only: with ``$KBROKER_CHAOS_SESSION_FILE`` set, write the
     session's id and password (hex, one line) there, so the harness can expire the session from outside with
     kazoo's second-client trick. Unset (every normal run), nothing is written: the password is a credential."""
     path = os.environ.get(SESSION_FILE_ENV)

@@ -10,7 +10,7 @@ time, and the offsets join them: a write whose leader log end became E is follow
 each parked follower fetch reaching E (``answer``), the follower's receipt (``recv``) and append (``appended``,
 its log end), its next fetch (``fetch_out`` at the leader end it asks from), the leader's receipt of that fetch
 (``fetch_in``), the high watermark reaching E (``hw``) and the produce answered (``acked``). The leader's
-``append`` carries E. ``bench.replication_hops`` starts a cluster with tracing on and prints the breakdown.
+``append`` carries E. ``bench.experiments.replication_hops`` starts a cluster with tracing on and prints the breakdown.
 
 One branch on a module attribute when off; a buffered line write when on. Not for production.
 """

@@ -63,7 +63,7 @@ def test_quick_run_covers_every_sweep_on_both_topologies(tmp_path):
             assert one(target, "base", "consume", acks=acks)["messages"] == 2000
             lat = one(target, "base", "latency", acks=acks)
             assert lat["failed"] == 0 and lat["p50_ms"] <= lat["p99_ms"] <= lat["p999_ms"]
-            # 200 msgs/s: every target keeps up, and the pacing figures say so (bench.latency.pacing)
+            # 200 msgs/s: every target keeps up, and the pacing figures say so (bench.harness.latency.pacing)
             assert lat["offered_msgs_s"] > 150 and lat["acked_msgs_s"] > 150 and lat["flush_ms"] >= 0
             assert lat["backlog"] is False, lat
             e2e = one(target, "base", "e2e", acks=acks)
@@ -106,7 +106,7 @@ def test_quick_run_covers_every_sweep_on_both_topologies(tmp_path):
 
 
 def test_tls_decrypt_bench_prints_rates_beside_the_cipher_limit():
-    proc = run_bench_module("bench.tls", "--mib", "4", "--records", "1024,16384")
+    proc = run_bench_module("bench.experiments.tls", "--mib", "4", "--records", "1024,16384")
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     rates = [r for r in lines if r["kind"] == "tls_decrypt"]

@@ -1,12 +1,12 @@
-"""bench.latency.pacing on synthetic runs: the backlog flag says true for a target that falls behind the offered
+"""bench.harness.latency.pacing on synthetic runs: the backlog flag says true for a target that falls behind the offered
 rate (a queue growing over the run, or one left to drain after the last send) and false for one that keeps up,
 whatever its tail (a stall at the very end) or a high but steady latency."""
 from __future__ import annotations
 
 import random
 
-from bench.latency import Paced, pacing
-from bench.report import backlog, figure, medians
+from bench.harness.latency import Paced, pacing
+from bench.suite.report import backlog, figure, medians
 
 RATE = 1000.0
 SECONDS = 3.0

@@ -1,4 +1,4 @@
-"""A headless Locust run of bench/locust/locustfile.py against a broker: producers and consumers, no failures."""
+"""A headless Locust run of bench/load/locustfile.py against a broker: producers and consumers, no failures."""
 from __future__ import annotations
 
 import csv
@@ -24,7 +24,7 @@ def test_headless_locust_run(module_broker, tmp_path):
     prefix = tmp_path / "run"
     env = dict(os.environ, KB_TOPIC="locust-test", KB_MESSAGE_SIZE="256", KB_ACKS="all", KB_KEYS="hot",
                KB_GROUP="locust-test", KB_PARTITIONS="4")
-    proc = subprocess.run([locust, "-f", str(REPO / "bench/locust/locustfile.py"), "--headless", "-u", "4", "-r", "4",
+    proc = subprocess.run([locust, "-f", str(REPO / "bench/load/locustfile.py"), "--headless", "-u", "4", "-r", "4",
                            "-t", "10s", "--csv", str(prefix), "--host", f"kafka://{module_broker.bootstrap}",
                            "--only-summary"],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)

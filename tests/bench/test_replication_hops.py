@@ -1,4 +1,4 @@
-"""bench.replication_hops lines the brokers' hop traces up by offset; kbroker.metrics.hops writes them."""
+"""bench.experiments.replication_hops lines the brokers' hop traces up by offset; kbroker.metrics.hops writes them."""
 from __future__ import annotations
 
 import os
@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from bench.replication_hops import breakdown, read_traces
+from bench.experiments.replication_hops import breakdown, read_traces
 
 MS = 1_000_000  # ns
 
@@ -79,8 +79,8 @@ def test_inter_broker_connections_send_without_delay() -> None:
 
 
 def test_the_floor_bench_answers_every_request_through_both_followers() -> None:
-    """bench.replication_floor: four bare asyncio processes in the shape of an acks=all round trip."""
-    from bench.replication_floor import run
+    """bench.experiments.replication_floor: four bare asyncio processes in the shape of an acks=all round trip."""
+    from bench.experiments.replication_floor import run
     out = run(rate=200, seconds=1, size=1024)
     assert out["acknowledged"] == 200 and out["lost"] == 0
     assert 0 < out["p50_ms"] <= out["p99_ms"]  # type: ignore[operator]

@@ -1,14 +1,14 @@
-"""A 60-second chaos run (bench.chaos) with every fault kind: nothing acknowledged lost, duplicated or reordered,
-replicas equal up to the high watermark, transactions all-or-nothing, group offsets never backwards, the cluster
-healed within the stated bound, and every fault kind injected at least once."""
+"""A 60-second chaos run (bench.reliability.chaos) with every fault kind: nothing acknowledged lost, duplicated or
+reordered, replicas equal up to the high watermark, transactions all-or-nothing, group offsets never backwards, the
+cluster healed within the stated bound, and every fault kind injected at least once."""
 from __future__ import annotations
 
 import io
 import json
 import os
 
-from bench.chaos.faults import KINDS
-from bench.chaos.run import Options, run
+from bench.reliability.chaos.faults import KINDS
+from bench.reliability.chaos.run import Options, run
 
 SEED = int(os.environ.get("KBROKER_CHAOS_SEED", "14"))
 

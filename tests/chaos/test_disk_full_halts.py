@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.chaos.cluster import CHROOT, Broker
+from bench.reliability.chaos.cluster import CHROOT, Broker
 from kazoo_bridge.local_server import ZooKeeperServer
 
 

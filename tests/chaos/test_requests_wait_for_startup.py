@@ -12,7 +12,7 @@ from pathlib import Path
 from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient
 
-from bench.chaos.cluster import CHROOT, Broker
+from bench.reliability.chaos.cluster import CHROOT, Broker
 from kazoo_bridge.local_server import ZooKeeperServer
 from kazoo_bridge.store import connect
 from tests.chaos.test_restart_after_crash import PREDECESSOR

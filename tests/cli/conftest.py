@@ -18,7 +18,16 @@ from pathlib import Path
 import pytest
 
 # the one broker-process harness; the CLI tests import free_port from here
-from bench.broker_process import HOST, REPO, free_port, launch, python_serve, serve_argv, terminate, wait_serving
+from bench.harness.broker_process import (
+    HOST,
+    REPO,
+    free_port,
+    launch,
+    python_serve,
+    serve_argv,
+    terminate,
+    wait_serving,
+)
 
 START_TIMEOUT = 30.0
 CLI_TIMEOUT = 60.0

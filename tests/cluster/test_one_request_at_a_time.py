@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.abuse import fetch_body, produce_body
+from bench.reliability.abuse import fetch_body, produce_body
 from kbroker.log.batches import build_batch, iter_batches
 from kbroker.protocol import decode_response, encode_request
 from tests.cluster.conftest import Cluster, wait_until

@@ -1,4 +1,4 @@
-"""Replays the kept fuzz corpus (tests/fuzz/corpus/<target>/, written by ``python -m bench.fuzz
+"""Replays the kept fuzz corpus (tests/fuzz/corpus/<target>/, written by ``python -m bench.reliability.fuzz
 --minimize``) through each target without atheris: every input must hold the target's contract
 (return, or raise only the protocol's own errors). regress-* files are inputs that broke the
 contract once; each is named after the bug its fix closed."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fuzz.targets import TARGETS, check
+from bench.reliability.fuzz.targets import TARGETS, check
 
 CORPUS = Path(__file__).parent / "corpus"
 # libFuzzer held each input to one second; this bound only catches a hang, on a loaded machine
@@ -27,7 +27,7 @@ def _on_alarm(signum, frame):
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_corpus_holds_the_contract(name):
     files = sorted((CORPUS / name).iterdir())
-    assert files, f"no kept corpus for {name}: run python -m bench.fuzz --target {name} --minimize"
+    assert files, f"no kept corpus for {name}: run python -m bench.reliability.fuzz --target {name} --minimize"
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     try:
         for path in files:

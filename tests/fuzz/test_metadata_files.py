@@ -1,5 +1,5 @@
 """The embedded metadata store refuses damaged files it could never have written, even when their
-CRCs match (found by bench.fuzz's journal target; each test fails on the old code):
+CRCs match (found by bench.reliability.fuzz's journal target; each test fails on the old code):
 
 * a journal record with a path that is not a valid znode path ('\\x0fbrokers') entered the tree
   under a key its parent could not find; now the record counts as damage and the journal is cut

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition as KafkaTopicPartition
 
-from bench.broker_process import HOST, accepts, launch, neighbouring_free_ports
+from bench.harness.broker_process import HOST, accepts, launch, neighbouring_free_ports
 from kazoo_bridge.local_server import ZooKeeperServer
 from kazoo_bridge.store import KazooStore, connect
 from kbroker.host.plan import parse_cpulist

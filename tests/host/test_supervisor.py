@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.broker_process import HOST, neighbouring_free_ports
+from bench.harness.broker_process import HOST, neighbouring_free_ports
 from kazoo_bridge.local_server import ZooKeeperServer
 from kbroker.host.plan import HostPlan, Topology, plan_host
 from kbroker.host.supervisor import RestartPolicy, Supervisor

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-# the one broker-process harness (bench/broker_process.py); REPO and free_port are imported from here by tests too
-from bench.broker_process import (  # noqa: F401
+# the one broker-process harness (bench/harness/broker_process.py); tests import REPO and free_port from here too
+from bench.harness.broker_process import (  # noqa: F401
     HOST,
     REPO,
     accepts,

@@ -1,5 +1,5 @@
 """Hostile sockets against a real broker process: it keeps serving a well-behaved client and its
-memory stays bounded (bench/abuse.py runs the same scenarios bigger and prints the figures).
+memory stays bounded (bench/reliability/abuse.py runs the same scenarios bigger and prints the figures).
 
 Memory bounds are on the broker's peak RSS over its RSS just before the abuse (VmHWM, reset through
 /proc/PID/clear_refs). The broker at rest is ~55 MB; each bound below says what it allows and what
@@ -18,7 +18,7 @@ from contextlib import closing
 
 import pytest
 
-from bench.abuse import (
+from bench.reliability.abuse import (
     HOST,
     WIDE,
     Broker,

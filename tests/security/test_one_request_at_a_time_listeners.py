@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from bench.abuse import fetch_body, produce_body
+from bench.reliability.abuse import fetch_body, produce_body
 from kbroker.log.batches import build_batch
 from kbroker.protocol import decode_response, encode_request
 from kbroker.tools.client import AdminClient

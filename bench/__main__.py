@@ -60,7 +60,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.harness import brokers, catalog, latency, results_meta, security, targets
+from bench.harness import broker_load, catalog, latency, results_meta, security, targets
 from bench.harness.results_meta import provenance
 from bench.harness.values import text_values
 from bench.suite import clients, host_sweep, limits, report
@@ -174,18 +174,18 @@ def run_scenario(args, target, g: Group, scenario: str, topics: dict, lim: dict)
         if g.sweep == "clients":
             r = clients.run("produce", a, target, topics["produce"], g.acks, g.clients)
         else:
-            r = brokers.produce(a, target, topics["produce"], g.acks)
+            r = broker_load.produce(a, target, topics["produce"], g.acks)
         if g.acks == "0":
             wait_until_held(target, topics["produce"], g.partitions, messages, args.stall_timeout)
             r["elapsed_s"] = time.perf_counter() - started
         return throughput_figures(r, lim, target.replication, scenario)
     if scenario == "consume":
         if "produce" not in g.scenarios:
-            brokers.produce(a, target, topics["produce"], g.acks if g.acks != "0" else "1")
+            broker_load.produce(a, target, topics["produce"], g.acks if g.acks != "0" else "1")
         if g.sweep == "clients":
             r = clients.run("consume", a, target, topics["produce"], g.acks, g.clients)
         else:
-            r = brokers.consume(a, target, topics["produce"])
+            r = broker_load.consume(a, target, topics["produce"])
         return throughput_figures(r, lim, target.replication, scenario)
     if scenario == "latency":
         paced = latency.paced_run(target, topics["latency"], g.acks, g.size, args.rate, args.seconds)
@@ -211,7 +211,7 @@ def run_target(args: argparse.Namespace, plain_target, groups: list[Group], lim:
         topics = {s: f"bench-{s}-{tag}" for s in ("produce", "latency", "e2e")
                   if s in g.scenarios or (s == "produce" and "consume" in g.scenarios)}
         try:
-            brokers.create_topics(target, list(topics.values()), g.partitions, timeout=args.phase_timeout,
+            broker_load.create_topics(target, list(topics.values()), g.partitions, timeout=args.phase_timeout,
                                      replication=target.replication, config=target.topic_config)
         except Exception as exc:
             for scenario in g.scenarios:
@@ -235,7 +235,7 @@ def run_target(args: argparse.Namespace, plain_target, groups: list[Group], lim:
                 rec.setdefault("error", "a broker process died")
             emit(rec)
         try:
-            brokers.delete_topics(target, list(topics.values()))
+            broker_load.delete_topics(target, list(topics.values()))
         except Exception:
             pass
 
@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     args.scenarios, args.sweeps = csv(args.scenarios), csv(args.sweeps)
     topologies = csv(args.topologies or ",".join(targets.TOPOLOGIES))
     try:
-        trees = dict(brokers.parse_broker(b) for b in csv(args.brokers))
+        trees = dict(broker_load.parse_broker(b) for b in csv(args.brokers))
     except ValueError as exc:
         p.error(str(exc))
     brokers = list(trees)

@@ -38,8 +38,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
 
+from bench.harness.broker_load import BrokerProcess, create_topics, proc_cpu, start_broker
 from bench.harness.broker_process import REPO
-from bench.harness.brokers import BrokerProcess, create_topics, proc_cpu, start_broker
 from bench.harness.latency import paced_produce, percentiles
 from bench.harness.results_meta import header
 

@@ -42,8 +42,8 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from bench.harness.broker_load import FRAME, BrokerProcess, PySpy, create_topics, emit, log, start_broker
 from bench.harness.broker_process import REPO, free_port
-from bench.harness.brokers import FRAME, BrokerProcess, PySpy, create_topics, emit, log, start_broker
 from bench.harness.results_meta import header
 
 # CONTROL: a second broker without metrics (how far two identical brokers differ in this run)

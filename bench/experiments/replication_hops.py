@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import brokers, latency
+from bench.harness import broker_load, latency
 from bench.harness.results_meta import REPO, commit, provenance
 from bench.harness.targets import start_cluster
 from kbroker.metrics.hops import ENV
@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cluster = start_cluster(workdir, tree=args.tree)
         try:
-            brokers.create_topics(cluster, [TOPIC], 1, replication=3, config={"min.insync.replicas": "2"})
+            broker_load.create_topics(cluster, [TOPIC], 1, replication=3, config={"min.insync.replicas": "2"})
             latency.paced_produce(cluster, TOPIC, "all", args.size, 100, 1)  # leaders, fetchers and sessions settle
             cpu0, wall0 = cluster.cpu_s(), time.monotonic()
             lat, failed = latency.paced_produce(cluster, TOPIC, "all", args.size, args.rate, args.seconds)

@@ -1,7 +1,7 @@
 """The one harness for a broker subprocess on loopback: a free port, the ``kbroker serve`` command line, starting
 it with its output in a file, waiting until it serves (or exits), and stopping it with SIGTERM.
 
-The benchmarks' brokers (bench/harness/brokers.py, bench/reliability/abuse.py, bench/reliability/chaos/cluster.py)
+The benchmarks' brokers (bench/harness/broker_load.py, bench/reliability/abuse.py, bench/reliability/chaos/cluster.py)
 and the tests' (tests/integration/conftest.py ``BrokerProcess``, which tests/cluster, tests/security and tests/crash
 build on, and tests/cli/conftest.py) start theirs through it. bench/ is a source-tree tool that tests may import; the
 shipped packages never import it (an import contract in pyproject.toml checks that)."""

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, TopicPartition
 
-from bench.harness import brokers, security
+from bench.harness import broker_load, security
+from bench.harness.broker_load import BrokerProcess
 from bench.harness.broker_process import free_port
-from bench.harness.brokers import BrokerProcess
 from kazoo_bridge.local_server import ZooKeeperServer
 
 TOPOLOGIES = ("single", "cluster")
@@ -72,11 +72,11 @@ def start_single(name: str, workdir: Path, secure: bool = False, tree: Path | No
     """One broker; ``secure`` (kbroker only) adds SSL and SASL_SSL listeners beside PLAINTEXT
     (bench.harness.security)."""
     if not secure or not name.startswith("kbroker"):
-        return Target(name, "single", [brokers.start_broker(name, tree, workdir)], 1)
+        return Target(name, "single", [broker_load.start_broker(name, tree, workdir)], 1)
     pki = security.make_pki(workdir)
     security.seed_user(workdir / f"{name}-logs")
     ports = {p: free_port() for p in security.PROTOCOLS}
-    broker = brokers.start_broker(name, tree, workdir, security.broker_settings(ports, pki), ports["PLAINTEXT"])
+    broker = broker_load.start_broker(name, tree, workdir, security.broker_settings(ports, pki), ports["PLAINTEXT"])
     target = Target(name, "single", [broker], 1)
     target.protocols = {p: (f"127.0.0.1:{ports[p]}", security.client_settings(p, pki)) for p in security.PROTOCOLS}
     return target
@@ -92,7 +92,7 @@ def start_cluster(workdir: Path, size: int = 3, name: str = "kbroker", tree: Pat
     try:
         for broker_id in range(1, size + 1):
             port = free_port()
-            argv = brokers.kbroker_argv(port, workdir / f"cluster-{broker_id}", {
+            argv = broker_load.kbroker_argv(port, workdir / f"cluster-{broker_id}", {
                 "broker.id": str(broker_id), "zookeeper.connect": f"{zookeeper.hosts}/kbench",
                 "offsets.topic.replication.factor": str(min(3, size))}, tree)
             broker = BrokerProcess(f"{name}-{broker_id}", argv, port, workdir, env)

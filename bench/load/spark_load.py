@@ -2,7 +2,7 @@
 
     python -m bench.load.spark_load [--rows 1000000] [--size 100] [--partitions 8] [--bootstrap HOST:PORT]
 
-Without --bootstrap it starts a fresh kbroker (bench.harness.brokers.start_broker). Prints JSON lines: the write
+Without --bootstrap it starts a fresh kbroker (bench.harness.broker_load.start_broker). Prints JSON lines: the write
 and the read with rows/s and MB/s, then a summary.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.harness import brokers
+from bench.harness import broker_load
 from bench.harness.results_meta import header
 
 REPO = Path(__file__).resolve().parents[2]
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     broker = None
     try:
         if args.bootstrap is None:
-            broker = brokers.start_broker("kbroker", None, workdir)
+            broker = broker_load.start_broker("kbroker", None, workdir)
         bootstrap = args.bootstrap or broker.bootstrap
         topic = f"spark-load-{int(time.time())}"
         from confluent_kafka.admin import AdminClient, NewTopic

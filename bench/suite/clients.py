@@ -15,11 +15,11 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bench.harness import brokers
+from bench.harness import broker_load
 
 
 class _Remote:
-    """What brokers.produce/consume need of a broker, inside a worker: the bootstrap and whether the
+    """What broker_load.produce/consume need of a broker, inside a worker: the bootstrap and whether the
     broker processes still exist."""
 
     def __init__(self, bootstrap: str, pids: list[int]) -> None:
@@ -55,9 +55,9 @@ def _worker(role: str, args: argparse.Namespace, bootstrap: str, pids: list[int]
         barrier.wait(60)
         start = time.monotonic()
         if role == "produce":
-            measured = brokers.produce(args, broker, topic, acks)
+            measured = broker_load.produce(args, broker, topic, acks)
         else:
-            measured = brokers.consume(args, broker, topic, parts, expected)
+            measured = broker_load.consume(args, broker, topic, parts, expected)
         results.put({"start": start, "end": time.monotonic(), "messages": measured["messages"],
                      "bytes": measured["bytes"]})
     except BaseException as exc:  # reported to the parent: one failing client fails the scenario
@@ -66,7 +66,7 @@ def _worker(role: str, args: argparse.Namespace, bootstrap: str, pids: list[int]
 
 def run(role: str, args: argparse.Namespace, target, topic: str, acks: str, clients: int) -> dict:
     """``clients`` producers (args.messages split between them) or consumers (the partitions split between
-    them) against ``target``; returns elapsed_s, messages, bytes as brokers.produce does."""
+    them) against ``target``; returns elapsed_s, messages, bytes as broker_load.produce does."""
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(clients)
     results = ctx.Queue()

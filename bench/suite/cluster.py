@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.harness import brokers
-from bench.harness.brokers import consume, emit, log, produce
+from bench.harness import broker_load
+from bench.harness.broker_load import consume, emit, log, produce
 from bench.harness.results_meta import header
 from bench.harness.targets import Target, start_cluster, start_single
 from bench.suite import storage
@@ -35,7 +35,7 @@ def key(target: Target) -> str:
 
 
 def create_topic(target: Target, topic: str, partitions: int) -> None:
-    brokers.create_topics(target, [topic], partitions, replication=target.replication,
+    broker_load.create_topics(target, [topic], partitions, replication=target.replication,
                              config={"min.insync.replicas": str(min(2, target.replication))})
 
 

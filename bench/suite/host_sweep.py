@@ -59,7 +59,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
-from bench.harness import brokers
+from bench.harness import broker_load
 from bench.harness.broker_process import HOST, accepts, launch, neighbouring_free_ports, terminate, wait_serving
 from bench.harness.values import text_values
 from bench.suite import clients as clients_module
@@ -107,7 +107,7 @@ def _descendants(pid: int) -> list[int]:
 
 def _user_system(pid: int) -> tuple[float, float]:
     try:
-        return brokers.proc_cpu(pid)
+        return broker_load.proc_cpu(pid)
     except (OSError, IndexError):
         return 0.0, 0.0
 
@@ -359,7 +359,7 @@ def _worker(mode: str, args: argparse.Namespace, bootstrap: str, topic: str, sha
             tp = argparse.Namespace(messages=int(share), size=SIZE, partitions=args.host_partitions, linger_ms=5,
                                     batch_bytes=1 << 20, phase_timeout=args.phase_timeout,
                                     values=text_values(SIZE), compression="none")
-            measured = brokers.produce(tp, broker, topic, args.host_acks)
+            measured = broker_load.produce(tp, broker, topic, args.host_acks)
         else:
             measured = paced(bootstrap, topic, args.host_acks, args.host_partitions, share, args.host_seconds,
                              args.phase_timeout)
@@ -388,7 +388,7 @@ def run_clients(mode: str, args: argparse.Namespace, server: HostServer, topic: 
     spies = {}
     if profile is not None:
         profile.mkdir(parents=True, exist_ok=True)
-        spies = {pid: brokers.PySpy(profile, pid, f"{topic}-{mode}-pid{pid}") for pid in server.pids()
+        spies = {pid: broker_load.PySpy(profile, pid, f"{topic}-{mode}-pid{pid}") for pid in server.pids()
                  if _broker_id(pid) is not None or server.processes == 1}
     got: list[dict] = []
     try:
@@ -468,7 +468,7 @@ def run(args: argparse.Namespace, workdir: Path, emit: Callable[[dict], None]) -
                     server.start()
                     head["broker_cpus"] = server.cpu_sets()
                     topic = f"host-r{round_no}-n{n}"
-                    brokers.create_topics(server, [topic], args.host_partitions, timeout=args.phase_timeout,
+                    broker_load.create_topics(server, [topic], args.host_partitions, timeout=args.phase_timeout,
                                              replication=args.host_replication)
                     messages = max(1, min(args.messages, args.max_bytes // SIZE))
                     top = {**head, "scenario": "produce", "phase": "max",

@@ -40,8 +40,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench.harness.broker_process import REPO
-from bench.harness.brokers import (
+from bench.harness.broker_load import (
     MIB,
     BrokerProcess,
     PySpy,
@@ -56,6 +55,7 @@ from bench.harness.brokers import (
     self_cpu,
     start_broker,
 )
+from bench.harness.broker_process import REPO
 from bench.harness.results_meta import header
 
 PHASES = (("produce_acks1", "1"), ("produce_acksall", "all"), ("consume", "1"))

@@ -8,7 +8,7 @@ segment ranges cannot go by sendfile, so they are read with ``preadv`` into one 
 a time) and encrypted, one chunk per writable event so a large fetch never holds the loop. Receiving 200 MiB of
 Produce frames in the 2.7 KiB records librdkafka writes costs the loop 0.41 s of CPU over TLS against 0.11 s in
 plaintext; OpenSSL's decryption of those records alone is 0.29 s (one SSL_read per record, 3.7 us each with
-AES-256-GCM), so the rest is near that floor (``python -m bench.tls`` measures the decryption alone).
+AES-256-GCM), so the rest is near that floor (``python -m bench.experiments.tls`` measures the decryption alone).
 
 Decryption stays on the loop, measured: OpenSSL gives one record per read (2.7 KiB from librdkafka, about 1.4 us)
 and the reading thread needs the GIL back after each, so a worker thread decrypts only while the loop is idle. A

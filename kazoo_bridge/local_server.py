@@ -18,6 +18,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
@@ -160,6 +162,19 @@ class ZooKeeperServer:
             self._process.kill()
             self._process.wait()
         self.stop()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        """SIGSTOP the server for the block, SIGCONT after it whatever happens: a ZooKeeper that stalls
+        (a long GC, a slow disk) without dropping its connections, as clients see one."""
+        process = self._process
+        if process is None or process.poll() is not None:
+            raise RuntimeError("ZooKeeper is not running")
+        process.send_signal(signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            process.send_signal(signal.SIGCONT)
 
     def four_letter_word(self, word: str, timeout: float = 1.0) -> str:
         try:

@@ -29,7 +29,8 @@ class InternalTopicBinding:
 
     # -- what a subclass provides ---------------------------------------------------------------
 
-    def _create_topic(self, replication_factor: int) -> None:
+    def _topic_layout(self, replication_factor: int) -> tuple[int, dict[str, str]]:
+        """The internal topic's partition count and configs."""
         raise NotImplementedError
 
     def _loaded(self, partition: Partition) -> None:
@@ -49,7 +50,8 @@ class InternalTopicBinding:
         """A single broker creates its topic now; the count is the topic's if it exists (it fixes which
         partition a key hashes to), else the configured one."""
         if self.topic not in self.topics.topics and not self.clustered:
-            self._create_topic(1)
+            partitions, configs = self._topic_layout(1)
+            self.topics.create_now(self.topic, partitions, 1, configs)
         info = self.topics.topics.get(self.topic)
         return len(info.assignment) if info is not None else default
 
@@ -57,9 +59,13 @@ class InternalTopicBinding:
         led = (self.replicas.partition(TopicPartition(self.topic, index)) for index in range(count))
         return [p for p in led if p is not None]
 
-    def _ensure_topic(self, replication_factor: int, factor_key: str) -> None:
-        ensure_internal_topic(self.topics.topics, len(self.topics.live_brokers()), self.topic, replication_factor,
-                              factor_key, self._create_topic)
+    async def _ensure_topic(self, replication_factor: int, factor_key: str) -> None:
+        """ZooKeeper mode: created on first use, its znodes written off the event loop."""
+        async def create(factor: int) -> None:
+            partitions, configs = self._topic_layout(factor)
+            await self.topics.create(self.topic, partitions, factor, configs=configs)
+        await ensure_internal_topic(self.topics.topics, len(self.topics.live_brokers()), self.topic,
+                                    replication_factor, factor_key, create)
 
     def _leadership_changed(self, partition: Partition, leader: bool) -> None:
         if partition.tp.topic != self.topic or not self._running():

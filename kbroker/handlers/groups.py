@@ -43,11 +43,26 @@ def find_coordinator(ctx: BrokerContext, header: RequestHeader, request: msg.Fin
     if code == 0 and not allowed(ctx, conn, Op.DESCRIBE, Res.TRANSACTIONAL_ID if transactional else Res.GROUP, key):
         code, message = ((errors.TransactionalIdAuthorizationFailedError.code, None) if transactional
                          else (errors.GroupAuthorizationFailedError.code, None))
-    if code == 0 and ctx.zookeeper is not None:
-        try:  # the internal topic is created on first use, as Kafka does
-            (ctx.transactions.ensure_topic if transactional else ctx.groups.ensure_offsets_topic)()
-        except errors.KafkaError as exc:
-            code, message = exc.code, exc.message
+    bridge = ctx.transactions if transactional else ctx.groups
+    if code == 0 and ctx.zookeeper is not None and bridge.topic not in ctx.topics.topics:
+        return _after_creating(ctx, conn, key, transactional)
+    return _coordinator_answer(ctx, conn, key, transactional, code, message)
+
+
+async def _after_creating(ctx: BrokerContext, conn: ClientConnection, key: str,
+                          transactional: bool) -> msg.FindCoordinatorResponse:
+    """ZooKeeper mode creates the internal topic on first use, as Kafka does, its znodes written off the event
+    loop (a slow ZooKeeper delays this answer only); its leaders come later: COORDINATOR_NOT_AVAILABLE."""
+    code, message = 0, None
+    try:
+        await (ctx.transactions.ensure_topic if transactional else ctx.groups.ensure_offsets_topic)()
+    except errors.KafkaError as exc:
+        code, message = exc.code, exc.message
+    return _coordinator_answer(ctx, conn, key, transactional, code, message)
+
+
+def _coordinator_answer(ctx: BrokerContext, conn: ClientConnection, key: str, transactional: bool, code: int,
+                        message: str | None) -> msg.FindCoordinatorResponse:
     node = None
     if code == 0:
         node = (ctx.transactions if transactional else ctx.groups).coordinator_endpoint(key)

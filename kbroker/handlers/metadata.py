@@ -2,7 +2,10 @@
 answered as Kafka's MetadataCache does at each version (``topic_metadata``)."""
 from __future__ import annotations
 
+import asyncio
+import logging
 import uuid
+from collections.abc import Awaitable
 
 from kbroker import errors
 from kbroker.handlers.authorize import Op, Res, allowed, authorized_operations, cluster_allowed
@@ -13,6 +16,8 @@ from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import CLUSTER_NAME
 from kbroker.replicas.internal_topics import INTERNAL_TOPICS
+
+log = logging.getLogger(__name__)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -76,11 +81,34 @@ def metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataReq
 async def _once_announced(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRequest,
                           conn: ClientConnection) -> msg.MetadataResponse:
     await ctx.topics.until_announced()
-    return _metadata(ctx, header, request, conn)
+    answer = _metadata(ctx, header, request, conn)
+    return await answer if not isinstance(answer, dict) else answer
 
 
-def _metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRequest,
-              conn: ClientConnection) -> msg.MetadataResponse:
+async def _after_creating(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRequest,
+                          conn: ClientConnection, names: list[str]) -> msg.MetadataResponse:
+    """Create the topics (ZooKeeper writes awaited off the event loop, so other connections are served
+    meanwhile), then answer: Kafka answers a topic it creates LEADER_NOT_AVAILABLE without partitions (its
+    leaders come all at once, later), an illegal name INVALID_TOPIC_EXCEPTION."""
+    outcomes = await asyncio.gather(*(ctx.topics.auto_create(n) for n in names), return_exceptions=True)
+    created: dict[str, int] = {}
+    for name, outcome in zip(names, outcomes):
+        if isinstance(outcome, errors.KafkaError):
+            created[name] = outcome.code
+        elif isinstance(outcome, BaseException):
+            log.error("auto-creation of %s failed", name, exc_info=outcome)
+            created[name] = errors.UnknownServerError.code
+        else:
+            created[name] = errors.LeaderNotAvailableError.code
+    answer = _metadata(ctx, header, request, conn, created)
+    assert isinstance(answer, dict)  # every name to create has its answer now
+    return answer
+
+
+def _metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRequest, conn: ClientConnection,
+              created: dict[str, int] | None = None) -> msg.MetadataResponse | Awaitable[msg.MetadataResponse]:
+    """The answer, or (topics to auto-create) an awaitable of it. ``created``: the topics this request has
+    auto-created, with their answer's error code."""
     version = header.api_version
     # before v4 a request always allows auto-creation
     auto = (request.allow_auto_topic_creation or version < 4) and ctx.config.auto_create_topics_enable
@@ -96,23 +124,23 @@ def _metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRe
                    for n in refused]
     alive = {b.id for b in brokers_on(ctx, conn)}
     live = {b.id for b in ctx.topics.live_brokers()}
+    to_create: list[str] = []
     for name in names:
-        found = topic_metadata(ctx, name, version, alive, live)
+        found = None if created is not None and name in created else topic_metadata(ctx, name, version, alive, live)
         if found is not None:
             topics.append(found)
+        elif created is not None and name in created:
+            topics.append({"error_code": created[name], "name": name, "partitions": []})
         elif not auto:
             topics.append({"error_code": errors.UnknownTopicOrPartitionError.code, "name": name, "partitions": []})
         elif ctx.security.authorizer is not None and not _may_create(ctx, conn, name):
             topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "name": name, "partitions": []})
+        elif name in ctx.topics.topics:  # exists, not announced yet: Kafka answers it as one it creates
+            topics.append({"error_code": errors.LeaderNotAvailableError.code, "name": name, "partitions": []})
         else:
-            # Kafka answers a topic it creates, or that exists but is not announced yet, LEADER_NOT_AVAILABLE
-            # with no partitions (its leaders come all at once, later); an illegal name INVALID_TOPIC_EXCEPTION
-            try:
-                ctx.topics.auto_create(name)
-                code = errors.LeaderNotAvailableError.code
-            except errors.KafkaError as exc:
-                code = exc.code
-            topics.append({"error_code": code, "name": name, "partitions": []})
+            to_create.append(name)
+    if to_create:
+        return _after_creating(ctx, header, request, conn, to_create)
     response: msg.MetadataResponse = {
         "brokers": _brokers(ctx, conn),
         "cluster_id": ctx.cluster_id,

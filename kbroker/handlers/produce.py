@@ -15,7 +15,7 @@ message.format.version is below 0.11, whose log keeps magic 0/1 messages (``kbro
 from __future__ import annotations
 
 from kbroker import errors
-from kbroker.handlers.authorize import Op, Res, allowed, cluster_allowed, topic_filter
+from kbroker.handlers.authorize import Op, Res, allowed, topic_filter
 from kbroker.handlers.context import BrokerContext
 from kbroker.handlers.registry import Answer, ClientConnection, handles
 from kbroker.log.batches import checked_header
@@ -44,11 +44,8 @@ def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceReque
     for topic in request.topic_data:
         name = topic.name
         denied: type[errors.KafkaError] | None = None
-        if may_write is not None:
-            if not may_write(name):
-                denied = errors.TopicAuthorizationFailedError
-            elif not _may_exist(ctx, conn, name):
-                denied = errors.UnknownTopicOrPartitionError  # no CREATE: not auto-created
+        if may_write is not None and not may_write(name):
+            denied = errors.TopicAuthorizationFailedError
         row: list[PartitionAnswer | None] = []
         for data in topic.partition_data:
             if denied is not None:
@@ -89,13 +86,6 @@ def _check_single_v2_batch(batches: memoryview, version: int) -> None:
             f"got {len(batches)} bytes for a batch of {header.size}")
     if header.compression == 4 and version < 7:
         raise errors.UnsupportedCompressionTypeError("zstd needs Produce v7 or later")
-
-
-def _may_exist(ctx: BrokerContext, conn: ClientConnection, topic: str) -> bool:
-    """The topic exists, or it would be auto-created and the principal may create it."""
-    if topic in ctx.topics.topics or not ctx.config.auto_create_topics_enable:
-        return True
-    return cluster_allowed(ctx, conn, Op.CREATE) or allowed(ctx, conn, Op.CREATE, Res.TOPIC, topic)
 
 
 def _refused(index: int, version: int, error: type[errors.KafkaError], message: str | None = None) -> PartitionAnswer:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Awaitable, Callable, Container, Iterator
 
 from kbroker import errors
 from kbroker._core import records
@@ -40,8 +40,8 @@ def transaction_topic_configs(config: BrokerConfig, replication_factor: int) -> 
             "min.insync.replicas": str(min(config.transaction_state_log_min_isr, replication_factor))}
 
 
-def ensure_internal_topic(existing: Container[str], live_brokers: int, name: str, factor: int, factor_key: str,
-                          create: Callable[[int], object]) -> None:
+async def ensure_internal_topic(existing: Container[str], live_brokers: int, name: str, factor: int,
+                                factor_key: str, create: Callable[[int], Awaitable[None]]) -> None:
     """Create an internal topic with ``create(factor)`` unless it exists; refuse with
     COORDINATOR_NOT_AVAILABLE while fewer brokers live than its replication factor."""
     if name in existing:
@@ -51,7 +51,7 @@ def ensure_internal_topic(existing: Container[str], live_brokers: int, name: str
         raise errors.CoordinatorNotAvailableError(
             f"{live_brokers} live broker(s) do not meet {factor_key}={factor} for {name}")
     try:
-        create(factor)
+        await create(factor)
     except errors.TopicAlreadyExistsError:
         pass  # another broker created it meanwhile
 

@@ -89,8 +89,6 @@ class TopicTable(Protocol):
     @property
     def topics(self) -> Mapping[str, KnownTopic]: ...
 
-    def auto_create(self, name: str) -> object: ...
-
     def exists(self, topic: str, index: int) -> bool: ...
 
 
@@ -284,8 +282,6 @@ class ReplicaManager:
             known = admin.topics.get(topic)
             if known is not None and known.internal:  # Kafka: internalTopicsAllowed only for the coordinators
                 raise errors.InvalidTopicError(f"{topic} is internal: clients may not produce to it")
-            if known is None and self.dynamic_config.current.auto_create_topics_enable:
-                admin.auto_create(topic)
             tp = TopicPartition(topic, index)
             partition = self.leader(tp)  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION before the records
             if batches is None or len(batches) == 0:

@@ -114,6 +114,7 @@ class TopicAdmin:
         self.log_manager = replicas.log_manager
         self.topics: dict[str, TopicInfo] = {}
         self.stopping = False
+        self._creating: dict[str, asyncio.Future[None]] = {}  # auto-creations in flight, by topic
 
     # -- what Metadata answers ------------------------------------------------------------------
 
@@ -162,16 +163,33 @@ class TopicAdmin:
 
     def create_now(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                    configs: dict[str, str] | None = None) -> TopicInfo:
-        """Validate and register at once (auto-creation, internal topics)."""
+        """Validate and register at once: a single broker's internal topics at start (its embedded store
+        never waits on I/O). ZooKeeper mode has no such path: its writes are awaited off the loop."""
         return self._register(self._validated(name, num_partitions, replication_factor, None, configs))
 
-    def auto_create(self, name: str) -> TopicInfo | None:
+    async def auto_create(self, name: str) -> None:
+        """Metadata's auto-creation (Kafka 2.8's AutoTopicCreationManager) with the broker's defaults, awaited
+        off the event loop in ZooKeeper mode. Requests asking for the same name meanwhile share one creation,
+        which carries on if they go away; a topic created elsewhere meanwhile is no error."""
         if name in self.topics:
-            return self.topics[name]
+            return
+        pending = self._creating.get(name)
+        if pending is None:
+            pending = asyncio.ensure_future(self._auto_created(name))
+            self._creating[name] = pending
+            pending.add_done_callback(lambda done: self._auto_create_done(name, done))
+        await asyncio.shield(pending)
+
+    async def _auto_created(self, name: str) -> None:
         try:
-            return self.create_now(name)
+            await self.create(name)
         except errors.TopicAlreadyExistsError:
-            return self.topics.get(name)
+            pass
+
+    def _auto_create_done(self, name: str, done: asyncio.Future[None]) -> None:
+        self._creating.pop(name, None)
+        if not done.cancelled() and done.exception() is not None:  # retrieved: every asker may have gone
+            log.debug("auto-creation of %s failed: %s", name, done.exception())
 
     async def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      assignment: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None,
@@ -611,8 +629,7 @@ class ZooKeeperTopics(TopicAdmin):
         return state
 
     def _register(self, info: TopicInfo) -> TopicInfo:
-        with errors.translate_zk():
-            return self._registered(info, layout.create_topic(self.store, info.name, info.assignment, info.configs))
+        raise RuntimeError("ZooKeeper mode writes topics off the event loop: create() or auto_create()")
 
     async def _register_async(self, info: TopicInfo) -> TopicInfo:
         with errors.translate_zk():

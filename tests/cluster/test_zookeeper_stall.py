@@ -1,7 +1,9 @@
 """A stalled ZooKeeper stalls only the requests that need it (issue 30). A ZooKeeper-mode broker process over a
 ZooKeeper of this module's own (kazoo_bridge's local runner), SIGSTOPped for 3 s while one client auto-creates
-topics with Metadata requests: those wait for ZooKeeper, and another client's Produce and Fetch on an existing
-topic are answered meanwhile, as Kafka's network threads never wait on ZooKeeper. After SIGCONT the topics exist."""
+topics with Metadata requests and a broker asks the controller (AlterIsr) for a compare-and-set of a partition's
+state: those wait for ZooKeeper, and another client's Produce and Fetch on an existing topic are answered
+meanwhile, as Kafka's network threads never wait on ZooKeeper. After SIGCONT the topics exist and the AlterIsr
+gets its answer."""
 from __future__ import annotations
 
 import threading
@@ -16,6 +18,7 @@ from kazoo_bridge.local_server import ZooKeeperServer
 from kbroker.log.batches import build_batch
 from tests.cluster.conftest import Cluster, wait_until
 from tests.raw_client import metadata, request
+from zk_compat import layout
 
 PAUSE_S = 3.0
 ANSWERED_WITHIN_S = 1.0
@@ -79,7 +82,18 @@ def test_produce_and_fetch_are_answered_while_zookeeper_stalls_an_auto_creation(
     def auto_create(name: str) -> None:
         answers[name] = metadata(bootstrap, [name], version=9, auto_create=True).topics[0]
 
+    # a compare-and-set on a stale zkVersion: written to ZooKeeper, refused there, nothing changed
+    state, stat = layout.get_partition_state(broker.store, steady, 0) or pytest.fail("no state znode")
+    epoch = broker.store.get("/brokers/ids/1")[1].czxid
+    alter = {"broker_id": 1, "broker_epoch": epoch, "topics": [{"name": steady, "partitions": [
+        {"partition_index": 0, "leader_epoch": state.leader_epoch + 1, "new_isr": [1],
+         "current_isr_version": stat.version + 100}]}]}
+
+    def alter_isr() -> None:
+        answers["AlterIsr"] = request(bootstrap, 56, 0, alter, timeout=30)
+
     creators = [threading.Thread(target=auto_create, args=(n,), daemon=True) for n in names]
+    creators.append(threading.Thread(target=alter_isr, daemon=True))
     with own_zookeeper.paused():
         stopped_at = time.monotonic()
         for t in creators:
@@ -93,7 +107,7 @@ def test_produce_and_fetch_are_answered_while_zookeeper_stalls_an_auto_creation(
         fetched = _fetch(bootstrap, steady, first.base_offset)
         fetch_s = time.monotonic() - started
         answered_at = time.monotonic() - stopped_at
-        waiting = [n for n in names if n not in answers]  # read while ZooKeeper is still stopped
+        waiting = sorted(n for n in [*names, "AlterIsr"] if n not in answers)  # while ZooKeeper is still stopped
         time.sleep(max(PAUSE_S - (time.monotonic() - stopped_at), 0))
 
     assert produced.error_code == 0, produced
@@ -101,11 +115,15 @@ def test_produce_and_fetch_are_answered_while_zookeeper_stalls_an_auto_creation(
     assert fetched.error_code == 0 and fetched.high_watermark == first.base_offset + 2, fetched
     assert produce_s < ANSWERED_WITHIN_S and fetch_s < ANSWERED_WITHIN_S, (produce_s, fetch_s)
     assert answered_at < PAUSE_S
-    assert waiting == names, "an auto-creation was answered without ZooKeeper"
+    assert waiting == sorted([*names, "AlterIsr"]), "answered without ZooKeeper"
 
     for t in creators:
         t.join(30)
-    assert sorted(answers) == sorted(names)
+    assert sorted(answers) == sorted([*names, "AlterIsr"])
+    altered = answers.pop("AlterIsr")
+    assert altered.error_code == 0, altered
+    assert [p.error_code for t in altered.topics for p in t.partitions] == [95]  # INVALID_UPDATE_VERSION
+    assert layout.get_partition_state(broker.store, steady, 0)[0] == state  # type: ignore[index]
     for name, answer in answers.items():  # Kafka 2.8: created, its leaders come later
         assert (answer.error_code, answer.partitions) == (5, []), (name, answer)
     for name in names:

@@ -63,16 +63,15 @@ class GroupBinding(InternalTopicBinding):
         assert self.coordinator is not None
         self.coordinator.unload_partition(index)
 
-    def _create_topic(self, replication_factor: int) -> None:
+    def _topic_layout(self, replication_factor: int) -> tuple[int, dict[str, str]]:
         partitions = (self.coordinator.config.offsets_topic_num_partitions if self.coordinator is not None
                       else self.config.offsets_topic_num_partitions)
-        self.topics.create_now(OFFSETS_TOPIC, partitions, replication_factor,
-                               configs=offsets_topic_configs(self.config))
+        return partitions, offsets_topic_configs(self.config)
 
-    def ensure_offsets_topic(self) -> None:
+    async def ensure_offsets_topic(self) -> None:
         """ZooKeeper mode creates ``__consumer_offsets`` on the first FindCoordinator, as Kafka
         does, and only once enough brokers are alive for offsets.topic.replication.factor."""
-        self._ensure_topic(self.config.offsets_topic_replication_factor, "offsets.topic.replication.factor")
+        await self._ensure_topic(self.config.offsets_topic_replication_factor, "offsets.topic.replication.factor")
 
     def coordinator_endpoint(self, group_id: str) -> LiveBroker | None:
         """The group coordinator: the leader of the group's ``__consumer_offsets`` partition."""

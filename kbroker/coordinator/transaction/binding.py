@@ -78,13 +78,13 @@ class TransactionBinding(InternalTopicBinding):
         assert self.coordinator is not None
         self.coordinator.unload_partition(index)
 
-    def _create_topic(self, replication_factor: int) -> None:
-        self.topics.create_now(TRANSACTION_TOPIC, self.config.transaction_state_log_num_partitions, replication_factor,
-                               configs=transaction_topic_configs(self.config, replication_factor))
+    def _topic_layout(self, replication_factor: int) -> tuple[int, dict[str, str]]:
+        return (self.config.transaction_state_log_num_partitions,
+                transaction_topic_configs(self.config, replication_factor))
 
-    def ensure_topic(self) -> None:
+    async def ensure_topic(self) -> None:
         """ZooKeeper mode: create the topic once enough brokers live for its replication factor."""
-        self._ensure_topic(self.config.transaction_state_log_replication_factor,
+        await self._ensure_topic(self.config.transaction_state_log_replication_factor,
                            "transaction.state.log.replication.factor")
 
     def coordinator_endpoint(self, transactional_id: str) -> LiveBroker | None:

@@ -46,7 +46,9 @@ from kbroker.metrics import BrokerMetrics
 from kbroker.network.limits import ConnectionLimits
 from kbroker.network.server import NetworkServer
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_admin import SingleNodeTopics, TopicAdmin, ZooKeeperTopics
+from kbroker.replicas.single_node_topics import SingleNodeTopics
+from kbroker.replicas.topic_admin import TopicAdmin
+from kbroker.replicas.zookeeper_topics import ZooKeeperTopics
 from kbroker.replication.purgatory import Purgatory
 from kbroker.security import ListenerTls, Security
 from kbroker.security.connection_security import inter_broker_client_security, listener_security

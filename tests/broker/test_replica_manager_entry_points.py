@@ -17,7 +17,7 @@ from kbroker.log import LogManager, TopicPartition
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics import BrokerMetrics
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_admin import SingleNodeTopics
+from kbroker.replicas.single_node_topics import SingleNodeTopics
 from kbroker.replication.fetch_read import FetchParams
 from kbroker.replication.purgatory import Purgatory
 from tests.log.helpers import make_batch

@@ -137,8 +137,10 @@ def _metadata(ctx: BrokerContext, header: RequestHeader, request: msg.MetadataRe
             topics.append({"error_code": errors.TopicAuthorizationFailedError.code, "name": name, "partitions": []})
         elif name in ctx.topics.topics:  # exists, not announced yet: Kafka answers it as one it creates
             topics.append({"error_code": errors.LeaderNotAvailableError.code, "name": name, "partitions": []})
-        else:
+        elif created is None:
             to_create.append(name)
+        else:  # gone while this request created others: the client's next Metadata creates it
+            topics.append({"error_code": errors.UnknownTopicOrPartitionError.code, "name": name, "partitions": []})
     if to_create:
         return _after_creating(ctx, header, request, conn, to_create)
     response: msg.MetadataResponse = {

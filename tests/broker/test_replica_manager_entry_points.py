@@ -194,3 +194,40 @@ def test_append_records_decides_what_acks_0_gets(parts):
         assert parts.replicas.leader(TopicPartition("zero", 0)).log.log_end_offset == 2
 
     asyncio.run(main())
+
+
+def test_append_records_to_an_unknown_topic_does_not_create_it(parts):
+    """Kafka 2.8's handleProduceRequest answers a topic its metadata lacks UNKNOWN_TOPIC_OR_PARTITION, with
+    auto.create.topics.enable too: only Metadata auto-creates (the client's metadata refresh, then a retry)."""
+    async def main():
+        assert parts.replicas.dynamic_config.current.auto_create_topics_enable
+        _, out, failed = parts.produce("fresh", 0, memoryview(make_batch(1)))
+        assert failed and out["error_code"] == errors.UnknownTopicOrPartitionError.code
+        assert "fresh" not in parts.topics.topics and layout.get_topic_assignment(parts.store, "fresh") is None
+
+    asyncio.run(main())
+
+
+def test_concurrent_auto_creations_of_one_name_share_one_creation(parts):
+    """Metadata requests racing to auto-create one topic all wait for the one creation; a bad name is each
+    asker's INVALID_TOPIC_EXCEPTION."""
+    async def main():
+        created: list[str] = []
+        register = parts.topics._register_async
+
+        async def counted(info):
+            created.append(info.name)
+            return await register(info)
+        parts.topics._register_async = counted  # type: ignore[method-assign]
+        await asyncio.gather(*(parts.topics.auto_create("shared") for _ in range(5)))
+        assert created == ["shared"]
+        assert sorted(parts.topics.topics["shared"].assignment) == [0]
+        assert parts.replicas.leader(TopicPartition("shared", 0)) is not None
+        await parts.topics.auto_create("shared")  # exists: nothing to do
+        assert created == ["shared"]
+        outcomes = await asyncio.gather(*(parts.topics.auto_create("bad/name") for _ in range(2)),
+                                        return_exceptions=True)
+        assert [type(o) for o in outcomes] == [errors.InvalidTopicError] * 2
+        assert not parts.topics._creating
+
+    asyncio.run(main())

@@ -85,7 +85,7 @@ class TransactionBinding(InternalTopicBinding):
     async def ensure_topic(self) -> None:
         """ZooKeeper mode: create the topic once enough brokers live for its replication factor."""
         await self._ensure_topic(self.config.transaction_state_log_replication_factor,
-                           "transaction.state.log.replication.factor")
+                                 "transaction.state.log.replication.factor")
 
     def coordinator_endpoint(self, transactional_id: str) -> LiveBroker | None:
         if self.coordinator is None:

@@ -1,9 +1,9 @@
 """A stalled ZooKeeper stalls only the requests that need it (issue 30). A ZooKeeper-mode broker process over a
 ZooKeeper of this module's own (kazoo_bridge's local runner), SIGSTOPped for 3 s while one client auto-creates
-topics with Metadata requests and a broker asks the controller (AlterIsr) for a compare-and-set of a partition's
-state: those wait for ZooKeeper, and another client's Produce and Fetch on an existing topic are answered
-meanwhile, as Kafka's network threads never wait on ZooKeeper. After SIGCONT the topics exist and the AlterIsr
-gets its answer."""
+topics with Metadata requests, a consumer's FindCoordinator has ``__consumer_offsets`` created, and a broker asks
+the controller (AlterIsr) for a compare-and-set of a partition's state: those wait for ZooKeeper, and another
+client's Produce and Fetch on an existing topic are answered meanwhile, as Kafka's network threads never wait on
+ZooKeeper. After SIGCONT the topics exist and the others get their answers."""
 from __future__ import annotations
 
 import threading
@@ -92,8 +92,12 @@ def test_produce_and_fetch_are_answered_while_zookeeper_stalls_an_auto_creation(
     def alter_isr() -> None:
         answers["AlterIsr"] = request(bootstrap, 56, 0, alter, timeout=30)
 
+    def find_coordinator() -> None:
+        answers["FindCoordinator"] = request(bootstrap, 10, 2, {"key": "stalled-group", "key_type": 0}, timeout=30)
+
     creators = [threading.Thread(target=auto_create, args=(n,), daemon=True) for n in names]
-    creators.append(threading.Thread(target=alter_isr, daemon=True))
+    creators += [threading.Thread(target=t, daemon=True) for t in (alter_isr, find_coordinator)]
+    others = ["AlterIsr", "FindCoordinator"]
     with own_zookeeper.paused():
         stopped_at = time.monotonic()
         for t in creators:
@@ -107,7 +111,7 @@ def test_produce_and_fetch_are_answered_while_zookeeper_stalls_an_auto_creation(
         fetched = _fetch(bootstrap, steady, first.base_offset)
         fetch_s = time.monotonic() - started
         answered_at = time.monotonic() - stopped_at
-        waiting = sorted(n for n in [*names, "AlterIsr"] if n not in answers)  # while ZooKeeper is still stopped
+        waiting = sorted(n for n in [*names, *others] if n not in answers)  # while ZooKeeper is still stopped
         time.sleep(max(PAUSE_S - (time.monotonic() - stopped_at), 0))
 
     assert produced.error_code == 0, produced
@@ -115,11 +119,14 @@ def test_produce_and_fetch_are_answered_while_zookeeper_stalls_an_auto_creation(
     assert fetched.error_code == 0 and fetched.high_watermark == first.base_offset + 2, fetched
     assert produce_s < ANSWERED_WITHIN_S and fetch_s < ANSWERED_WITHIN_S, (produce_s, fetch_s)
     assert answered_at < PAUSE_S
-    assert waiting == sorted([*names, "AlterIsr"]), "answered without ZooKeeper"
+    assert waiting == sorted([*names, *others]), "answered without ZooKeeper"
 
     for t in creators:
         t.join(30)
-    assert sorted(answers) == sorted([*names, "AlterIsr"])
+    assert sorted(answers) == sorted([*names, *others])
+    found = answers.pop("FindCoordinator")  # created, its leaders not yet known: Kafka's answer
+    assert found.error_code == 15, found  # COORDINATOR_NOT_AVAILABLE
+    assert layout.get_topic_assignment(broker.store, "__consumer_offsets") is not None
     altered = answers.pop("AlterIsr")
     assert altered.error_code == 0, altered
     assert [p.error_code for t in altered.topics for p in t.partitions] == [95]  # INVALID_UPDATE_VERSION

@@ -10,8 +10,8 @@ from typing import Any
 
 from kbroker import errors
 from kbroker.clock import monotonic_ms
-from kbroker.metadata.zk_view import LiveBroker
 from kbroker.interbroker.client import BrokerConnection
+from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replication.purgatory import DelayedOperation
 
 log = logging.getLogger(__name__)

@@ -29,7 +29,9 @@ from .conftest import Cluster
 TOPIC = "restart-ready"
 PARTITIONS = 2
 MESSAGES = 12_000  # 10 KB each: about 120 MB in 64 KiB segments (some 1900; recovery takes 1-2 s), none flushed
-SESSION_TIMEOUT_MS = "10000"  # how long the previous process's registration outlives it
+# How long the previous process's registration outlives it: longer than recovery takes, so that the restarted
+# broker still finds it held (recovery took 11 s here on a machine loaded by other test runs, past a 10 s timeout)
+SESSION_TIMEOUT_MS = "20000"
 DEADLINE = 60.0
 ANSWER_WITHIN_S = 3.0  # an accepted connection's ApiVersions answer (milliseconds once the broker serves)
 # librdkafka (confluent-kafka 2.16) tried its refused bootstrap connection again every 50 ms here and had its

@@ -61,36 +61,23 @@ def raw_write(directory: Path, total: int, size: int, files: int = 1) -> float:
     return written / elapsed / 1e6
 
 
-IN_FLIGHT = 2  # asynchronous appends outstanding: the next batch is validated while one is copied
-
-
 def log_append(directory: Path, total: int, size: int, backend: str, partitions: int) -> float:
     """MB/s of the produce path's log append (validate with CRC-32C, assign offsets in place,
-    index, write) round-robin over ``partitions`` logs, keeping IN_FLIGHT writes outstanding as
-    the broker does: with io_uring the kernel copies one batch into the page cache while Python
-    validates the next. Every byte counted is written when the clock stops."""
+    index, write) round-robin over ``partitions`` logs, each write done before the next batch is
+    validated, as the broker's appends are."""
     root = directory / f"log-{backend}-{partitions}"
     config = LogConfig(segment_bytes=1 << 30)
     with open_appender(backend) as appender:
         manager = LogManager([root], config, appender=appender)
         manager.startup()
         logs = [manager.get_or_create_log(TopicPartition("bench", p)) for p in range(partitions)]
-        _, tracker = manager.appenders.of(manager.log_dirs[0])
-        # a batch is rewritten in place by the next append, so never reuse one still in flight
-        ring = IN_FLIGHT + 2
-        batches = [[client_batch(size) for _ in range(ring)] for _ in range(min(partitions, 8))]
+        batches = [client_batch(size) for _ in range(min(partitions, 8))]
         written = 0
         i = 0
         start = time.perf_counter()
         while written < total:
-            p = i % partitions
-            batch = batches[p % len(batches)][(i // len(batches)) % ring]
-            written += logs[p].append_async(batch).size
+            written += logs[i % partitions].append(batches[i % len(batches)]).size
             i += 1
-            while appender.in_flight >= IN_FLIGHT:
-                tracker.reap(wait=True)
-        for plog in logs:
-            plog.complete_writes()
         elapsed = time.perf_counter() - start
         manager.shutdown()
     shutil.rmtree(root)

@@ -10,8 +10,7 @@ fs/ext4/file.c ``ext4_buffered_write_iter``; man 2 pwritev2), so each dir is pro
 picks io_uring where it can be set up and the probe says writes go inline, pwritev elsewhere.
 ``KBROKER_APPENDER=io_uring|pwritev`` forces one backend for every dir (how the tests keep io_uring covered).
 
-One appender per backend, shared by every dir that uses it, each with the WriteTracker that routes its
-asynchronous completions (a tracker reaps one appender).
+One appender per backend, shared by every dir that uses it.
 """
 from __future__ import annotations
 
@@ -22,7 +21,6 @@ from pathlib import Path
 from typing import Literal, NamedTuple, cast
 
 from kbroker._core.appender import Appender, io_uring_available, open_appender
-from kbroker.log.partition_log import WriteTracker
 
 log = logging.getLogger(__name__)
 
@@ -85,23 +83,23 @@ def choose(directory: Path) -> Choice:
 
 
 class DirAppenders:
-    """Each log dir's appender and tracker, chosen on first use (``choose``) and logged once per dir.
+    """Each log dir's appender, chosen on first use (``choose``) and logged once per dir.
     ``given``: one appender for every dir (tests, benchmarks), which the caller closes."""
 
     def __init__(self, given: Appender | None = None) -> None:
         self._given = given
-        self._by_backend: dict[str, tuple[Appender, WriteTracker]] = {}
-        self._by_dir: dict[Path, tuple[Appender, WriteTracker]] = {}
+        self._by_backend: dict[str, Appender] = {}
+        self._by_dir: dict[Path, Appender] = {}
         if given is not None:
-            self._by_backend[given.backend] = (given, WriteTracker(given))
+            self._by_backend[given.backend] = given
 
-    def of(self, directory: Path) -> tuple[Appender, WriteTracker]:
+    def of(self, directory: Path) -> Appender:
         found = self._by_dir.get(directory)
         if found is None:
             found = self._by_dir[directory] = self._open(directory)
         return found
 
-    def _open(self, directory: Path) -> tuple[Appender, WriteTracker]:
+    def _open(self, directory: Path) -> Appender:
         if self._given is not None:
             log.info("log dir %s: appender %s (given to the log manager)", directory, self._given.backend)
             return self._by_backend[self._given.backend]
@@ -114,16 +112,15 @@ class DirAppenders:
         log.info("log dir %s: appender %s (%s)", directory, backend, why)
         return shared
 
-    def _shared(self, backend: Backend) -> tuple[Appender, WriteTracker]:
+    def _shared(self, backend: Backend) -> Appender:
         found = self._by_backend.get(backend)
         if found is None:
-            appender = open_appender(backend)
-            found = self._by_backend[backend] = (appender, WriteTracker(appender))
+            found = self._by_backend[backend] = open_appender(backend)
         return found
 
     def close(self) -> None:
         """Close the appenders opened here (not a given one)."""
-        for appender, _ in self._by_backend.values():
+        for appender in self._by_backend.values():
             if appender is not self._given:
                 appender.close()
         self._by_backend.clear()

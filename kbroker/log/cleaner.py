@@ -218,7 +218,7 @@ def prepare_job(plog: PartitionLog, found: Cleanable) -> CleanJob:
         for segment in segments:
             fd = os.dup(segment.fd)
             txn_index = plog.directory / f"{segment_file_stem(segment.base_offset)}{TXN_INDEX_SUFFIX}"
-            sources.append(Source(segment, fd, segment.base_offset, segment.written_size,
+            sources.append(Source(segment, fd, segment.base_offset, segment.size,
                                   os.fstat(fd).st_mtime_ns, segment.offset_index.entries, txn_index.exists()))
     except OSError:
         for source in sources:

@@ -101,9 +101,9 @@ def plan(current: PartitionLog, offset: int, limit: int | None = None) -> list[C
             started, start = True, first.position
         else:
             start = 0
-        if segment.written_size > start:
-            ranges.append(CopyRange(os.dup(segment.fd), start, segment.written_size))
-            left -= segment.written_size - start
+        if segment.size > start:
+            ranges.append(CopyRange(os.dup(segment.fd), start, segment.size))
+            left -= segment.size - start
             if left <= 0:
                 break
     return ranges

@@ -166,7 +166,6 @@ class LogDirMover:
         if lm.future_logs.get(tp) is not future or future.offline:
             return True  # the next round sees why
         self._follow_truncation(current, future)
-        current.complete_writes()
         if future.log_end_offset != current.log_end_offset:
             return True
         replacement = lm.replace_current_with_future(

@@ -85,7 +85,6 @@ class LogManager:
             raise ValueError(f"log.dirs names a directory twice: {[str(d) for d in self.log_dirs]}")
         self.config = config or LogConfig()
         # each dir's appender (io_uring or pwritev, probed per dir at startup; ``appender``: that one for every dir)
-        # and the tracker routing its async write completions to logs
         self.appenders = DirAppenders(appender)
         self._clock = clock
         self.logs: dict[TopicPartition, PartitionLog] = {}
@@ -212,9 +211,8 @@ class LogManager:
 
     def _open_log(self, directory: Path, tp: TopicPartition, **kwargs: object) -> PartitionLog:
         config = self.config.with_overrides(self.topic_overrides.get(tp.topic, {}))
-        appender, tracker = self.appenders.of(directory)
-        return PartitionLog(directory / str(tp), tp, config, appender, clock=self._clock,
-                            on_io_error=self._on_io_error, tracker=tracker, **kwargs)  # type: ignore[arg-type]
+        return PartitionLog(directory / str(tp), tp, config, self.appenders.of(directory), clock=self._clock,
+                            on_io_error=self._on_io_error, **kwargs)  # type: ignore[arg-type]
 
     def _open_future(self, path: Path, tp: TopicPartition, **kwargs: object) -> PartitionLog:
         config = self.config.with_overrides(self.topic_overrides.get(tp.topic, {}))
@@ -530,7 +528,6 @@ class LogManager:
         interrupted. The replaced log is closed and removed after file.delete.delay.ms (a fetch may
         still be sending from it). Returns the new current log."""
         current, future = self.logs[tp], self.future_logs[tp]
-        current.complete_writes()
         if future.log_end_offset != current.log_end_offset:
             raise RuntimeError(f"{tp}: future log ends at {future.log_end_offset}, current at {current.log_end_offset}")
         source, target = current.directory.parent, future.directory.parent

@@ -73,9 +73,6 @@ class Segment:
         # a file found here is all data (a preallocated one was cut when closed; after a crash recovery cuts it)
         self.size = 0 if created else os.fstat(self.fd).st_size
         self.roll_jitter_ms = config.random_segment_jitter()
-        # Bytes below written_size are in the page cache; between it and size, asynchronous
-        # writes are still in flight, so readers never look there.
-        self.written_size = self.size
         self.active = active
         self.created_ms = created_ms
         self._open_indexes(writable=active)
@@ -102,26 +99,19 @@ class Segment:
     # -- writing -----------------------------------------------------------------------------
 
     def append(self, buf: bytearray | memoryview, largest_offset: int, largest_timestamp: int,
-               offset_of_largest_timestamp: int, tag: int | None = None) -> int:
-        """Write validated, offset-assigned batches at the end; returns their file position.
-
-        With ``tag`` the write is started asynchronously (its completion, reaped by the log
-        manager under that tag, moves ``written_size``); without, it is done when this returns.
-        On an OSError the file is cut back to its old size and the error propagates."""
+               offset_of_largest_timestamp: int) -> int:
+        """Write validated, offset-assigned batches at the end, done when this returns; returns their
+        file position. On an OSError the file is cut back to its old size and the error propagates."""
         position = self.size
         if crashpoints.ARMED:  # a write cut short by the crash: part of these batches on disk
             crashpoints.crash_point("segment.append.torn", lambda rng: os.pwrite(
                 self.fd, crashpoints.torn_prefix(buf, rng), position))
-        if tag is None:
-            try:
-                self._appender.write(self.fd, position, buf)
-            except OSError:
-                self._cut_back(position)
-                raise
-            self.size = self.written_size = position + len(buf)
-        else:
-            self._appender.start_write(self.fd, position, buf, tag)
-            self.size = position + len(buf)
+        try:
+            self._appender.write(self.fd, position, buf)
+        except OSError:
+            self._cut_back(position)
+            raise
+        self.size = position + len(buf)
         if self.rolling_base_timestamp < 0:
             self.rolling_base_timestamp = largest_timestamp
         if largest_timestamp > self.max_timestamp:
@@ -181,7 +171,7 @@ class Segment:
         """Position and header of the first batch whose last offset is >= ``offset``."""
         _, position = self.offset_index.lookup(offset)
         position = max(position, start_position)
-        while position < self.written_size:
+        while position < self.size:
             header = self.header_at(position)
             if header.base_offset + header.last_offset_delta >= offset:
                 return position, header
@@ -196,7 +186,7 @@ class Segment:
         if found is None:
             return None
         position, header = found
-        limit = self.written_size if max_position is None else min(self.written_size, max_position)
+        limit = self.size if max_position is None else min(self.size, max_position)
         if position >= limit:
             return FileSlice(self.fd, position, 0)
         wanted = max(max_bytes, header.size) if min_one_batch else max_bytes
@@ -206,7 +196,7 @@ class Segment:
         """One past the last offset in the segment (base offset when empty)."""
         last_indexed, position = self.offset_index.lookup(self.offset_index.last_offset)
         next_offset = self.base_offset
-        while position < self.written_size:
+        while position < self.size:
             header = self.header_at(position)
             next_offset = header.base_offset + header.last_offset_delta + 1
             position += header.size
@@ -217,7 +207,7 @@ class Segment:
         >= ``timestamp``; None if this segment has none."""
         _, ts_offset = self.time_index.lookup(timestamp)
         _, position = self.offset_index.lookup(max(ts_offset, start_offset))
-        while position < self.written_size:
+        while position < self.size:
             header = self.header_at(position)
             if header.max_timestamp >= timestamp and header.base_offset + header.last_offset_delta >= start_offset:
                 found = self.first_record_at_or_after(header, position, timestamp)
@@ -269,7 +259,7 @@ class Segment:
             log.warning("%s: found %d bytes of invalid or torn data at byte position %d; truncating",
                         self.log_path, cut, valid)
             os.ftruncate(self.fd, valid)
-            self.size = self.written_size = valid
+            self.size = valid
             crashpoints.crash_point("segment.recover.after_cut")  # a second crash, during recovery
         if not self.active:
             self.become_inactive()
@@ -320,7 +310,7 @@ class Segment:
         if removed:
             self.make_active()
             os.ftruncate(self.fd, position)
-            self.size = self.written_size = position
+            self.size = position
             self.offset_index.truncate_to(offset)
             self.time_index.truncate_to(offset)
             self._load_largest_timestamp()
@@ -333,7 +323,7 @@ class Segment:
         which an index written every ``index.interval.bytes`` does not cover."""
         self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         _, position = self.offset_index.lookup(self.offset_of_max_timestamp)
-        while position < self.written_size:
+        while position < self.size:
             header = self.header_at(position)
             if header.max_timestamp > self.max_timestamp:
                 self.max_timestamp = header.max_timestamp

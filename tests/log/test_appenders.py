@@ -161,13 +161,13 @@ def test_each_dir_writes_with_the_backend_its_probe_chose_and_says_so_once(tmp_p
     assert asked == dirs
     assert _backend_of_logs_in(mgr, fast) == {"io_uring"}
     assert _backend_of_logs_in(mgr, slow) == _backend_of_logs_in(mgr, slow2) == {"pwritev"}
-    assert mgr.appenders.of(slow)[0] is mgr.appenders.of(slow2)[0]  # one appender per backend
-    assert mgr.appenders.of(fast)[0] is not mgr.appenders.of(slow)[0]
+    assert mgr.appenders.of(slow) is mgr.appenders.of(slow2)  # one appender per backend
+    assert mgr.appenders.of(fast) is not mgr.appenders.of(slow)
     for p in range(6):
         plog = mgr.logs[TopicPartition("t", p)]
         assert len(plog.segments) > 2
         assert values_of(read_all(plog)) == _values(f"{p}-{i}" for i in range(20))
-    shared = [mgr.appenders.of(d)[0] for d in dirs]
+    shared = [mgr.appenders.of(d) for d in dirs]
     mgr.shutdown()
     assert all(a.closed for a in shared)
     again = LogManager(dirs, LogConfig(segment_bytes=2048), cleaner_thread=False)

@@ -58,7 +58,7 @@ def test_follower_copy_is_byte_identical(tmp_path, appender):
     assert result.first_offset == 0 and result.last_offset == a.log_end_offset - 1
     assert result.size == len(data) and result.record_count == 3 * len(EPOCHS)
     assert result.log_append_time == -1
-    assert b.log_end_offset == b.written_offset == a.log_end_offset
+    assert b.log_end_offset == a.log_end_offset
     assert read_all(b) == data
     assert b.leader_epochs.entries == a.leader_epochs.entries
     assert len(b.segments) > 1  # rolled at segment.bytes like the leader
@@ -291,7 +291,7 @@ def test_truncate_fully_and_start_at(tmp_path, appender):
     b = follower(tmp_path, appender)
     b.append_as_follower(a.read_bytes(0, 2000))
     b.truncate_fully_and_start_at(30)
-    assert (b.log_start_offset, b.log_end_offset, b.written_offset, b.high_watermark, b.recovery_point) == (30,) * 5
+    assert (b.log_start_offset, b.log_end_offset, b.high_watermark, b.recovery_point) == (30,) * 4
     assert len(b.segments) == 1 and b.segments[0].base_offset == 30 and b.segments[0].size == 0
     assert b.leader_epochs.entries == []
     assert sorted(p.name for p in b.directory.iterdir() if p.suffix == ".log") == ["00000000000000000030.log"]

@@ -302,45 +302,6 @@ def test_reopen_without_recovery_keeps_everything(tmp_path, appender):
     assert not any(os.path.getsize(p) == 10 * 1024 * 1024 for p in (tmp_path / str(TP)).glob("*index"))
 
 
-def test_async_appends_become_visible_only_when_written(tmp_path, appender):
-    plog = open_log(tmp_path, appender, segment_bytes=2048)
-    batches = [make_batch(3, tag=str(i)) for i in range(20)]
-    expected = b"".join(bytes(b) for b in batches)  # before the log writes offsets into them
-    for b in batches:
-        plog.append_async(b)
-    assert plog.log_end_offset == 60
-    assert plog.written_offset == 0  # completions not reaped yet
-    assert plog.read(0, 1 << 20) is None
-    assert plog.update_high_watermark(60) == 0  # never promised while in flight
-    plog.complete_writes()
-    assert plog.written_offset == 60
-    assert plog.update_high_watermark(60) == 60
-    assert values_of(read_all(plog)) == values_of(expected)
-    assert offsets_of(read_all(plog)) == list(range(60))
-    plog.close()
-
-
-def test_failed_async_write_takes_the_log_offline_and_hides_what_follows(tmp_path, appender):
-    import errno as errno_
-
-    plog = open_log(tmp_path, appender)
-    plog.append(make_batch(2, tag="acked"))
-    acked = read_all(plog)
-    appender.inject_error(errno_.EIO, after_writes=2)
-    for i in range(5):
-        plog.append_async(make_batch(2, tag=str(i)))
-    plog.complete_writes()
-    assert plog.offline
-    assert plog.written_offset <= 6  # at most the two writes before the failure
-    with pytest.raises(errors.KafkaStorageError):
-        plog.read(0, 100)
-    plog.close()
-    again = PartitionLog(tmp_path / str(TP), TP, plog.config, appender, recover=True)
-    assert read_all(again)[:len(acked)] == acked
-    assert again.log_end_offset in (2, 4, 6)
-    again.close()
-
-
 @pytest.mark.parametrize("codec", [1, 2, 3, 4])
 def test_compressed_batch_that_does_not_decompress_is_refused(tmp_path, appender, codec):
     """A valid CRC over an undecodable payload would poison every consumer: CORRUPT_MESSAGE, as Kafka."""

@@ -31,6 +31,7 @@ from zk_compat.znodes import (
     EndPoint,
     PartitionState,
     ProducerIdBlock,
+    TopicAssignment,
     TopicPartitionStateZNode,
     TopicZNode,
 )
@@ -204,7 +205,7 @@ def test_create_topic_writes_assignment_and_config_like_admin_zk_client(kafka):
                                    rng=random.Random(3))
     assert re.fullmatch(r"[A-Za-z0-9_-]{22}", topic_id)
     data, _ = kafka.get("/brokers/topics/orders")
-    assert data == TopicZNode.encode(layout.TopicAssignment({0: [1, 2], 1: [2, 1]}, topic_id=topic_id))
+    assert data == TopicZNode.encode(TopicAssignment({0: [1, 2], 1: [2, 1]}, topic_id=topic_id))
     assert data == TopicZNode.encode(layout.get_topic_assignment(kafka, "orders"))
     assert json.loads(data)["topic_id"] == topic_id and json.loads(data)["partitions"] == {"0": [1, 2], "1": [2, 1]}
     assert kafka.get("/config/topics/orders")[0] == ConfigEntityZNode.encode({"retention.ms": "1000"}) == \
@@ -260,7 +261,7 @@ def test_set_topic_assignment_for_added_partitions(kafka):
     layout.create_topic(kafka, "t", {0: [1, 2]}, topic_id="hT3mGhJ5R0ui7eYU2nUb0Q")
     current = layout.get_topic_assignment(kafka, "t")
     added = layout.assign_replicas_for_new_partitions(current.partitions, [1, 2, 3], 3)
-    grown = layout.TopicAssignment({**current.partitions, **added}, topic_id=current.topic_id)
+    grown = TopicAssignment({**current.partitions, **added}, topic_id=current.topic_id)
     layout.set_topic_assignment(kafka, "t", grown, expected_version=0)
     assert layout.get_topic_assignment(kafka, "t").partitions == {0: [1, 2], 1: [2, 3], 2: [3, 1]}
     with pytest.raises(BadVersionError):

@@ -1,0 +1,236 @@
+"""Topics and their partitions: names, replica assignments (``/brokers/topics/<t>``), creation, deletion requests
+(``/admin/delete_topics``) and each partition's state (``.../partitions/<p>/state``).
+"""
+from __future__ import annotations
+
+import logging
+import random
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from zk_compat.errors import (
+    InvalidReplicaAssignmentError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    TopicAlreadyMarkedForDeletionError,
+    UnknownTopicOrPartitionError,
+)
+from zk_compat.layout.configs import set_entity_config
+from zk_compat.layout.fencing import fenced_multi
+from zk_compat.layout.znode_helpers import new_base64_uuid
+from zk_compat.store import (
+    ANY_VERSION,
+    CreateOp,
+    DeleteOp,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    Op,
+    SetDataOp,
+    Stat,
+)
+from zk_compat.znodes import (
+    ConfigEntityZNode,
+    DeleteTopicsZNode,
+    DeleteTopicZNode,
+    PartitionState,
+    TopicAssignment,
+    TopicPartitionStateZNode,
+    TopicPartitionsZNode,
+    TopicPartitionZNode,
+    TopicsZNode,
+    TopicZNode,
+)
+
+log = logging.getLogger(__name__)
+
+
+
+# topics
+
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}", re.ASCII)
+
+
+def validate_topic_name(topic: str) -> None:
+    if topic in (".", "..") or not _LEGAL_TOPIC.fullmatch(topic):
+        raise InvalidTopicError(
+            f"Topic name {topic!r} is illegal: use 1-249 characters of ASCII letters, digits, '.', '_', '-'")
+
+
+def _collides(a: str, b: str) -> bool:
+    return a.replace(".", "_") == b.replace(".", "_")
+
+
+def get_all_topics(store: MetadataStore) -> list[str]:
+    try:
+        return store.get_children(TopicsZNode.path())
+    except NoNodeError:
+        return []
+
+
+def topic_exists(store: MetadataStore, topic: str) -> bool:
+    return store.exists(TopicZNode.path(topic)) is not None
+
+
+def get_topic_assignment(store: MetadataStore, topic: str) -> TopicAssignment | None:
+    found = get_topic_assignment_with_version(store, topic)
+    return None if found is None else found[0]
+
+
+def get_topic_assignment_with_version(store: MetadataStore, topic: str) -> tuple[TopicAssignment, int] | None:
+    """The assignment and the znode's version, for a compare-and-set rewrite (``set_topic_assignment``)."""
+    try:
+        data, stat = store.get(TopicZNode.path(topic))
+    except NoNodeError:
+        return None
+    return TopicZNode.decode(topic, data), stat.version
+
+
+def get_topic_assignments(store: MetadataStore, topics: Iterable[str] | None = None) -> dict[str, TopicAssignment]:
+    """Assignments of ``topics`` (default: all); topics that do not exist are left out."""
+    names = get_all_topics(store) if topics is None else topics
+    out = {}
+    for topic in names:
+        assignment = get_topic_assignment(store, topic)
+        if assignment is not None:
+            out[topic] = assignment
+    return out
+
+
+def validate_assignment(assignment: Mapping[int, Sequence[int]]) -> None:
+    """Kafka's checks on a new topic's assignment: partitions 0..n-1, every list non-empty,
+    no broker twice in a list, one replication factor for all partitions."""
+    if not assignment:
+        raise InvalidReplicaAssignmentError("the assignment has no partitions")
+    if sorted(assignment) != list(range(len(assignment))):
+        raise InvalidReplicaAssignmentError(
+            f"partitions should be consecutive and start at 0, got {sorted(assignment)}")
+    sizes = {len(r) for r in assignment.values()}
+    if 0 in sizes:
+        raise InvalidReplicaAssignmentError("every partition needs at least one replica")
+    if len(sizes) > 1:
+        raise InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
+    for partition, replicas in assignment.items():
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(
+                f"Duplicate replica assignment found for partition {partition}: {list(replicas)}")
+
+
+def create_topic(store: MetadataStore, topic: str, assignment: Mapping[int, Sequence[int]],
+                 configs: Mapping[str, str] | None = None, *, topic_id: str | None = None,
+                 rng: random.Random | None = None) -> str:
+    """Create a topic as ``AdminZkClient.createTopicWithAssignment`` does: validate, write
+    ``/config/topics/<t>`` (even when empty; no change notification, brokers read it when the
+    topic appears), then create ``/brokers/topics/<t>`` (version 3 with a fresh topic id).
+    Returns the topic id. The controller's child watch on ``/brokers/topics`` does the rest."""
+    validate_topic_name(topic)
+    validate_assignment(assignment)
+    existing = get_all_topics(store)
+    if topic in existing:
+        raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+    if store.exists(DeleteTopicZNode.path(topic)) is not None:
+        raise TopicAlreadyExistsError(f"Topic '{topic}' is marked for deletion.")
+    clash = next((t for t in existing if _collides(t, topic)), None)
+    if clash is not None:
+        raise InvalidTopicError(f"Topic '{topic}' collides with existing topic: {clash}")
+    topic_id = topic_id or new_base64_uuid(rng)
+    set_entity_config(store, "topics", topic, dict(configs or {}))
+    data = TopicZNode.encode(TopicAssignment({p: list(r) for p, r in sorted(assignment.items())},
+                                             topic_id=topic_id))
+    try:
+        store.create(TopicZNode.path(topic), data, makepath=True)
+    except NodeExistsError:
+        raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.") from None
+    log.info("created topic %s (id %s) with assignment %s", topic, topic_id, dict(assignment))
+    return topic_id
+
+
+def set_topic_assignment(store: MetadataStore, topic: str, assignment: TopicAssignment,
+                         expected_version: int = ANY_VERSION, *,
+                         controller_epoch_zk_version: int | None = None) -> Stat:
+    """Rewrite ``/brokers/topics/<t>`` (added partitions, reassignment steps, topic-id backfill)."""
+    result = fenced_multi(store, [SetDataOp(TopicZNode.path(topic), TopicZNode.encode(assignment),
+                                            expected_version)], controller_epoch_zk_version)
+    assert isinstance(result[0], Stat)
+    return result[0]
+
+
+def mark_topic_for_deletion(store: MetadataStore, topic: str) -> None:
+    """Request deletion (``AdminZkClient.deleteTopic``): create ``/admin/delete_topics/<t>``."""
+    if not topic_exists(store, topic):
+        raise UnknownTopicOrPartitionError(f"Topic `{topic}` to delete does not exist")
+    try:
+        store.create(DeleteTopicZNode.path(topic), None, makepath=True)
+    except NodeExistsError:
+        raise TopicAlreadyMarkedForDeletionError(f"topic {topic} is already marked for deletion") from None
+
+
+def get_topics_marked_for_deletion(store: MetadataStore) -> list[str]:
+    try:
+        return store.get_children(DeleteTopicsZNode.path())
+    except NoNodeError:
+        return []
+
+
+def delete_topic_znodes(store: MetadataStore, topic: str, *, controller_epoch_zk_version: int | None = None) -> None:
+    """The controller's last deletion step: remove ``/brokers/topics/<t>`` (with its partition
+    states), ``/config/topics/<t>`` and ``/admin/delete_topics/<t>`` in one fenced multi."""
+    ops: list[Op] = []
+    topic_path = TopicZNode.path(topic)
+    if store.exists(topic_path) is not None:
+        for partition in _children(store, TopicPartitionsZNode.path(topic)):
+            partition_path = f"{TopicPartitionsZNode.path(topic)}/{partition}"
+            for child in _children(store, partition_path):
+                ops.append(DeleteOp(f"{partition_path}/{child}"))
+            ops.append(DeleteOp(partition_path))
+        if store.exists(TopicPartitionsZNode.path(topic)) is not None:
+            ops.append(DeleteOp(TopicPartitionsZNode.path(topic)))
+        ops.append(DeleteOp(topic_path))
+    for path in (ConfigEntityZNode.path("topics", topic), DeleteTopicZNode.path(topic)):
+        if store.exists(path) is not None:
+            ops.append(DeleteOp(path))
+    if ops:
+        fenced_multi(store, ops, controller_epoch_zk_version)
+
+
+def _children(store: MetadataStore, path: str) -> list[str]:
+    try:
+        return store.get_children(path)
+    except NoNodeError:
+        return []
+
+
+def get_partition_state(store: MetadataStore, topic: str, partition: int) -> tuple[PartitionState, Stat] | None:
+    """Leader/ISR and the state znode's Stat (``stat.version`` is the zkVersion)."""
+    try:
+        data, stat = store.get(TopicPartitionStateZNode.path(topic, partition))
+    except NoNodeError:
+        return None
+    return TopicPartitionStateZNode.decode(topic, partition, data), stat
+
+
+def create_partition_state(store: MetadataStore, topic: str, partition: int, state: PartitionState, *,
+                           controller_epoch_zk_version: int | None = None) -> Stat:
+    """Create ``.../partitions``, ``.../partitions/<p>`` (null data, if missing) and the state
+    znode, each step fenced. Raises NodeExistsError if the state already exists."""
+    for path in (TopicPartitionsZNode.path(topic), TopicPartitionZNode.path(topic, partition)):
+        if store.exists(path) is None:
+            try:
+                fenced_multi(store, [CreateOp(path, None)], controller_epoch_zk_version)
+            except NodeExistsError:
+                pass
+    state_path = TopicPartitionStateZNode.path(topic, partition)
+    fenced_multi(store, [CreateOp(state_path, TopicPartitionStateZNode.encode(state))], controller_epoch_zk_version)
+    _, stat = store.get(state_path)
+    return stat
+
+
+def set_partition_state(store: MetadataStore, topic: str, partition: int, state: PartitionState,
+                        expected_version: int, *, controller_epoch_zk_version: int | None = None) -> Stat:
+    """Conditional update of the state znode (the zkVersion compare-and-set). Raises
+    BadVersionError when someone else changed it, ControllerMovedError when fenced off."""
+    result = fenced_multi(store, [SetDataOp(TopicPartitionStateZNode.path(topic, partition),
+                                            TopicPartitionStateZNode.encode(state), expected_version)],
+                          controller_epoch_zk_version)
+    assert isinstance(result[0], Stat)
+    return result[0]

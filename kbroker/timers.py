@@ -21,8 +21,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kbroker._core.timewheel import TimingWheel
 from kbroker.clock import wall_ms
+from kbroker.log.timewheel import TimingWheel
 
 Callback = Callable[[], None]
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Awaitable, Callable, Container, Iterator
 
 from kbroker import errors
-from kbroker._core import records
 from kbroker.config.broker import BrokerConfig
+from kbroker.log import batch_format as records
 from kbroker.replication.partition import Partition
 
 log = logging.getLogger(__name__)

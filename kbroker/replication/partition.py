@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from kbroker import errors
-from kbroker._core import records as core_records
 from kbroker.clock import monotonic_ms, wall_ms
 from kbroker.log import (
     FileSlice,
     PartitionLog,
     TopicPartition,
+    batch_format as core_records,
     batches as markers,  # transaction markers: control batches, written and read below txn
     producer_snapshot,
 )

@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 from kbroker.clock import wall_ms
 from kbroker.config.broker import BrokerConfig, parse_status_listener
 from kbroker.config.dynamic import DynamicBrokerConfig
-from kbroker.config.errors import ConfigError
 from kbroker.controller.channel import ControllerChannel
 from kbroker.controller.controller import Controller
 from kbroker.controller.zookeeper_mode import ZooKeeperParts
@@ -38,20 +37,20 @@ from kbroker.handlers.fetch_sessions import FetchSessionCache
 from kbroker.interbroker.client import use_inter_broker_security
 from kbroker.lifecycle.controlled_shutdown import controlled_shutdown
 from kbroker.lifecycle.housekeeping import housekeeping
+from kbroker.lifecycle.listeners import bind_listeners
 from kbroker.log import LogManager
 from kbroker.log.log_manager import halt_without_log_dirs
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.zk_view import ClusterView, LiveBroker, Snapshot
 from kbroker.metrics import BrokerMetrics
-from kbroker.network.limits import ConnectionLimits
 from kbroker.network.server import NetworkServer
 from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replicas.single_node_topics import SingleNodeTopics
 from kbroker.replicas.topic_admin import TopicAdmin
 from kbroker.replicas.zookeeper_topics import ZooKeeperTopics
 from kbroker.replication.purgatory import Purgatory
-from kbroker.security import ListenerTls, Security
-from kbroker.security.connection_security import inter_broker_client_security, listener_security
+from kbroker.security import Security
+from kbroker.security.connection_security import inter_broker_client_security
 from kbroker.security.listeners import Listeners, parse_listeners
 from kbroker.status.endpoint import StatusServer
 from zk_compat import layout
@@ -86,19 +85,36 @@ class Broker:
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
                                        dynamic_config=self.dynamic_config)
-        # set by start()
+        # built by start() (the store first, then each part once what it needs exists); stop() stops what was built
         self.store: Any = None
-        self.topics: TopicAdmin
-        self.groups: GroupBinding
-        self.transactions: TransactionBinding
+        self._security: Security | None = None
+        self._topics: TopicAdmin | None = None
+        self._groups: GroupBinding | None = None
+        self._transactions: TransactionBinding | None = None
         self.next_producer_id: ProducerIdAllocator
         self.endpoint: LiveBroker
-        self.security: Security
         self.dispatcher: Dispatcher
 
     @property
     def config(self) -> BrokerConfig:
         return self.dynamic_config.current
+
+    # the parts start() builds, as handlers see them (BrokerContext): asked for only once built
+    @property
+    def security(self) -> Security:
+        return _built(self._security, "security")
+
+    @property
+    def topics(self) -> TopicAdmin:
+        return _built(self._topics, "topics")
+
+    @property
+    def groups(self) -> GroupBinding:
+        return _built(self._groups, "groups")
+
+    @property
+    def transactions(self) -> TransactionBinding:
+        return _built(self._transactions, "transactions")
 
     # -- start and stop ----------------------------------------------------------------------
 
@@ -112,7 +128,7 @@ class Broker:
         self.store = self._store_server.connect()
         self._init_store()
         self.security.start()
-        topics = self.topics = SingleNodeTopics(cfg, self.store, self.replicas, lambda: self.endpoint)
+        topics = self._topics = SingleNodeTopics(cfg, self.store, self.replicas, lambda: self.endpoint)
         topics.load()
         self.log_manager.startup()
         topics.host_all()
@@ -140,8 +156,8 @@ class Broker:
         cluster = ClusterView(self.store, loop, self._on_cluster_change, self.listeners.inter_broker,
                               wants_states=lambda controller_id: controller_id in (None, self.broker_id))
         metadata = MetadataCache()
-        self.topics = ZooKeeperTopics(cfg, self.store, self.replicas, cluster, metadata)
-        self.replicas.enable_replication(self.store, cluster.run_blocking, self.topics.exists)
+        self._topics = topics = ZooKeeperTopics(cfg, self.store, self.replicas, cluster, metadata)
+        self.replicas.enable_replication(self.store, cluster.run_blocking, topics.exists)
         session = kazoo_bridge.SessionManager(
             self.store, self._registration(host, port), loop=loop, on_resign=controller.resign,
             on_reelect=cluster.trigger, on_reconnect=cluster.trigger)
@@ -163,8 +179,8 @@ class Broker:
         layout.ensure_persistent_paths(self.store)
         self.cluster_id = layout.get_or_create_cluster_id(self.store)
         self.next_producer_id = ProducerIdAllocator(self.store, self.broker_id)
-        self.security = Security(self.config, self.store)
-        self.security.entity_configs.subscribe_brokers(self.dynamic_config.apply_entity)
+        self._security = Security(self.config, self.store)
+        self._security.entity_configs.subscribe_brokers(self.dynamic_config.apply_entity)
 
     def _registration(self, host: str, port: int) -> BrokerInfo:
         """Every advertised endpoint and the listener map, as Kafka writes /brokers/ids/<id>."""
@@ -173,40 +189,12 @@ class Broker:
                                          rack=self.config.broker_rack or None)
 
     def _bind_listeners(self) -> tuple[str, int]:
-        """A NetworkServer per listener, bound but not yet accepting, and the advertised endpoints (the bound
-        port when 0 was asked). Returns the inter-broker listener's address (the first listener's without one)."""
-        cfg = self.config
-        endpoints = []
-        try:
-            limits = ConnectionLimits.from_config(cfg)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        """The listeners bound, not yet accepting (``lifecycle.listeners``); returns the registered address."""
         self.dispatcher = Dispatcher(self, load_all(), self.security.quotas)
-        for spec in self.listeners.specs:
-            secured = listener_security(cfg, spec, self.listeners.settings[spec.name], self.security)
-            server = NetworkServer(spec.bind.host, spec.bind.port, self.dispatcher,
-                                   max_request_bytes=cfg.socket_request_max_bytes,
-                                   send_buffer_bytes=cfg.socket_send_buffer_bytes,
-                                   receive_buffer_bytes=cfg.socket_receive_buffer_bytes,
-                                   idle_ms=cfg.connections_max_idle_ms, listener_name=spec.name,
-                                   security_protocol=spec.protocol, ssl_context=secured.ssl_context,
-                                   principal_of=secured.principal_of, new_authenticator=secured.new_authenticator,
-                                   limits=limits, inter_broker=spec.name == self.listeners.inter_broker,
-                                   metrics=self.metrics)
-            self.servers.append(server)
-            server.bind()
-            if spec.announced:
-                advertised = spec.advertised
-                host = advertised.host if advertised.host not in ("0.0.0.0", "") else "127.0.0.1"
-                port = server.port if advertised.port == 0 else advertised.port
-                endpoints.append((spec.name, host, port, spec.protocol))
+        self.servers, self.endpoint = bind_listeners(self.config, self.broker_id, self.listeners, self.security,
+                                                     self.dispatcher, self.metrics, self.dynamic_config)
         self.server = self.servers[0]
-        tls = ListenerTls(list(self.servers), cfg)  # the dynamic configs (KIP-226) these two apply at run time
-        self.dynamic_config.reconfigurable(limits.check_config, limits.apply_config)
-        self.dynamic_config.reconfigurable(tls.check_config, tls.apply_config)
-        _, host, port, _ = next((e for e in endpoints if e[0] == self.listeners.inter_broker), endpoints[0])
-        self.endpoint = LiveBroker(self.broker_id, host, port, cfg.broker_rack or None, endpoints=tuple(endpoints))
-        return host, port
+        return self.endpoint.host, self.endpoint.port
 
     def _listen(self) -> None:
         for server in self.servers:
@@ -216,11 +204,11 @@ class Broker:
         """The coordinators, the optional ZooKeeper offsets mirror and status endpoint, housekeeping."""
         cfg = self.config
         clustered = self.zookeeper is not None
-        self.groups = GroupBinding(cfg, self.replicas, self.topics, clustered)
-        await self.groups.start()
-        self.transactions = TransactionBinding(cfg, self.replicas, self.topics, self.groups, self.next_producer_id,
-                                              clustered)
-        await self.transactions.start()
+        self._groups = GroupBinding(cfg, self.replicas, self.topics, clustered)
+        await self._groups.start()
+        self._transactions = TransactionBinding(cfg, self.replicas, self.topics, self.groups, self.next_producer_id,
+                                                clustered)
+        await self._transactions.start()
         if cfg.offsets_zookeeper_mirror_enable:
             mirror = ZkOffsetMirror(self, lambda: self.groups.coordinator, cfg.offsets_zookeeper_mirror_interval_ms)
             self._tasks.append(asyncio.ensure_future(mirror.run()))
@@ -247,8 +235,8 @@ class Broker:
         """Graceful shutdown: hand leaderships over (ZooKeeper mode), stop serving, flush,
         checkpoint, leave the clean-shutdown marker."""
         zk = self.zookeeper
-        if hasattr(self, "topics"):
-            self.topics.stopping = True
+        if self._topics is not None:
+            self._topics.begin_shutdown()
         if zk is not None and self.config.controlled_shutdown_enable:
             await controlled_shutdown(self.config, self.broker_id,
                                       lambda: self.topics.live_broker(self.topics.controller_id()))
@@ -264,13 +252,13 @@ class Broker:
         self.replicas.stop()
         if zk is not None:
             zk.session.stop()
-        if hasattr(self, "transactions"):
-            await self.transactions.stop()
-        if hasattr(self, "groups"):
-            await self.groups.stop()
+        if self._transactions is not None:
+            await self._transactions.stop()
+        if self._groups is not None:
+            await self._groups.stop()
         self.purgatory.close()
-        if hasattr(self, "security"):
-            self.security.stop()
+        if self._security is not None:
+            self._security.stop()
         self.replicas.write_snapshots()
         self.log_manager.shutdown()
         if self.store is not None:
@@ -298,3 +286,9 @@ async def serve(config: BrokerConfig) -> None:
     print(f"kbroker {broker.broker_id} serving on {broker.endpoint.host}:{broker.endpoint.port}", flush=True)
     await stop.wait()
     await broker.stop()
+
+
+def _built(part: T | None, name: str) -> T:
+    if part is None:
+        raise RuntimeError(f"the broker's {name} is built by Broker.start(), which has not got that far")
+    return part

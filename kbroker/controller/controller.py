@@ -289,6 +289,10 @@ class Controller:
             return None
         return current
 
+    def follow_unclean_default(self, enabled: bool) -> None:
+        """The broker's unclean.leader.election.enable changed (KIP-226): the default for topics without their own."""
+        self.unclean_leader_election = enabled
+
     def _unclean_allowed(self, snap: Snapshot, topic: str) -> bool:
         unclean = snap.configs.get(topic, {}).get("unclean.leader.election.enable")
         return unclean == "true" if unclean is not None else self.unclean_leader_election

@@ -46,5 +46,5 @@ class ZooKeeperParts:
 
     def follow_unclean_default(self, config: BrokerConfig, changed: frozenset[str]) -> None:
         if "unclean.leader.election.enable" in changed:
-            self.controller.unclean_leader_election = config.log.unclean_leader_election_enable
+            self.controller.follow_unclean_default(config.log.unclean_leader_election_enable)
             self.cluster.trigger()

@@ -37,12 +37,23 @@ class BrokerContext(Protocol):
     store: MetadataStore            # the embedded store, or ZooKeeper through kazoo
     log_manager: LogManager
     replicas: ReplicaManager
-    topics: TopicAdmin
     fetch_sessions: FetchSessionCache
-    groups: GroupBinding
-    transactions: TransactionBinding
-    security: Security              # authorizer (None: all allowed), SCRAM credentials, quotas
     metrics: BrokerMetrics | None   # the counters GET /metrics reads (None: metrics.enabled=false)
+
+    # Read-only: the broker builds these once its metadata store is connected (Broker.start)
+    @property
+    def topics(self) -> TopicAdmin: ...
+
+    @property
+    def groups(self) -> GroupBinding: ...
+
+    @property
+    def transactions(self) -> TransactionBinding: ...
+
+    @property
+    def security(self) -> Security:
+        """Authorizer (None: all allowed), SCRAM credentials, quotas."""
+        ...
 
     @property
     def config(self) -> BrokerConfig:

@@ -70,6 +70,10 @@ class CleanerThread:
         self._started = True
         self._spawn()
 
+    def set_io_rate(self, bytes_per_second: float) -> None:
+        """log.cleaner.io.max.bytes.per.second changed (KIP-226): every worker's reads and writes follow it."""
+        self.throttle.rate = bytes_per_second
+
     def resize(self, threads: int) -> None:
         """Start workers up to ``threads``, or let the extra ones end after their current job."""
         with self._lock:

@@ -16,6 +16,10 @@ compacted logs to the cleaner threads (``log.cleaner.threads`` logs at once), wh
 
 Dynamic broker configs (KIP-226): ``reconfigure`` takes a new broker config; the ``log.*`` defaults reach every
 log whose topic does not override them, and the cleaner takes its thread count and I/O rate.
+
+One module: the directories, their checkpoints and the moves between them share the manager's per-dir state
+(locks, offline dirs, each dir's logs); the pieces that stand alone are their own modules already
+(``future_replica``, ``log_dir_mover``, ``appenders``, ``cleaner_threads``, ``partition_log`` and its parts).
 """
 from __future__ import annotations
 
@@ -159,7 +163,7 @@ class LogManager:
                      ", ".join(sorted(changed)))
         if config.log_cleaner_threads != self.cleaner.threads:
             self.cleaner.resize(config.log_cleaner_threads)
-        self.cleaner.throttle.rate = config.log_cleaner_io_max_bytes_per_second
+        self.cleaner.set_io_rate(config.log_cleaner_io_max_bytes_per_second)
 
     def _lock(self, directory: Path) -> None:
         fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)

@@ -171,7 +171,7 @@ class _Gen:
                     f"p += {n} * {struct.calcsize(c)}"]
         else:
             x = self._name("x")
-            inner = self._read_value(_element(f), x, where + "[]")
+            inner = self._read_value(f.element(), x, where + "[]")
             lst = self._name("l")
             body = [f"{lst} = []", f"for _ in range({n}):"] + ["    " + s for s in inner]
             body += [f"    {lst}.append({x})", f"{tgt} = {lst}"]
@@ -286,7 +286,7 @@ class _Gen:
             else:
                 y = self._name("y")
                 body += [f"for {y} in {x}:"]
-                body += ["    " + s for s in self._write_value(_element(f), y, where + "[]", A, P)]
+                body += ["    " + s for s in self._write_value(f.element(), y, where + "[]", A, P)]
         if nullable:
             return [f"if {x} is None: {A}({self._null_bytes(fmt)})", "else:"] + ["    " + s for s in body]
         return [f"if {x} is None: _null({where!r})"] + body
@@ -346,14 +346,6 @@ class _Gen:
 def _tag(f: Field) -> int:
     assert f.tag is not None, f"{f!r} is not tagged"
     return f.tag
-
-
-def _element(f: Field) -> Field:
-    """A stand-in field for one element of array `f` (of strings, bytes or uuids)."""
-    assert f.elem is not None, f"{f!r} is not an array"
-    elem = Field()
-    elem.kind, elem.type, elem.null_lo = f.elem, f.type[1:-1], None
-    return elem
 
 
 def _uuid_bytes(u: Any) -> bytes:

@@ -51,6 +51,13 @@ class Field:
         assert self.struct is not None, f"{self!r} has no struct"
         return self.struct
 
+    def element(self) -> Field:
+        """A stand-in field for one element of this array (of strings, bytes or uuids)."""
+        assert self.elem is not None, f"{self!r} is not an array"
+        elem = Field()
+        elem.kind, elem.type, elem.null_lo = self.elem, self.type[1:-1], None
+        return elem
+
     def __repr__(self) -> str:
         return f"Field({self.name} {self.type} v{self.lo}-{self.hi})"
 

@@ -42,7 +42,7 @@ from kbroker import errors
 from kbroker.clock import monotonic_ms
 from kbroker.config.broker import BrokerConfig
 from kbroker.config.dynamic import DynamicBrokerConfig
-from kbroker.log import LogManager, TopicPartition, batch_format as core_records, legacy, producer_snapshot
+from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.log.partition_log import AppendResult, PartitionLog

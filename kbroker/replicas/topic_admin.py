@@ -49,6 +49,10 @@ class TopicAdmin:
         self.stopping = False
         self._creating: dict[str, asyncio.Future[None]] = {}  # auto-creations in flight, by topic
 
+    def begin_shutdown(self) -> None:
+        """The broker is stopping: topics being hosted stop where they are."""
+        self.stopping = True
+
     # -- what Metadata answers ------------------------------------------------------------------
 
     def live_brokers(self) -> list[LiveBroker]:

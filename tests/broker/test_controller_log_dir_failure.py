@@ -99,7 +99,7 @@ def test_offline_replicas_move_off_the_broker(store):
 
 def test_unclean_election_takes_an_online_replica_never_the_offline_one(store):
     ctl = active_controller(store, LAYOUT)
-    ctl.unclean_leader_election = True
+    ctl.follow_unclean_default(True)
     channel = ControllerChannel(1, 30000, ctl.offline_replicas)
     _answer(3, {2: KAFKA_STORAGE_ERROR}, channel)
     ctl.on_snapshot(_snapshot(store))

@@ -29,6 +29,9 @@ the session timeout is used), MEMBER_ID_REQUIRED only exists from v4 (``require_
 LeaveGroup v0-2 carries one member and one code (``LeaveResult.legacy_error``), OffsetFetch v0-1
 repeat a group-level error in every partition, and OffsetCommit's UNKNOWN_TOPIC_OR_PARTITION
 for topics the broker does not know is decided before calling here, as Kafka's KafkaApis does.
+
+One module: ``GroupCoordinator`` is the API of the table above, each call a short check-then-delegate into
+``Group`` and ``OffsetsLog``, which are modules of their own.
 """
 from __future__ import annotations
 
@@ -566,15 +569,13 @@ class GroupCoordinator:
         loaded = self.offsets_log.load_partition(partition, batches)
         count = 0
         for group_id, record in loaded.groups.items():
-            group = Group.from_record(group_id, record, self)
-            group.offsets = loaded.offsets.pop(group_id, {})
+            group = Group.from_record(group_id, record, self, loaded.offsets.pop(group_id, {}))
             self._groups[group_id] = group
             for member in group.members.values():
                 group.schedule_session(member)
             count += 1
         for group_id, offsets in loaded.offsets.items():
-            group = Group(group_id, self)
-            group.offsets = offsets
+            group = Group(group_id, self, offsets)
             self._groups[group_id] = group
             count += 1
         for (group_id, producer_id), values in loaded.pending.items():  # their markers come later

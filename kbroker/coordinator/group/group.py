@@ -26,6 +26,10 @@ Held requests are asyncio futures that this module completes; it never awaits. T
 the context's clock and timer, so tests move it by hand. The request-level checks (group id,
 coordinator ownership, session timeout bounds) are the coordinator's; this module starts once the
 group object exists.
+
+One module: ``Group``'s state machine and its ``Member`` records change together on every transition (a
+member joins, syncs, leaves or expires only through the group's methods), and the result types are what those
+methods answer; apart, the transitions' internals would be another module's business.
 """
 from __future__ import annotations
 
@@ -280,7 +284,8 @@ class Group:
     """A classic consumer group (Kafka's GroupMetadata plus the membership half of its
     GroupCoordinator). All methods run on the event loop thread and never await."""
 
-    def __init__(self, group_id: str, ctx: GroupContext) -> None:
+    def __init__(self, group_id: str, ctx: GroupContext,
+                 offsets: dict[TopicPartition, OffsetAndMetadata] | None = None) -> None:
         self.group_id = group_id
         self.ctx = ctx
         self.state = EMPTY
@@ -293,7 +298,7 @@ class Group:
         self.static_members: dict[str, str] = {}  # group.instance.id -> member id
         self.pending_members: dict[str, Any] = {}  # member id handed out with MEMBER_ID_REQUIRED -> timer
         self.new_member_added = False
-        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.offsets: dict[TopicPartition, OffsetAndMetadata] = offsets if offsets is not None else {}
         self.pending_offset_commits: Counter[TopicPartition] = Counter()
         self._join_handle: Any = None
         self._join_token = 0
@@ -910,9 +915,10 @@ class Group:
                                    self.leader_id, state_timestamp_ms, members)
 
     @classmethod
-    def from_record(cls, group_id: str, record: GroupMetadataRecord, ctx: GroupContext) -> Group:
-        """Rebuild a group from its stored metadata: Stable with its members, or Empty."""
-        group = cls(group_id, ctx)
+    def from_record(cls, group_id: str, record: GroupMetadataRecord, ctx: GroupContext,
+                    offsets: dict[TopicPartition, OffsetAndMetadata] | None = None) -> Group:
+        """Rebuild a group from its stored metadata (and committed offsets): Stable with its members, or Empty."""
+        group = cls(group_id, ctx, offsets)
         group.protocol_type = record.protocol_type or None
         group.generation_id = record.generation_id
         group.protocol_name = record.protocol_name

@@ -38,6 +38,9 @@ new session. Ephemeral nodes of the expired session may still exist for a moment
 was detected client-side; ``layout.register_broker(previous_session_id=...)`` deals with that.
 
 ACLs: every node is created world:anyone/all (Kafka's ``zookeeper.set.acl=false`` default).
+
+One module: translating kazoo's exceptions and moving watch and state events onto the store's own thread are
+the whole contract of ``KazooStore``, and every method uses both.
 """
 from __future__ import annotations
 

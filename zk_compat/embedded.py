@@ -28,6 +28,9 @@ snapshot is ~2 MB, and rewriting it on every partition-state or OffsetCommit-v0 
 tens of milliseconds and that much write traffic per change; a journal record is a few hundred
 bytes and one fdatasync (``tests/zk_compat/test_embedded_persistence.py`` has the numbers in a
 comment).
+
+One module: the data tree, its transaction log and the sessions share one lock and one commit order (a write
+is applied, logged and its watches queued in one step); split, that lock would cross modules.
 """
 from __future__ import annotations
 

@@ -15,6 +15,9 @@ wrote, in any key order, and raises ``ValueError`` naming the znode on anything 
 
 Topic-partitions are plain ``(topic, partition)`` tuples; ``kbroker.log.names.TopicPartition``
 is a NamedTuple and compares equal to them.
+
+One module, as Kafka's ZkData.scala is one file: the znode classes share the JSON helpers and the JVM
+key order above, and the layout is checked as a whole against Kafka's (a path next to its neighbours).
 """
 from __future__ import annotations
 

@@ -17,6 +17,9 @@ resident instead of faulting in the middle of a cold index on every search.
 
 Concurrency: every method runs with the GIL held and none releases it, so Python callers see each
 call as atomic.  The ``nogil`` cdef methods (see index.pxd) leave that to the caller.
+
+One module: ``OffsetIndex`` and ``TimeIndex`` share the mapping, the file rules and the search above (as
+Kafka's AbstractIndex); the compiled core keeps one extension per job.
 """
 
 from libc.stdint cimport int64_t, uint32_t, uint64_t, INT32_MAX

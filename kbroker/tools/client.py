@@ -9,6 +9,9 @@ version both sides speak (min(our max, broker max)). Anything that goes wrong is
 whose text is one line fit for a terminal: `ConnectError` for the network ("cannot connect to
 127.0.0.1:9092: connection refused"), `KafkaApiError` for an error code in a response (named as
 Kafka names it, `TOPIC_ALREADY_EXISTS`).
+
+One module: the connection, its version negotiation and the admin calls over them are the one client every
+tool shares; each call is a few lines over ``Connection``.
 """
 from __future__ import annotations
 

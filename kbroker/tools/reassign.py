@@ -24,6 +24,9 @@ Output lines are Kafka's. Exit status: 0 done (for --verify: every partition rea
 (yet) at its target; 2 bad arguments. The throttles (--throttle, --replica-alter-log-dirs-throttle) are
 set before the reassignment starts and cleared by --verify once nothing moves any more
 (``reassign_throttle``).
+
+One module, as kafka-reassign-partitions.sh is one tool (Kafka's ReassignPartitionsCommand.scala): its modes
+share the JSON files, their parsing and their checks.
 """
 from __future__ import annotations
 

@@ -17,22 +17,6 @@ cdef struct WriteOp:
     size_t left         # bytes left
 
 
-# One asynchronous write of start_write(): lives in a slot from start_write() until reap()
-# hands its completion back. Slots sit in chunks that never move (Py_buffer structs stay put
-# while exported) and are linked through ``next`` into the free list, the retry list (io_uring:
-# resubmission needed) or the completed FIFO.
-cdef struct AsyncSlot:
-    Py_buffer view      # pins the caller's buffer until reaped
-    char* base          # next unwritten byte
-    long long pos       # file position of ``base``
-    size_t left         # bytes still to write
-    long long tag
-    int fd
-    int state           # SLOT_FREE / SLOT_KERNEL / SLOT_RETRY / SLOT_DONE
-    int err             # errno of the completion (0: success) once SLOT_DONE
-    Py_ssize_t next     # list link, -1 ends a list
-
-
 # One fdatasync request of submit(sync_fds=...).
 cdef struct SyncOp:
     int fd
@@ -59,17 +43,6 @@ cdef class Appender:
     cdef SyncOp* _syncs
     cdef Py_ssize_t _nsyncs
     cdef Py_ssize_t _syncs_cap
-    # Asynchronous writes (start_write/reap): slot chunks of SLOT_CHUNK entries, grown on demand.
-    cdef AsyncSlot** _chunks
-    cdef Py_ssize_t _nchunks
-    cdef Py_ssize_t _chunks_cap
-    cdef Py_ssize_t _free_head      # free slots (LIFO)
-    cdef Py_ssize_t _done_head      # completed, not yet reaped (FIFO, completion order)
-    cdef Py_ssize_t _done_tail
-    cdef Py_ssize_t _retry_head     # io_uring: short or EAGAIN/EINTR writes to resubmit
-    cdef Py_ssize_t _async_live     # slots in use: the in_flight property
-    cdef Py_ssize_t _async_kernel   # of those, not completed yet (submitted or to resubmit)
-    cdef int _efd                   # eventfd of fileno(), -1 until first asked for
 
     cdef int _acquire(self) except -1
     cdef void _release(self) noexcept
@@ -83,18 +56,6 @@ cdef class Appender:
     cdef long long _run(self) except -1
     cdef int _execute(self) except -1
     cdef void _teardown(self) noexcept
-    cdef Py_ssize_t _alloc_slot(self) except -1
-    cdef void _free_slot(self, Py_ssize_t i) noexcept
-    cdef void _complete(self, Py_ssize_t i, int err, bint notify) noexcept
-    cdef void _notify(self) noexcept
-    cdef void _release_async_all(self) noexcept
-    # Backend hooks of the asynchronous API.
-    cdef int _make_room(self) except -1
-    cdef int _issue(self, Py_ssize_t i) except -1
-    cdef int _poll(self) except -1
-    cdef int _wait_any(self) except -1
-    cdef int _quiesce_fd(self, int fd) except -1
-    cdef int _register_efd(self) except -1
 
 
 cdef class UringAppender(Appender):
@@ -105,12 +66,6 @@ cdef class UringAppender(Appender):
 
     cdef int _enter(self, unsigned int wait_nr) except? -1
     cdef Py_ssize_t _reap(self) except -1
-    cdef void _async_cqe(self, Py_ssize_t i, int res) noexcept
-    cdef int _prep_async(self, Py_ssize_t i) except -1
-    cdef int _requeue(self) except -1
-    cdef int _flush(self) except -1
-    cdef int _harvest(self) except -1
-    cdef int _wait_cqe(self, bint check_signals) except -1
     cdef int _ring_failed(self, int err) except -1
     cdef int _prep_write(self, Py_ssize_t i, bint link) except -1
     cdef int _prep_sync(self, Py_ssize_t j) except -1

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from kbroker._core.appender import open_appender
 from kbroker.network import framing
 from kbroker.network.framing import BIG_FIRST_BYTES, SCRATCH_BYTES, FrameReader
 from kbroker.protocol import encode_request
@@ -134,28 +133,6 @@ def test_a_view_of_the_records_keeps_its_buffer_out_of_reuse(empty_pool):
     r.kept.clear()
     r.feed(stream_of(frames[:1]), [65536])
     assert r.buffers[-1] == r.buffers[0]  # the first of the two free 500 KiB buffers
-
-
-@pytest.mark.parametrize("backend", ["pwritev", "io_uring"])
-def test_a_write_pinning_the_frame_keeps_its_buffer_out_of_reuse_until_reaped(empty_pool, tmp_path, backend):
-    if backend == "io_uring":
-        from kbroker._core.appender import io_uring_available
-        if not io_uring_available():
-            pytest.skip("io_uring cannot be set up on this kernel")
-    fd = os.open(tmp_path / "seg", os.O_RDWR | os.O_CREAT, 0o600)
-    frames = [os.urandom(600 * KIB) for _ in range(2)]
-    with open_appender(backend) as app:
-        # the handler starts an async write of the frame's records and lets go of everything else
-        r = Reader(keep=lambda frame: app.start_write(fd, 0, memoryview(frame)[100:], 1) if not r.buffers[1:]
-                   else None)
-        r.feed(stream_of(frames), [65536])
-        assert r.buffers[0] != r.buffers[1]  # pinned by the write in flight
-        while app.in_flight:
-            app.reap(wait=True)
-        r.feed(stream_of(frames[1:]), [65536])
-        assert r.buffers[2] in (r.buffers[0], r.buffers[1])
-    assert os.pread(fd, 600 * KIB, 0) == frames[0][100:]
-    os.close(fd)
 
 
 def test_the_pool_keeps_to_its_count_and_bytes(empty_pool, monkeypatch):

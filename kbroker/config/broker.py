@@ -8,7 +8,6 @@ we do not use are accepted with a note; unknown keys are reported with a "did yo
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import logging
 from collections.abc import Callable
@@ -448,8 +447,3 @@ def build_config(raw: dict[str, tuple[str, str]]) -> BrokerConfig:
 def is_sensitive(key: str) -> bool:
     """Passwords, private keys and JAAS options (which hold passwords): never logged or shown."""
     return key.endswith(SENSITIVE_SUFFIXES)
-
-
-def with_values(config: BrokerConfig, **changes: Any) -> BrokerConfig:
-    """A copy with some typed values replaced (tests)."""
-    return dataclasses.replace(config, values={**config.values, **changes})

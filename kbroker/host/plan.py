@@ -53,11 +53,6 @@ def uses_host_mode(properties: Mapping[str, str]) -> bool:
     return any(key in properties for key in HOST_KEYS)
 
 
-def without_host_keys(properties: Mapping[str, str]) -> dict[str, str]:
-    """The properties a broker itself reads: host mode's keys are the supervisor's, not a broker's."""
-    return {key: value for key, value in properties.items() if key not in HOST_KEYS}
-
-
 # -- CPU topology ---------------------------------------------------------------------------------------------
 
 

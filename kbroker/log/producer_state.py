@@ -114,9 +114,6 @@ class ProducerStateManager:
         marker at or after ``start``, first offset before ``end``)."""
         return [a for a in self.aborted if a.last_offset >= start and a.first_offset < end]
 
-    def forget_aborted_before(self, log_start_offset: int) -> None:
-        self.aborted = [a for a in self.aborted if a.last_offset >= log_start_offset]
-
     def check(self, producer_id: int, epoch: int, first_sequence: int, last_sequence: int) -> BatchMetadata | None:
         """Raise the Kafka error for a batch that must be refused; return the cached batch for a
         duplicate; None when the batch is to be appended."""
@@ -173,14 +170,3 @@ class ProducerStateManager:
                 window.insert(0, batch)
             entry.batches.clear()
             entry.batches.extend(window)
-
-    def truncate_from(self, offset: int) -> None:
-        """Forget batches at or above ``offset`` (the log was truncated there)."""
-        self.ongoing = {pid: first for pid, first in self.ongoing.items() if first < offset}
-        self.aborted = [a for a in self.aborted if a.last_offset < offset]
-        for producer_id, entry in list(self.producers.items()):
-            kept = [b for b in entry.batches if b.last_offset < offset]
-            entry.batches.clear()
-            entry.batches.extend(kept)
-            if not kept:
-                del self.producers[producer_id]

@@ -48,10 +48,6 @@ class RequestHeader:
                 f"correlation_id={self.correlation_id}, client_id={self.client_id!r})")
 
 
-def request_header_version(flexible: bool) -> int:
-    return 2 if flexible else 1
-
-
 def response_header_version(api_key: int, flexible: bool) -> int:
     return 1 if flexible and api_key != API_VERSIONS_KEY else 0
 

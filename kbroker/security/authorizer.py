@@ -151,9 +151,6 @@ class Authorizer:
 
     # -- deciding ------------------------------------------------------------------------------
 
-    def is_super_user(self, session: Session) -> bool:
-        return str(session.principal) in self.super_users
-
     def matching_acls(self, resource_type: str, name: str) -> list[frozenset[AclEntry]]:
         """The ACL sets that apply to a resource: its literal name, the literal ``*``, prefixes."""
         matches = self._matches
@@ -353,4 +350,3 @@ def build_authorizer(config: BrokerConfig, store: MetadataStore) -> Authorizer |
         raise ConfigError(f"authorizer.class.name: {name!r} is not an authorizer kbroker has; "
                           f"use {CLASS_NAMES[0]} (or the deprecated {CLASS_NAMES[1]})")
     return Authorizer(config, store)
-

@@ -177,10 +177,6 @@ class CredentialCache:
 
 # -- writing -------------------------------------------------------------------------------------
 
-def user_config_path(user: str) -> str:
-    return ConfigEntityZNode.path("users", sanitize_entity_name(user))
-
-
 def read_user_config(store: MetadataStore, user: str) -> dict[str, str]:
     entity = sanitize_entity_name(user)
     try:

@@ -12,7 +12,6 @@ from typing import Any
 
 from kbroker.security.credentials import SCRAM_MECHANISMS
 from kbroker.security.sasl.base import SaslAuthenticationError, SaslError
-from kbroker.security.sasl.jaas import parse_jaas_config
 from kbroker.security.sasl.scram import ScramClient
 
 Request = Callable[[int, int, Any], Awaitable[Any]]
@@ -61,11 +60,3 @@ async def authenticate(request: Request, mechanism: str, username: str, password
         return lifetime
     raise SaslClientError(f"SASL mechanism {mechanism} is not supported for inter-broker connections "
                           "(PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", 33)
-
-
-def inter_broker_login(jaas_text: str) -> tuple[str, str]:
-    """(username, password) of a JAAS entry's ``username`` / ``password`` options (the broker's own login)."""
-    options = parse_jaas_config(jaas_text).options
-    if "username" not in options or "password" not in options:
-        raise ValueError("the inter-broker JAAS login module needs username=\"...\" and password=\"...\" options")
-    return options["username"], options["password"]

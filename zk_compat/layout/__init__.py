@@ -30,7 +30,6 @@ from zk_compat.layout.brokers import (
     generate_broker_id as generate_broker_id,
     get_all_brokers as get_all_brokers,
     get_all_brokers_and_epochs as get_all_brokers_and_epochs,
-    get_broker as get_broker,
     get_cluster_id as get_cluster_id,
     get_or_create_cluster_id as get_or_create_cluster_id,
     register_broker as register_broker,

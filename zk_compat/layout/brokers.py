@@ -77,14 +77,6 @@ def register_broker(store: MetadataStore, info: BrokerInfo, *, previous_session_
     raise BrokerIdInUseError(f"could not register {path}: it keeps changing", path=path)
 
 
-def get_broker(store: MetadataStore, broker_id: int) -> BrokerInfo | None:
-    try:
-        data, _ = store.get(BrokerIdZNode.path(broker_id))
-    except NoNodeError:
-        return None
-    return BrokerIdZNode.decode(broker_id, data)
-
-
 def get_all_brokers_and_epochs(store: MetadataStore) -> dict[int, tuple[BrokerInfo, int]]:
     """Live brokers by id, each with its broker epoch (czxid of its registration)."""
     out: dict[int, tuple[BrokerInfo, int]] = {}

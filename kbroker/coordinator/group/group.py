@@ -309,9 +309,6 @@ class Group:
     def __repr__(self) -> str:
         return f"Group({self.group_id!r}, {self.state.value}, generation={self.generation_id})"
 
-    def is_(self, state: GroupState) -> bool:
-        return self.state is state
-
     @property
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)

@@ -191,8 +191,8 @@ class Broker:
     def _bind_listeners(self) -> tuple[str, int]:
         """The listeners bound, not yet accepting (``lifecycle.listeners``); returns the registered address."""
         self.dispatcher = Dispatcher(self, load_all(), self.security.quotas)
-        self.servers, self.endpoint = bind_listeners(self.config, self.broker_id, self.listeners, self.security,
-                                                     self.dispatcher, self.metrics, self.dynamic_config)
+        self.endpoint = bind_listeners(self.config, self.broker_id, self.listeners, self.security, self.dispatcher,
+                                       self.metrics, self.dynamic_config, self.servers)
         self.server = self.servers[0]
         return self.endpoint.host, self.endpoint.port
 

@@ -3,8 +3,6 @@
 broker can answer), and the endpoints this broker advertises (the bound port where 0 was asked)."""
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from kbroker.config.broker import BrokerConfig
 from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.config.errors import ConfigError
@@ -18,20 +16,17 @@ from kbroker.security.connection_security import listener_security
 from kbroker.security.listeners import Listeners
 
 
-class BoundListeners(NamedTuple):
-    servers: list[NetworkServer]  # one per listener, in the order of ``listeners``
-    endpoint: LiveBroker          # this broker as it registers: the inter-broker listener's address first
-
-
 def bind_listeners(cfg: BrokerConfig, broker_id: int, listeners: Listeners, security: Security,
-                   dispatcher: Dispatcher, metrics: BrokerMetrics | None,
-                   dynamic_config: DynamicBrokerConfig) -> BoundListeners:
-    """Bind every listener; the connection limits and the listeners' TLS follow the dynamic configs (KIP-226)."""
+                   dispatcher: Dispatcher, metrics: BrokerMetrics | None, dynamic_config: DynamicBrokerConfig,
+                   servers: list[NetworkServer]) -> LiveBroker:
+    """Bind every listener, each server added to ``servers`` before it binds (the caller's, so that a listener failing
+    to bind leaves it the ones to stop); the connection limits and the listeners' TLS follow the dynamic configs
+    (KIP-226). Returns this broker as it registers: the inter-broker listener's address first."""
     try:
         limits = ConnectionLimits.from_config(cfg)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    servers, endpoints = [], []
+    endpoints = []
     for spec in listeners.specs:
         secured = listener_security(cfg, spec, listeners.settings[spec.name], security)
         server = NetworkServer(spec.bind.host, spec.bind.port, dispatcher,
@@ -53,5 +48,4 @@ def bind_listeners(cfg: BrokerConfig, broker_id: int, listeners: Listeners, secu
     dynamic_config.reconfigurable(limits.check_config, limits.apply_config)
     dynamic_config.reconfigurable(tls.check_config, tls.apply_config)
     _, host, port, _ = next((e for e in endpoints if e[0] == listeners.inter_broker), endpoints[0])
-    return BoundListeners(servers, LiveBroker(broker_id, host, port, cfg.broker_rack or None,
-                                              endpoints=tuple(endpoints)))
+    return LiveBroker(broker_id, host, port, cfg.broker_rack or None, endpoints=tuple(endpoints))

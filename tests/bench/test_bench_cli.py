@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each test runs `python -m bench`, which starts brokers (and ZooKeeper) itself
+
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = "kbroker 3 brokers RF 3"
 

@@ -7,12 +7,15 @@ import io
 import json
 import os
 
+import pytest
+
 from bench.reliability.chaos.faults import KINDS
 from bench.reliability.chaos.run import Options, run
 
 SEED = int(os.environ.get("KBROKER_CHAOS_SEED", "14"))
 
 
+@pytest.mark.slow  # bench.reliability.chaos starts its own ZooKeeper and brokers
 def test_one_minute_of_every_fault_loses_nothing() -> None:
     out = io.StringIO()
     # 6 kinds in 60 s: a shuffled round of every kind comes first (gaps average 2 s); on a slow machine the

@@ -6,12 +6,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tests.quality.helpers import REPO
 
 PROCESSES = 24
 ROUNDS = 6
 
 
+@pytest.mark.slow  # 144 interpreters starting: about two minutes on 2 shared cores
 def test_processes_importing_the_core_together_all_start() -> None:
     failures = []
     for _ in range(ROUNDS):

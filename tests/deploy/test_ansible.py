@@ -414,6 +414,7 @@ def _check_rolling_host_mode(output: str, host: dict, pids_before: dict[int, int
 
 # ------------------------------------------------------------------------------------------------ the test
 
+@pytest.mark.slow  # a ZooKeeper and three brokers, started by the playbooks rather than a fixture
 def test_deploy_cluster_rolling_restart_idempotent(tmp_path: Path) -> None:
     try:
         java_executable()

@@ -166,6 +166,7 @@ def _authentication_fails(config: dict) -> str:
     return str(authentication[0])
 
 
+@pytest.mark.slow  # a ZooKeeper and brokers, started by the playbooks rather than a fixture
 def test_deploy_sasl_ssl_cluster(tmp_path: Path) -> None:
     try:
         java_executable()

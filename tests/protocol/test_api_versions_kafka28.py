@@ -57,6 +57,7 @@ def test_nothing_kafka_2_8_lacks(ours):
     assert sorted(set(ours) - set(KAFKA_2_8_ZK_BROKER)) == []
 
 
+@pytest.mark.slow  # a broker process, imported inside the fixture
 def test_the_wire_answer_is_the_table(module_broker_for_versions):
     """The same through a real broker: ApiVersions v3, as a client asks."""
     from tests.raw_client import request

@@ -26,7 +26,8 @@ from zk_compat.store import MetadataStore, NoNodeError, SessionState, WatchedEve
 SESSION_TIMEOUT_MS = 6000
 CONNECTION_TIMEOUT_MS = 5000
 
-BACKENDS = ["embedded", "embedded-journal", "zookeeper"]
+# a real ZooKeeper: the slow tier (tests/conftest.py)
+BACKENDS = ["embedded", "embedded-journal", pytest.param("zookeeper", marks=pytest.mark.slow)]
 
 
 class EmbeddedBackend:

@@ -38,8 +38,8 @@ test: debs deps build js
 # disk, the crash points and produce/restart/move through real brokers with KBROKER_APPENDER=io_uring (which also
 # narrows the fixture to io_uring): about 4 minutes on 2 shared cores. `test` ends with it. Fails when io_uring cannot be set up here
 # (the tests would skip it), and on pytest's exit code 5 (nothing collected).
-IO_URING_TESTS := tests/core/test_appender.py tests/log tests/broker/test_log_dir_failure_broker.py \
-	tests/broker/test_replica_manager_entry_points.py tests/chaos/test_disk_full_halts.py \
+IO_URING_TESTS := tests/core/test_appender.py tests/log tests/replicas/test_log_dir_failure_broker.py \
+	tests/replicas/test_replica_manager_entry_points.py tests/chaos/test_disk_full_halts.py \
 	tests/crash/test_crash_points.py tests/crash/test_torn_tail.py tests/integration/test_roundtrip.py \
 	tests/integration/test_produce_modes.py tests/integration/test_idempotence.py \
 	tests/integration/test_alter_replica_log_dirs.py

@@ -247,7 +247,7 @@ class Listener:
 class BrokerValues:
     """The type of every key of ``DEFS`` as a ``BrokerConfig`` attribute (its ``__getattr__`` serves them from
     ``values``): annotations only, so that mypy checks each use. ``listeners``, ``advertised_listeners`` and
-    ``log_dirs`` are ``BrokerConfig`` fields (parsed); tests/broker/test_config_attributes.py keeps this in step
+    ``log_dirs`` are ``BrokerConfig`` fields (parsed); tests/config/test_config_attributes.py keeps this in step
     with ``DEFS``."""
 
     broker_id: int

@@ -15,7 +15,7 @@ import pytest
 from kbroker.controller.controller import Controller
 from kbroker.controller.zookeeper_mode import ZooKeeperParts
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
-from tests.broker.controller_views import active_controller, with_topic_states
+from tests.controller.controller_views import active_controller, with_topic_states
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.store import MetadataStore

@@ -52,7 +52,6 @@ def zookeeper_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKe
     server.stop()
 
 
-
 # The slow tier: these fixtures start a ZooKeeper or Spark, and a module (a test module, or one defining a fixture a
 # test uses) that reaches one of HARNESS through its first-party imports starts broker processes, the CLI or ZooKeeper.
 SLOW_FIXTURES = frozenset({"zookeeper_server", "private_zookeeper", "spark"})
@@ -89,7 +88,7 @@ def _reaches_harness(name: str) -> bool:
     """Whether module ``name`` is, or imports (through first-party modules, transitively), one of HARNESS."""
     if any(name == h or name.startswith(h + ".") for h in HARNESS):
         return True
-    if not name.startswith(FIRST_PARTY) or name in _reaches:
+    if name.split(".")[0] not in FIRST_PARTY or name in _reaches:
         return _reaches.get(name, False)
     _reaches[name] = False  # an import cycle answers no while the walk is on it
     module = sys.modules.get(name)

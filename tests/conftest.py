@@ -3,8 +3,9 @@
 Tiers: a test that runs anything outside the pytest process (a real ZooKeeper, a broker process, the command line,
 Spark, the chaos minute) is marked ``slow`` here, from what it uses: the ZooKeeper and Spark fixtures, or a fixture
 or test module that reaches the process harness (bench/harness/broker_process.py, kazoo_bridge/local_server.py)
-through its imports. So a new test lands in its tier by what it asks for. `make check` runs ``pytest --fast``: the rest, and
-there a ZooKeeper or broker process started anyway fails the test, naming the marker. `make test` runs both tiers.
+through its imports. So a new test lands in its tier by what it asks for. `make check` runs ``pytest --fast``: the
+rest, and there a ZooKeeper or broker process started anyway fails the test, naming the marker. `make test` runs both
+tiers.
 """
 from __future__ import annotations
 

@@ -1,5 +1,7 @@
 """One client connection: frames in (``framing``), one request at a time, responses out in request order
-(``responses``), over plaintext or TLS (``tls_transport``).
+(``responses``), over plaintext or TLS (``tls_transport``). One module: reading, the one-request rule and writing
+all turn on the same muting state (a request in progress, an answer being written, a quota, a close), which
+framing, responses and tls_transport leave out.
 
 One request at a time, as Kafka: its SocketServer Processor mutes a channel when a request arrives and unmutes
 it when that request's response has been sent (apache/kafka

@@ -1,6 +1,11 @@
 """The replica manager (Kafka's ReplicaManager): the partitions this broker hosts and everything that
 happens to them.
 
+One module: every entry point below reads or changes the one partition table and completes operations in the
+one purgatory, in the same turn of the loop (an append wakes parked fetches, a follower's fetch completes parked
+produces). What keeps state of its own is apart already: one partition's replicas and the delayed operations
+(``kbroker.replication``), a failed log dir (``log_dir_failure``), the topic table (``topic_admin``).
+
 - The partition table: ``partitions`` (every hosted replica), ``partition(tp)`` (only what this broker
   leads: what Produce, Fetch and ListOffsets serve) and ``not_hosted_error`` (why it found nothing).
 - Produce (Kafka's appendRecords): ``append_records`` takes the partitions' records (``ProduceEntry``) and owns

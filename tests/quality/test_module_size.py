@@ -12,9 +12,7 @@ MAX_LINES = 600
 # the record-batch codec in Cython (one hot loop per format rule).
 EXEMPT = {"kbroker/_core/records.pyx", "kbroker/protocol/message_types.pyi"}
 EXEMPT_DIRS = ("kbroker/protocol/messages/",)
-# Held by other work in flight (split, or the reason written, when it lands): the topic admin's split; the
-# replica manager and the connection belong to the replication-latency work.
-PENDING = {"kbroker/replicas/topic_admin.py", "kbroker/replicas/replica_manager.py", "kbroker/network/connection.py"}
+PENDING: set[str] = set()  # held by work in flight (split, or the reason written, when it lands)
 
 
 def _docstring(path: Path) -> str:

@@ -135,7 +135,7 @@ class Connection:
 
     @max_frame.setter
     def max_frame(self, value: int) -> None:
-        self._frames.max_frame = value
+        self._frames.limit(value)
 
     def _taking(self) -> bool:
         """Whether frames are taken now: open and reading (not paused by back-pressure, a quota or a close)."""
@@ -471,7 +471,8 @@ class Connection:
         if seconds <= 0 or self.closed:
             return
         if self._slots:  # the request being answered (one at a time): its ThrottleTimeMs, the larger if two quotas
-            self._slots[-1].throttle_ms = max(self._slots[-1].throttle_ms, seconds * 1000.0)
+            last = self._slots[-1]  # a record of the connection's own (network.responses.ResponseSlot)
+            last.throttle_ms = max(last.throttle_ms, seconds * 1000.0)
         self._muted_until = max(self._muted_until, time.monotonic() + seconds)
         self._pause_reading()
         if self._unmute is not None:

@@ -110,6 +110,10 @@ class FrameReader:
         self._big_size = 0  # the frame's size
         self._closed = False
 
+    def limit(self, max_frame: int) -> None:
+        """Frames over ``max_frame`` bytes go to ``on_oversize`` from now on (SASL lowers it while it authenticates)."""
+        self.max_frame = max_frame
+
     @property
     def buffered(self) -> bool:
         """Bytes wait in the scratch (whole frames, perhaps, that no readable event will announce)."""

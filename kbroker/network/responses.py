@@ -15,6 +15,7 @@ import itertools
 import os
 import socket
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from kbroker._core.sendfile import send_range
@@ -35,29 +36,26 @@ class SegmentEnded(Exception):
     """A segment file is shorter than the range a response promised (the connection closes)."""
 
 
+@dataclass(slots=True, eq=False)  # compared by identity: one per request
 class ResponseSlot:
-    __slots__ = ("api_key", "version", "correlation_id", "chunks", "ready",
-                 "received", "dispatched", "returned", "ready_at", "queued", "sent", "fetch_key",
-                 "last_chunk", "throttle_ms")
+    """One request's place in the connection's answer order: what the connection records of it as it goes."""
+    api_key: int
+    version: int
+    correlation_id: int
+    chunks: list[Any] | object | None = None
+    ready: bool = False
+    received: float = 0.0  # when its bytes were read; a request is timed when this is set
+    fetch_key: int = 0  # Fetch: FETCH_CONSUMER or FETCH_FOLLOWER (Kafka times both ways)
+    throttle_ms: float = 0.0  # a client quota's throttle of this request (ms its connection is muted after it)
     # monotonic instants of a timed request (metrics on), set as it goes: handed to the handler, handler
     # returned (an answer given at once: once encoded, so it has no remote time), answer ready, answer queued
     # for the socket, answer written (kbroker.metrics.TimedRequest)
-    dispatched: float
-    returned: float
-    ready_at: float
-    queued: float
-    sent: float
-    last_chunk: int  # the number of chunks queued on the connection once its own were: written past it, it is sent
-
-    def __init__(self, api_key: int, version: int, correlation_id: int) -> None:
-        self.api_key = api_key
-        self.version = version
-        self.correlation_id = correlation_id
-        self.chunks: list[Any] | object | None = None
-        self.ready = False
-        self.received = 0.0  # when its bytes were read; a request is timed when this is set
-        self.fetch_key = 0  # Fetch: FETCH_CONSUMER or FETCH_FOLLOWER (Kafka times both ways)
-        self.throttle_ms = 0.0  # a client quota's throttle of this request (ms its connection is muted after it)
+    dispatched: float = 0.0
+    returned: float = 0.0
+    ready_at: float = 0.0
+    queued: float = 0.0
+    sent: float = 0.0
+    last_chunk: int = 0  # the number of chunks queued on the connection once its own were: written past it, it is sent
 
 
 def _cost(chunk: Any) -> int:

@@ -185,6 +185,10 @@ class ReplicaManager:
         if self.fetchers is not None:
             self.fetchers.stop()
 
+    def replicated_in(self, size: int) -> None:
+        """A fetcher appended ``size`` record bytes from a leader."""
+        self.replication_bytes_in += size
+
     def write_snapshots(self) -> None:
         for partition in self.partitions.values():
             partition.write_snapshot()  # the next start replays nothing

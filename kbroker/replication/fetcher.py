@@ -54,8 +54,10 @@ class FollowerBroker(Protocol):
     """Who fetches: the broker id sent as the replica id, and the replica.fetch.* settings."""
     broker_id: int
     config: BrokerConfig
-    replication_bytes_in: int  # record bytes appended from leaders (kafka_server_..._replicationbytesin_total)
     quotas: ReplicationQuotas  # the follower throttle
+
+    def replicated_in(self, size: int) -> None:
+        """``size`` record bytes appended from a leader (kafka_server_..._replicationbytesin_total)."""
 
 
 @dataclass
@@ -308,7 +310,7 @@ class LeaderFetcher:
             p.append_as_follower(memoryview(records), data.high_watermark)
             if HOPS.on and records:
                 HOPS.mark("appended", p.tp.topic, p.tp.partition, p.log.log_end_offset, self.leader.id)
-            self.broker.replication_bytes_in += len(records)
+            self.broker.replicated_in(len(records))
             target.lag = max(0, data.high_watermark - p.log.log_end_offset)
             if records and self._throttle_listed(p):
                 self.broker.quotas.follower.record(len(records))

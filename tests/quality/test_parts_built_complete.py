@@ -21,17 +21,6 @@ SOURCE = REPO / "kbroker"
 
 # (module, target as written): why it stays. Each names what should change and where it is held up.
 EXCEPTIONS = {
-    # kbroker/replication/ is the replication-latency work's: a fetcher adds to the replica manager's
-    # replication_bytes_in (FollowerBroker's attribute); a method of the replica manager should count it.
-    ("kbroker/replication/fetcher.py", "self.broker.replication_bytes_in"): "pending: a ReplicaManager method",
-    # kbroker/network/ is also the replication-latency work's: the connection's SASL frame limit goes through
-    # its FrameReader's attribute, and a response slot (network.responses) is filled by the connection.
-    ("kbroker/network/connection.py", "self._frames.max_frame"): "pending: a FrameReader method",
-    ("kbroker/network/connection.py", "slot.received"): "pending: ResponseSlot's constructor",
-    ("kbroker/network/connection.py", "slot.dispatched"): "pending: ResponseSlot's constructor",
-    ("kbroker/network/connection.py", "slot.returned"): "pending: ResponseSlot's constructor",
-    ("kbroker/network/connection.py", "slot.fetch_key"): "pending: ResponseSlot's constructor",
-    ("kbroker/network/connection.py", "self._slots[-1].throttle_ms"): "pending: a ResponseSlot method",
     # Throttler.rate is a property: assigning it runs Throttler's own setter.
     ("kbroker/log/cleaner_threads.py", "self.throttle.rate"): "Throttler's rate setter",
 }

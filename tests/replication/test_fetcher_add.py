@@ -66,7 +66,7 @@ def start_fetcher(tmp_path, appender, port: int, wait_ms: int, backoff_ms: int):
                              broker_rack="")
     a = _follower_partition(tmp_path, appender, TopicPartition("a", 0))
     b = _follower_partition(tmp_path, appender, TopicPartition("b", 0))
-    follower = SimpleNamespace(broker_id=1, config=config, replication_bytes_in=0,
+    follower = SimpleNamespace(broker_id=1, config=config, replicated_in=lambda size: None,
                                quotas=SimpleNamespace(follower=ReplicationQuota()))
     fetcher = LeaderFetcher(follower, LiveBroker(LEADER, "127.0.0.1", port, None))
     return fetcher, a, b

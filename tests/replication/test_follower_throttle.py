@@ -27,7 +27,7 @@ def test_a_throttled_partition_is_left_out_while_the_follower_quota_is_exceeded(
                                  replica_fetch_backoff_ms=20, replica_fetch_max_bytes=1 << 20,
                                  replica_fetch_min_bytes=1, replica_fetch_response_max_bytes=10 << 20,
                                  broker_rack="")
-        broker = SimpleNamespace(broker_id=1, config=config, replication_bytes_in=0,
+        broker = SimpleNamespace(broker_id=1, config=config, replicated_in=lambda size: None,
                                  quotas=SimpleNamespace(follower=quota))
         moving = _follower_partition(tmp_path, appender, TopicPartition("moving", 0))
         moving.log.config = LogConfig(follower_replication_throttled_replicas="0:1,1:2")

@@ -31,7 +31,7 @@ def test_partitions_spread_over_num_replica_fetchers_and_again_on_a_resize(tmp_p
                                  replica_fetch_backoff_ms=100, replica_fetch_max_bytes=1 << 20,
                                  replica_fetch_min_bytes=1, replica_fetch_response_max_bytes=10 << 20,
                                  broker_rack="")
-        broker = SimpleNamespace(broker_id=1, config=config, replication_bytes_in=0,
+        broker = SimpleNamespace(broker_id=1, config=config, replicated_in=lambda size: None,
                                  quotas=SimpleNamespace(follower=ReplicationQuota()))
         manager = ReplicaFetcherManager(broker, 2)  # type: ignore[arg-type]
         parts = [_follower_partition(tmp_path, appender, TopicPartition("t", i)) for i in range(4)]

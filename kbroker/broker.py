@@ -45,14 +45,14 @@ from kbroker.metadata.zk_view import ClusterView, LiveBroker, Snapshot
 from kbroker.metrics import BrokerMetrics
 from kbroker.network.server import NetworkServer
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.single_node_topics import SingleNodeTopics
-from kbroker.replicas.topic_admin import TopicAdmin
-from kbroker.replicas.zookeeper_topics import ZooKeeperTopics
 from kbroker.replication.purgatory import Purgatory
 from kbroker.security import Security
 from kbroker.security.connection_security import inter_broker_client_security
 from kbroker.security.listeners import Listeners, parse_listeners
 from kbroker.status.endpoint import StatusServer
+from kbroker.topics.admin import TopicAdmin
+from kbroker.topics.single_node import SingleNodeTopics
+from kbroker.topics.zookeeper import ZooKeeperTopics
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.znodes import BrokerInfo, EndPoint

@@ -11,10 +11,10 @@ from kbroker import errors
 from kbroker.config.broker import BrokerConfig
 from kbroker.log import TopicPartition
 from kbroker.metadata.zk_view import LiveBroker
-from kbroker.replicas.internal_topics import ensure_internal_topic
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_admin import TopicAdmin
 from kbroker.replication.partition import Partition
+from kbroker.topics.admin import TopicAdmin
+from kbroker.topics.internal import ensure_internal_topic
 
 
 class InternalTopicBinding:

@@ -17,7 +17,7 @@ from kbroker.log import TopicPartition
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
-from kbroker.replicas.topic_visibility import Visible
+from kbroker.topics.visibility import Visible
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.zk_view import ClusterView
 from kbroker.metrics import BrokerMetrics
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_admin import TopicAdmin
 from kbroker.security import Security
+from kbroker.topics.admin import TopicAdmin
 from zk_compat.store import MetadataStore
 
 T = TypeVar("T")

@@ -15,7 +15,7 @@ from kbroker.metadata.zk_view import LiveBroker
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import CLUSTER_NAME
-from kbroker.replicas.internal_topics import INTERNAL_TOPICS
+from kbroker.topics.internal import INTERNAL_TOPICS
 
 log = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ happens to them.
 One module: every entry point below reads or changes the one partition table and completes operations in the
 one purgatory, in the same turn of the loop (an append wakes parked fetches, a follower's fetch completes parked
 produces). What keeps state of its own is apart already: one partition's replicas and the delayed operations
-(``kbroker.replication``), a failed log dir (``log_dir_failure``), the topic table (``topic_admin``).
+(``kbroker.replication``), a failed log dir (``log_dir_failure``), the topic table (``kbroker.topics``).
 
 - The partition table: ``partitions`` (every hosted replica), ``partition(tp)`` (only what this broker
   leads: what Produce, Fetch and ListOffsets serve) and ``not_hosted_error`` (why it found nothing).
@@ -90,7 +90,7 @@ class KnownTopic(Protocol):
 
 
 class TopicTable(Protocol):
-    """What a Produce asks of the topic admin (``kbroker.replicas.topic_admin``, which builds on this module)."""
+    """What a Produce asks of the topic admin (``kbroker.topics.admin``, which builds on this module)."""
     @property
     def topics(self) -> Mapping[str, KnownTopic]: ...
 

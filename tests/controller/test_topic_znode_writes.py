@@ -8,8 +8,8 @@ import pytest
 
 from kbroker import errors
 from kbroker.controller.reassignment import _write_assignment
-from kbroker.replicas.topic_table import TopicInfo
-from kbroker.replicas.topic_znodes import write_new_partitions
+from kbroker.topics.table import TopicInfo
+from kbroker.topics.znodes import write_new_partitions
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from kbroker.metadata.cache import MetadataCache
-from kbroker.replicas.zookeeper_topics import ZooKeeperTopics
+from kbroker.topics.zookeeper import ZooKeeperTopics
 
 
 def _topics(view_controller: int | None, announced: int) -> ZooKeeperTopics:

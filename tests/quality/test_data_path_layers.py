@@ -3,9 +3,9 @@
 In Kafka, KafkaApis owns what the wire says (request versions, fetch sessions, client quotas, down-conversion)
 and hands ReplicaManager.appendRecords / fetchMessages records per partition and fetch parameters
 (apache/kafka core/src/main/scala/kafka/server/KafkaApis.scala, ReplicaManager.scala). Here the same line runs
-between ``kbroker/handlers`` and the packages below it: no module of ``kbroker/replicas``, ``kbroker/replication``
-or ``kbroker/log`` reads a request's API version, the server's fetch-session cache or a client quota. Replication
-throttles (KIP-73) stay below, as in Kafka's ReplicaManager."""
+between ``kbroker/handlers`` and the packages below it: no module of ``kbroker/topics``, ``kbroker/replicas``,
+``kbroker/replication`` or ``kbroker/log`` reads a request's API version, the server's fetch-session cache or a
+client quota. Replication throttles (KIP-73) stay below, as in Kafka's ReplicaManager."""
 from __future__ import annotations
 
 import ast
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-BELOW_THE_HANDLERS = ("kbroker/replicas", "kbroker/replication", "kbroker/log")
+BELOW_THE_HANDLERS = ("kbroker/topics", "kbroker/replicas", "kbroker/replication", "kbroker/log")
 
 # Modules that stand for the wire's request side: their import below the handlers is the leak itself.
 FORBIDDEN_MODULES = ("kbroker.handlers", "kbroker.protocol.header", "kbroker.security.quotas")

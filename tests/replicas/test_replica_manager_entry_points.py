@@ -17,9 +17,9 @@ from kbroker.log import LogManager, TopicPartition
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.metrics import BrokerMetrics
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.single_node_topics import SingleNodeTopics
 from kbroker.replication.fetch_read import FetchParams
 from kbroker.replication.purgatory import Purgatory
+from kbroker.topics.single_node import SingleNodeTopics
 from tests.log.helpers import make_batch
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer

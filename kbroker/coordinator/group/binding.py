@@ -20,11 +20,11 @@ from kbroker.coordinator.group.coordinator import GroupCoordinator
 from kbroker.coordinator.group.group import GroupConfig
 from kbroker.log import TopicPartition
 from kbroker.metadata.zk_view import LiveBroker
-from kbroker.replicas.internal_topics import OFFSETS_TOPIC, offsets_topic_configs, stored_batches
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_admin import TopicAdmin
 from kbroker.replication.partition import Partition
 from kbroker.timers import WheelTimer
+from kbroker.topics.admin import TopicAdmin
+from kbroker.topics.internal import OFFSETS_TOPIC, offsets_topic_configs, stored_batches
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from kbroker.coordinator.group.binding import GroupBinding
 from kbroker.coordinator.transaction.coordinator import TransactionCoordinator
 from kbroker.interbroker.client import BrokerConnection
 from kbroker.metadata.zk_view import LiveBroker
-from kbroker.replicas.internal_topics import TRANSACTION_TOPIC, stored_batches, transaction_topic_configs
 from kbroker.replicas.replica_manager import MarkerTopic, ReplicaManager, TxnMarker
-from kbroker.replicas.topic_admin import TopicAdmin
 from kbroker.replication.partition import Partition
 from kbroker.timers import WheelTimer
+from kbroker.topics.admin import TopicAdmin
+from kbroker.topics.internal import TRANSACTION_TOPIC, stored_batches, transaction_topic_configs
 
 log = logging.getLogger(__name__)
 

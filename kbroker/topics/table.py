@@ -6,7 +6,7 @@ import base64
 import uuid
 from dataclasses import dataclass, field
 
-from kbroker.replicas.internal_topics import INTERNAL_TOPICS
+from kbroker.topics.internal import INTERNAL_TOPICS
 
 
 @dataclass

@@ -12,9 +12,9 @@ from kbroker.log import TopicPartition
 from kbroker.log.log_manager import HOSTING_CHUNK
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_admin import TopicAdmin
-from kbroker.replicas.topic_table import PartitionView, TopicInfo, topic_uuid
-from kbroker.replicas.topic_znodes import write_new_partitions
+from kbroker.topics.admin import TopicAdmin
+from kbroker.topics.table import PartitionView, TopicInfo, topic_uuid
+from kbroker.topics.znodes import write_new_partitions
 from zk_compat import layout
 from zk_compat.store import MetadataStore
 from zk_compat.znodes import PartitionState

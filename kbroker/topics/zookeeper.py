@@ -13,10 +13,10 @@ from kbroker.config.errors import ConfigError
 from kbroker.metadata.cache import MetadataCache
 from kbroker.metadata.zk_view import ClusterView, LiveBroker, RunBlocking, Snapshot
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_admin import TopicAdmin
-from kbroker.replicas.topic_table import PartitionView, TopicInfo, topic_uuid
-from kbroker.replicas.topic_visibility import DelayedTopicChange, Visible, peer_shows
-from kbroker.replicas.topic_znodes import write_new_partitions
+from kbroker.topics.admin import TopicAdmin
+from kbroker.topics.table import PartitionView, TopicInfo, topic_uuid
+from kbroker.topics.visibility import DelayedTopicChange, Visible, peer_shows
+from kbroker.topics.znodes import write_new_partitions
 from zk_compat import layout
 from zk_compat.store import MetadataStore
 from zk_compat.znodes import PartitionState

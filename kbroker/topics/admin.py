@@ -27,9 +27,9 @@ from kbroker.config.errors import ConfigError
 from kbroker.log import LogConfig, TopicPartition
 from kbroker.metadata.zk_view import LiveBroker
 from kbroker.replicas.replica_manager import ReplicaManager
-from kbroker.replicas.topic_placement import new_partitions, new_topic
-from kbroker.replicas.topic_table import PartitionView, TopicInfo, topic_uuid
-from kbroker.replicas.topic_visibility import Visible
+from kbroker.topics.placement import new_partitions, new_topic
+from kbroker.topics.table import PartitionView, TopicInfo, topic_uuid
+from kbroker.topics.visibility import Visible
 from zk_compat.store import MetadataStore
 from zk_compat.znodes import PartitionState
 

@@ -11,7 +11,7 @@ from kbroker.config.broker import BrokerConfig
 from kbroker.log.names import validate_topic_name
 from kbroker.metadata.servers import broker_servers, warn_crowded
 from kbroker.metadata.zk_view import LiveBroker
-from kbroker.replicas.topic_table import TopicInfo
+from kbroker.topics.table import TopicInfo
 from zk_compat import layout
 from zk_compat.assignment import BrokerMetadata, broker_metadatas
 

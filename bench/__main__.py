@@ -22,6 +22,10 @@ sweeps, each on fresh topics:
                cores, on a local ZooKeeper: max MB/s and T(N)/T(1), then the same paced load for every N
                (--host-offered x N=1's max) and broker CPU-seconds per million records over all processes
                (bench.suite.host_sweep, which says how cores are split between brokers and clients)
+  controller   (only when named) 3 kbroker brokers on a local ZooKeeper, for every --controller-partitions N:
+               create N partitions and N more on top, delete them, a controlled shutdown, a kill -9 and election,
+               a controller failover; seconds and the controller's CPU per thousand partitions
+               (bench.suite.controller)
 
 The scenarios:
 
@@ -63,7 +67,7 @@ from confluent_kafka import Consumer, TopicPartition
 from bench.harness import broker_load, catalog, latency, results_meta, security, targets
 from bench.harness.results_meta import provenance
 from bench.harness.values import text_values
-from bench.suite import clients, host_sweep, limits, report
+from bench.suite import clients, controller, host_sweep, limits, report
 
 REPO = Path(__file__).resolve().parent.parent
 MIB = 1 << 20
@@ -296,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
                         "one per client core)")
     p.add_argument("--host-profile", default=None, metavar="DIR",
                    help="host sweep: py-spy record every broker during the paced phase, stacks into DIR")
+    p.add_argument("--controller-partitions", default="100,1000",
+                   help="controller sweep: partitions per batch, in topics of 4 with replication factor 3")
+    p.add_argument("--controller-step-timeout", type=float, default=900.0,
+                   help="controller sweep: seconds one step may take before it is an error")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test (seconds, not minutes)")
     args = p.parse_args(argv)
     if args.list:
@@ -310,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
         args.sizes = csv(args.sizes, int)
         args.partition_counts = csv(args.partition_counts, int)
         args.client_counts = csv(args.client_counts, int)
+        args.controller_partitions = csv(args.controller_partitions, int)
     except ValueError as exc:
         p.error(f"sizes and counts are comma-separated integers: {exc}")
     args.acks, args.codecs = csv(args.acks), csv(args.codecs)
@@ -327,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         unknown = [v for v in given if v not in known]
         if unknown:
             p.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
-    if any(n < 1 for n in args.sizes + args.partition_counts + args.client_counts):
+    if any(n < 1 for n in args.sizes + args.partition_counts + args.client_counts + args.controller_partitions):
         p.error("sizes, partition counts and client counts are at least 1")
     groups = plan(args)
     pairs = [(b, t) for t in topologies for b in brokers if t == "single" or b.startswith("kbroker")]
@@ -341,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
                                       args.host_processes)
         except ValueError as exc:
             p.error(str(exc))
-    if not runs and not host:
+    ctrl = "controller" in args.sweeps
+    if not runs and not host and not ctrl:
         p.error("nothing to run: the scenarios, sweeps, topologies and brokers leave no benchmark")
     command = " ".join(["python -m bench", *(argv if argv is not None else sys.argv[1:])])
 
@@ -373,11 +383,15 @@ def main(argv: list[str] | None = None) -> int:
                 target.stop()
         if host:
             host_sweep.run(args, workdir, emit)
+        if ctrl:
+            controller.run(args.controller_partitions, workdir, emit, args.controller_step_timeout)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     elapsed = time.monotonic() - started
-    results = [r for r in RECORDS if r.get("kind") == "result" and "sweep" in r and r["sweep"] != "host"]
-    host_results = [r for r in RECORDS if r.get("sweep") == "host"]  # their medians are host_sweep's own
+    results = [r for r in RECORDS if r.get("kind") == "result" and "sweep" in r
+               and r["sweep"] not in ("host", "controller")]
+    # host: its medians are host_sweep's own; controller: steps, not scenarios (a table of their own)
+    host_results = [r for r in RECORDS if r.get("sweep") in ("host", "controller")]
     for ratio in report.security_ratios(results):
         emit(ratio)
     if args.rounds > 1:  # the tables and the chart show each cell's median over the rounds

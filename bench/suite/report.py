@@ -13,8 +13,11 @@ SWEEPS = {
     "clients": ("Client processes at once (1 KiB, acks=1)", ("clients",)),
     "security": ("Security protocol (1 KiB, acks=1; TLS server-verified, SASL_SSL with SCRAM-SHA-512)", ("protocol",)),
     "host": ("Host mode: broker.processes = N on one server (bench.suite.host_sweep)", ("processes",)),
+    "controller": ("Controller: seconds and controller CPU per thousand partitions, 3 brokers RF 3 "
+                   "(bench.suite.controller)", ("step",)),
 }
-DEFAULT_SWEEPS = tuple(s for s in SWEEPS if s != "host")  # host starts servers of its own: asked for by name
+# host and controller start clusters of their own and take minutes: asked for by name
+DEFAULT_SWEEPS = tuple(s for s in SWEEPS if s not in ("host", "controller"))
 HEADERS = {"size": "size (B)", "acks": "acks", "compression": "codec", "partitions": "partitions",
            "clients": "clients", "protocol": "protocol"}
 
@@ -57,6 +60,8 @@ def table(results: list[dict], sweep: str, columns: list[str]) -> list[str]:
         return []
     if sweep == "host":
         return host_table(title, mine)
+    if sweep == "controller":
+        return controller_table(title, mine)
     rows: dict[tuple, dict[str, dict]] = {}
     for r in mine:
         rows.setdefault(row_key(r, fields), {})[r["target"]] = r
@@ -91,6 +96,21 @@ def host_table(title: str, records: list[dict]) -> list[str]:
         cpus = ", ".join(f"{k.split()[-1]}: {v}" for k, v in sorted((r.get("broker_cpus") or {}).items()))
         lines.append(f"| {r['processes']} | {cpus} | {r['max_mb_s']} | {r['t_over_t1']} | "
                      f"{r['paced_cpu_s_per_m_records']} | {r['cpu_per_m_over_n1']} |")
+    return lines + [""]
+
+
+def controller_table(title: str, records: list[dict]) -> list[str]:
+    """One row per step and N, in the order they ran: seconds, the controller's CPU seconds, both per thousand of
+    the partitions the step acted on."""
+    lines = [f"## {title}", "", "| step | N | step partitions | seconds | s / 1000 | controller CPU s | "
+             "CPU s / 1000 | note |", "|---|---|---|---|---|---|---|---|"]
+    for r in records:
+        note = r.get("error", "")
+        if "after_expiry_s" in r:
+            note = f"session expiry at {r['expiry_s']} s, then {r['after_expiry_s']} s"
+        lines.append(f"| {r.get('step')} | {r.get('partitions')} | {r.get('step_partitions', '-')} | "
+                     f"{r.get('seconds', '-')} | {r.get('seconds_per_k', '-')} | {r.get('controller_cpu_s', '-')} | "
+                     f"{r.get('controller_cpu_s_per_k', '-')} | {str(note)[:120].replace('|', '/')} |")
     return lines + [""]
 
 
@@ -172,11 +192,11 @@ def write_chart(path: Path, results: list[dict], columns: list[str]) -> None:
 
     panels = []
     for sweep, (title, fields) in SWEEPS.items():
-        if sweep != "host" and any(r.get("sweep") == sweep for r in results):  # host: its table only
+        if sweep not in ("host", "controller") and any(r.get("sweep") == sweep for r in results):  # tables only
             panels.append((sweep, title, fields, ("produce", "consume"), "mb_s", "MB/s"))
             if sweep == "base":
                 panels.append((sweep, title + ": latency", fields, ("latency", "e2e"), "p99_ms", "p99 (ms)"))
-    if not panels:  # a host sweep alone: its table is the whole report
+    if not panels:  # a host or controller sweep alone: its table is the whole report
         return
     fig, axes = plt.subplots(len(panels), 1, figsize=(14, 4.2 * max(len(panels), 1)), squeeze=False)
     for ax, (sweep, title, fields, scenarios, value, ylabel) in zip(axes[:, 0], panels):

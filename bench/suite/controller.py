@@ -94,8 +94,7 @@ class Cluster:
 
     def admin(self) -> AdminClient:
         """A client bootstrapped from the live brokers only (a fresh one per step: no stale connections)."""
-        alive = ",".join(b.bootstrap for b in self.target.brokers if b.alive())
-        return AdminClient({"bootstrap.servers": alive})
+        return client(",".join(b.bootstrap for b in self.target.brokers if b.alive()), self.step_timeout)
 
     def controller_id(self) -> int | None:
         try:
@@ -128,6 +127,13 @@ class Cluster:
                 raise RuntimeError(f"{what}: broker {dead} exited unexpectedly")
             time.sleep(POLL_S)
         return time.monotonic() - started
+
+
+def client(bootstrap: str, step_timeout: float) -> AdminClient:
+    """An AdminClient that waits as long as a step may take: librdkafka gives up on any request in flight after
+    socket.timeout.ms (60 s by default, 300 s at most), whatever the call's own timeouts say."""
+    return AdminClient({"bootstrap.servers": bootstrap,
+                        "socket.timeout.ms": int(min(max(step_timeout, 10.0), 300.0) * 1000)})
 
 
 def metadata(admin: AdminClient) -> ClusterMetadata:
@@ -211,8 +217,8 @@ def controlled_shutdown(c: Cluster, names: list[str]) -> dict[str, Any]:
     victim, led = busiest_non_controller(c, names)
     broker = c.broker(victim)
     assert broker.proc is not None
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1)
-                                                      if i != victim)})
+    admin = client(",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1) if i != victim),
+                   c.step_timeout)
     c.down.add(victim)
     started = time.monotonic()
     broker.proc.send_signal(signal.SIGTERM)
@@ -230,8 +236,8 @@ def kill_9(c: Cluster, names: list[str]) -> dict[str, Any]:
     victim, led = busiest_non_controller(c, names)
     broker = c.broker(victim)
     assert broker.proc is not None
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1)
-                                                      if i != victim)})
+    admin = client(",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1) if i != victim),
+                   c.step_timeout)
     expired: list[float] = []
 
     def done() -> bool:
@@ -256,8 +262,8 @@ def failover(c: Cluster, names: list[str]) -> dict[str, Any]:
     led = [tp for tp, leader in leaders(metadata(c.admin()), names).items() if leader == old]
     broker = c.broker(old)
     assert broker.proc is not None
-    admin = AdminClient({"bootstrap.servers": ",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1)
-                                                      if i != old)})
+    admin = client(",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1) if i != old),
+                   c.step_timeout)
     marks: dict[str, float] = {}
 
     def done() -> bool:

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 STEPS = ["create", "create-on-top", "delete", "recreate", "controlled-shutdown", "rejoin", "kill-9", "rejoin",
          "controller-failover"]
 
 
+@pytest.mark.slow  # the bench starts a ZooKeeper and brokers in its own process
 def test_every_step_reports_seconds_and_controller_cpu(tmp_path: Path) -> None:
     out = tmp_path / "controller.jsonl"
     proc = subprocess.run([sys.executable, "-m", "bench.suite.controller", "--partitions", "8", "--step-timeout",

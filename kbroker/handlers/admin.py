@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TypedDict, TypeVar
+from typing import NotRequired, TypedDict, TypeVar
 
 from kbroker import errors
 from kbroker.config.errors import ConfigError
@@ -27,10 +27,10 @@ BROKER_LOGGER_RESOURCE = 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-class Result(TypedDict, total=False):
+class Result(TypedDict):
     """What every per-item answer of these APIs has (CreateTopics' TopicResult, AlterConfigs' ResourceResponse...)."""
     error_code: int
-    error_message: str | None
+    error_message: NotRequired[str | None]
 
 
 Item = TypeVar("Item")

@@ -177,6 +177,7 @@ def _may_create(ctx: BrokerContext, conn: ClientConnection, name: str) -> bool:
 def describe_cluster(ctx: BrokerContext, header: RequestHeader, request: msg.DescribeClusterRequest,
                      conn: ClientConnection) -> Answer[msg.DescribeClusterResponse]:
     out: msg.DescribeClusterResponse = {
+        "throttle_time_ms": 0,
         "error_code": 0,
         "cluster_id": ctx.cluster_id,
         "controller_id": ctx.topics.controller_id(),

@@ -33,7 +33,7 @@ def for_version(api_key: int, version: int, code: int) -> int:
     return code
 
 
-class CodeOnly(TypedDict, total=False):
+class CodeOnly(TypedDict):
     """AddOffsetsToTxn's and EndTxn's answer: the same two fields."""
     throttle_time_ms: int
     error_code: int

@@ -27,7 +27,7 @@ class Field:
     """One declared field. `kind` is fixed | string | bytes | records | uuid | array | struct."""
 
     __slots__ = ("name", "kind", "type", "elem", "struct", "lo", "hi", "null_lo", "null_hi",
-                 "tag", "default")
+                 "tag", "default", "defaulted")
     name: str
     kind: str
     type: str
@@ -39,6 +39,7 @@ class Field:
     null_hi: int               # (set only with null_lo)
     tag: int | None            # a tagged field's tag
     default: Any
+    defaulted: bool            # the schema gives its default (``default=``): a sender may leave it to it
 
     def present(self, v: int) -> bool:
         return self.lo <= v <= self.hi
@@ -157,6 +158,7 @@ def _parse_line(tokens: list[str], qualname: str) -> Field:
     if f.tag is not None and f.kind == "records":
         raise ValueError(f"{where}: records cannot be tagged (file slices must stay in place)")
 
+    f.defaulted = explicit is not MISSING
     if explicit is not MISSING:
         f.default = explicit
     elif f.kind == "fixed":

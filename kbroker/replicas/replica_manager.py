@@ -345,7 +345,7 @@ class ReplicaManager:
 
     async def _replicated(self, partition: Partition, first_offset: int, required_offset: int,
                           timeout_ms: int) -> int:
-        out: msg.ProduceResponse_PartitionResponse = {"error_code": 0}
+        out: PartitionAnswer = {"index": partition.tp.partition, "error_code": 0, "base_offset": first_offset}
         await self.wait_for_isr(out, [PendingAck(partition, required_offset, out)], timeout_ms)
         if out["error_code"]:
             raise errors.for_code(out["error_code"])(f"{partition.tp}: not replicated")
@@ -625,7 +625,7 @@ class ReplicaManager:
             for t in m["topics"]:
                 for index in t["partition_indexes"]:
                     tp = TopicPartition(t["name"], index)
-                    out = results[(tp.topic, index)] = {"error_code": 0}
+                    out = results[(tp.topic, index)] = {"index": index, "error_code": 0, "base_offset": -1}
                     try:
                         partition = self.leader(tp)
                         offset = partition.write_marker(m["producer_id"], m["producer_epoch"],

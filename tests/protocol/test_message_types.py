@@ -57,6 +57,8 @@ def _check(annotation: ast.expr) -> Check:
         return lambda v: left(v) or right(v)
     if isinstance(annotation, ast.Constant) and annotation.value is None:
         return lambda v: v is None
+    if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value) == "NotRequired":
+        return _check(annotation.slice)  # a key a handler may leave out: its value, when there, is the inner type
     if isinstance(annotation, ast.Subscript) and ast.unparse(annotation.value) == "list":
         item = _check(annotation.slice)
         return lambda v: isinstance(v, list) and all(item(x) for x in v)

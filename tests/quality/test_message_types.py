@@ -26,7 +26,7 @@ def test_the_names_the_stub_declares_exist_at_run_time() -> None:
     assert message_types.ProduceResponse_PartitionResponse(index=1, error_code=0) == {"index": 1, "error_code": 0}
 
 
-# A handler with four mistakes mypy must find; each line that should fail says which error code it expects.
+# Handlers with five mistakes mypy must find; each line that should fail says which error code it expects.
 PLANTED = '''\
 from __future__ import annotations
 
@@ -43,13 +43,15 @@ def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceReque
     count: int = topic.name  # expect: assignment
     for data in topic.partition_dataa:  # expect: attr-defined
         count += data.index
-    return {"responsez": [], "throttle_time_ms": count}  # expect: typeddict-unknown-key
+    forgot: msg.ProduceResponse_PartitionResponse = {"index": 0, "base_offset": 0}  # expect: typeddict-item
+    return {"responses": [], "responsez": [forgot], "throttle_time_ms": count}  # expect: typeddict-unknown-key
 
 
 @handles(msg.FETCH)  # expect: arg-type
 def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceRequest,
           conn: ClientConnection) -> msg.FetchResponse:
-    return {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [{"partition_index": 0}]}]}
+    return {"throttle_time_ms": 0, "responses": [{"topic": "t", "partitions": [
+        {"partition_index": 0, "error_code": 0, "high_watermark": 0}]}]}
 '''
 
 

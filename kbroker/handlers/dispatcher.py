@@ -10,12 +10,11 @@ before ``KafkaServer.startup`` completes."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from kbroker.handlers.context import BrokerContext
-from kbroker.handlers.registry import Answer, ClientConnection, Handler
+from kbroker.handlers.registry import ClientConnection, Handler
 from kbroker.protocol.header import RequestHeader
-from kbroker.protocol.outcome import CLOSE
+from kbroker.protocol.outcome import CLOSE, Reply
 from kbroker.protocol.schema import Struct
 from kbroker.security.quotas import QuotaManager
 
@@ -28,11 +27,13 @@ class Dispatcher:
         self._handlers = handlers
         self._quotas = quotas
 
-    def __call__(self, header: RequestHeader, body: Struct, conn: ClientConnection) -> Answer[Any]:
+    def __call__(self, header: RequestHeader, body: Struct, conn: ClientConnection) -> Reply:
         handler = self._handlers.get(header.api_key)
         if handler is None:
             log.info("closing a connection that sent api key %d, which is not served", header.api_key)
             return CLOSE
         if self._quotas.enabled:  # client quotas configured: measure, throttle (KIP-219)
-            return self._quotas.run(handler, self._ctx, header, body, conn)
-        return handler(self._ctx, header, body, conn)
+            throttled: Reply = self._quotas.run(handler, self._ctx, header, body, conn)
+            return throttled
+        answer: Reply = handler(self._ctx, header, body, conn)
+        return answer

@@ -39,7 +39,9 @@ from typing import Any, Protocol, cast
 
 from kbroker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, BrokerMetrics
 from kbroker.protocol import ProtocolError, decode_request, encode_api_versions_unsupported, encode_response
-from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Deferred
+from kbroker.protocol.header import RequestHeader
+from kbroker.protocol.outcome import CLOSE, NO_RESPONSE, Deferred, Reply
+from kbroker.protocol.schema import Struct
 from kbroker.security.principal import Session
 
 from .framing import Frame, FrameReader
@@ -60,7 +62,7 @@ class ConnectionOwner(Protocol):
     """What a connection needs of the server that accepted it."""
     loop: asyncio.AbstractEventLoop
     max_request_bytes: int
-    dispatch: Callable[[Any, Any, Any], Any]  # (header, body, connection) -> a handler's result
+    dispatch: Callable[[RequestHeader, Struct, Connection], Reply]  # a handler's result for a request
     listener_name: str
     security_protocol: str
     metrics: BrokerMetrics | None  # request timings go here (None: metrics.enabled=false)

@@ -24,16 +24,18 @@ import socket
 import ssl
 import time
 from collections.abc import Callable
-from typing import Any
 
 from kbroker.metrics import BrokerMetrics
 from kbroker.network.connection import Connection, FrameInterceptor
 from kbroker.network.limits import ConnectionLimits
+from kbroker.protocol.header import RequestHeader
+from kbroker.protocol.outcome import Reply
+from kbroker.protocol.schema import Struct
 from kbroker.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
-Dispatch = Callable[[Any, Any, Connection], Any]
+Dispatch = Callable[[RequestHeader, Struct, Connection], Reply]  # a request to its handler (kbroker.handlers)
 # a TLS client's certificate (DER, None without one) -> its principal; raises ValueError to refuse it
 PrincipalOf = Callable[[bytes | None], KafkaPrincipal]
 HANDSHAKE_TIMEOUT_S = 10.0  # a TLS handshake gets this long (or connections.max.idle.ms, if shorter)

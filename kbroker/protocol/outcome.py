@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Final, TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Final, TypeAlias, TypeVar
 
 T = TypeVar("T")
 
@@ -64,3 +64,9 @@ class Deferred(asyncio.Future[T]):
         if cancelled:
             self._fire()
         return cancelled
+
+
+# What a dispatched request comes back as, seen from the network layer: an answer body (a handler's TypedDict:
+# the encoder takes any mapping of the response's fields), an outcome, or an awaitable of either (a Deferred
+# from the purgatory, a coroutine that waits).
+Reply: TypeAlias = "Mapping[str, object] | Outcome | Awaitable[Mapping[str, object] | Outcome]"

@@ -84,7 +84,7 @@ class Broker:
         self.dynamic_config.subscribe(self.log_manager.reconfigure)
         self.purgatory = Purgatory()
         self.replicas = ReplicaManager(self.broker_id, config, self.log_manager, self.purgatory,
-                                       dynamic_config=self.dynamic_config)
+                                       dynamic_config=self.dynamic_config, metrics=self.metrics)
         # built by start() (the store first, then each part once what it needs exists); stop() stops what was built
         self.store: Any = None
         self._security: Security | None = None

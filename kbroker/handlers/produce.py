@@ -72,7 +72,7 @@ def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceReque
                               for t, row in zip(request.topic_data, slots)],
                 "throttle_time_ms": 0}
 
-    return ctx.replicas.append_records(entries, request.acks, request.timeout_ms, respond, ctx.topics, ctx.metrics,
+    return ctx.replicas.append_records(entries, request.acks, request.timeout_ms, respond, ctx.topics,
                                        refused=refused)
 
 

@@ -134,9 +134,10 @@ def unanswered(acks: int, failed: bool) -> Outcome | None:
 
 class ReplicaManager:
     def __init__(self, broker_id: int, config: BrokerConfig, log_manager: LogManager, purgatory: Purgatory,
-                 dynamic_config: DynamicBrokerConfig | None = None) -> None:
+                 dynamic_config: DynamicBrokerConfig | None = None, metrics: BrokerMetrics | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
+        self.metrics = metrics  # the per-topic produce and fetch meters (None: metrics.enabled=false)
         HOPS.start(broker_id)  # with KBROKER_TRACE_HOPS set, this broker stamps its replication steps
         # the broker's configs changed at run time (KIP-226): replication throttles subscribe to it
         self.dynamic_config = dynamic_config or DynamicBrokerConfig(config, broker_id)
@@ -257,7 +258,7 @@ class ReplicaManager:
 
     def append_records(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int,
                        respond: Callable[[list[PartitionAnswer], bool], R], admin: TopicTable,
-                       metrics: BrokerMetrics | None, refused: bool = False) -> R | Outcome | asyncio.Future[R]:
+                       refused: bool = False) -> R | Outcome | asyncio.Future[R]:
         """A client's Produce, as Kafka's ReplicaManager.appendRecords: each entry's records written (or refused
         with its error), ``respond(answers, failed)`` shapes the answer from the partition answers (in entry
         order; ``failed``: one was refused), and acks=all parks that answer in the purgatory until the ISR has
@@ -268,7 +269,7 @@ class ReplicaManager:
         failed = False
         answers: list[PartitionAnswer] = []
         for topic, index, records in entries:
-            out = self._append_one(acks, topic, index, records, waiting, admin, metrics)
+            out = self._append_one(acks, topic, index, records, waiting, admin)
             failed |= out["error_code"] != 0
             answers.append(out)
         silent = unanswered(acks, failed or refused)
@@ -280,8 +281,8 @@ class ReplicaManager:
         return self.wait_for_isr(response, waiting, timeout_ms)
 
     def _append_one(self, acks: int, topic: str, index: int, batches: memoryview | None,
-                    waiting: list[PendingAck], admin: TopicTable,
-                    metrics: BrokerMetrics | None) -> PartitionAnswer:
+                    waiting: list[PendingAck], admin: TopicTable) -> PartitionAnswer:
+        metrics = self.metrics
         out: PartitionAnswer = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
                                 "log_start_offset": -1}
         counted = False  # reached the log, as Kafka counts TotalProduceRequests (past its request checks)
@@ -354,7 +355,7 @@ class ReplicaManager:
     # -- fetch ---------------------------------------------------------------------------------
 
     def fetch_messages(self, params: FetchParams, wanted: Wanted, denied: list[tuple[str, int]],
-                       respond: Callable[[PartitionAnswers], R], metrics: BrokerMetrics | None,
+                       respond: Callable[[PartitionAnswers], R],
                        known: Callable[[str, int], bool]) -> R | asyncio.Future[R]:
         """A Fetch of ``wanted`` (topic, partition, fetch offset, max bytes, leader epoch), authorized, as Kafka's
         ReplicaManager.fetchMessages: ``respond`` shapes the answer from each partition's (``denied`` ones
@@ -365,6 +366,7 @@ class ReplicaManager:
         if replica_id >= 0:
             self.record_follower_fetch(replica_id, [(TopicPartition(t, p), offset, epoch)
                                                     for t, p, offset, _, epoch in wanted])
+        metrics = self.metrics
         evaluation = FetchRead(self, params, wanted, denied, metrics)
         if metrics is not None:  # once per partition read, as Kafka (only partitions its metadata knows are read)
             for t, p, *_ in wanted:

@@ -32,7 +32,8 @@ class _Parts:
         self.config = load_config(overrides=[f"log.dirs={tmp_path / 'logs'}", "broker.id=1"])
         self.log_manager = LogManager(self.config.log_dirs, self.config.log)
         self.purgatory = Purgatory()
-        self.replicas = ReplicaManager(1, self.config, self.log_manager, self.purgatory)
+        self.metrics = BrokerMetrics()
+        self.replicas = ReplicaManager(1, self.config, self.log_manager, self.purgatory, metrics=self.metrics)
         self.server = EmbeddedServer.in_log_dir(tmp_path / "store")
         self.store = self.server.connect()
         layout.ensure_persistent_paths(self.store)
@@ -40,7 +41,6 @@ class _Parts:
         self.topics = SingleNodeTopics(self.config, self.store, self.replicas,
                                        lambda: LiveBroker(1, "127.0.0.1", 9092, None))
         self.log_manager.startup()
-        self.metrics = BrokerMetrics()
 
     def close(self) -> None:
         self.purgatory.close()
@@ -55,8 +55,7 @@ class _Parts:
             seen.append((answers, failed))
             return {"answers": answers}
 
-        outcome = self.replicas.append_records([(topic, index, records)], acks, timeout_ms, respond, self.topics,
-                                               self.metrics)
+        outcome = self.replicas.append_records([(topic, index, records)], acks, timeout_ms, respond, self.topics)
         [(answers, failed)] = seen  # the answer is shaped exactly once, by the handler's callback
         return outcome, answers[0], failed
 
@@ -121,7 +120,7 @@ def test_append_records_with_acks_all_waits_for_the_isr_in_the_purgatory(parts):
 def _fetch(parts: _Parts, wanted, max_wait_ms: int = 0, denied=(), max_bytes: int = 1 << 20):
     params = FetchParams(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
                          min_one_message=True)
-    return parts.replicas.fetch_messages(params, wanted, list(denied), dict, parts.metrics, parts.topics.exists)
+    return parts.replicas.fetch_messages(params, wanted, list(denied), dict, parts.topics.exists)
 
 
 def test_fetch_messages_reads_meters_and_refuses_what_the_handler_denied(parts):
@@ -183,7 +182,7 @@ def test_append_records_decides_what_acks_0_gets(parts):
 
     def write(index: int, refused: bool = False):
         return parts.replicas.append_records([("zero", index, memoryview(make_batch(1)))], 0, 1000, no_answer,
-                                             parts.topics, parts.metrics, refused=refused)
+                                             parts.topics, refused=refused)
 
     async def main():
         parts.topics.create_now("zero", 1, 1)

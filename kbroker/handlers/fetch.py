@@ -82,7 +82,7 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
                 return throttled
         return _response(ctx, answers, version, from_follower, session, incremental)
 
-    return ctx.replicas.fetch_messages(params, wanted, denied, respond, ctx.topics.exists)
+    return ctx.replicas.fetch_messages(params, wanted, denied, respond)
 
 
 def _response(ctx: BrokerContext, answers: PartitionAnswers, version: int, from_follower: bool,

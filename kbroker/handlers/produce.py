@@ -72,8 +72,7 @@ def produce(ctx: BrokerContext, header: RequestHeader, request: msg.ProduceReque
                               for t, row in zip(request.topic_data, slots)],
                 "throttle_time_ms": 0}
 
-    return ctx.replicas.append_records(entries, request.acks, request.timeout_ms, respond, ctx.topics,
-                                       refused=refused)
+    return ctx.replicas.append_records(entries, request.acks, request.timeout_ms, respond, refused=refused)
 
 
 def _check_single_v2_batch(batches: memoryview, version: int) -> None:

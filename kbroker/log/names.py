@@ -14,6 +14,11 @@ CLEANED_SUFFIX = ".cleaned"          # the cleaner's output, before the swap beg
 SWAP_SUFFIX = ".swap"                # complete cleaner output, being swapped in
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
+# The internal topics (Kafka's Topic.isInternal: by name): clients may not produce to them
+OFFSETS_TOPIC = "__consumer_offsets"
+TRANSACTION_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+
 # Kafka's legal topic names: at most 249 characters of [a-zA-Z0-9._-], not "." or "..".
 _TOPIC_RE = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 

@@ -50,6 +50,7 @@ from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
 from kbroker.log.log_manager import HOSTING_CHUNK
+from kbroker.log.names import INTERNAL_TOPICS
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metadata.zk_view import LiveBroker, RunBlocking
 from kbroker.metrics import BrokerMetrics
@@ -82,19 +83,6 @@ PartitionAnswer: TypeAlias = "msg.ProduceResponse_PartitionResponse"
 
 # One partition's state in a LeaderAndIsr request (v2+ groups them by topic).
 LeaderAndIsrPartition: TypeAlias = "msg.LeaderAndIsrRequest.LeaderAndIsrTopicState.LeaderAndIsrPartitionState"
-
-
-class KnownTopic(Protocol):
-    @property
-    def internal(self) -> bool: ...
-
-
-class TopicTable(Protocol):
-    """What a Produce asks of the topic admin (``kbroker.topics.admin``, which builds on this module)."""
-    @property
-    def topics(self) -> Mapping[str, KnownTopic]: ...
-
-    def exists(self, topic: str, index: int) -> bool: ...
 
 
 # Refusals Kafka's ReplicaManager makes for a partition its metadata knows, after the request's checks (so
@@ -203,6 +191,13 @@ class ReplicaManager:
             return None
         return partition
 
+    def exists(self, topic: str, index: int) -> bool:
+        """Does the partition exist: in the cluster (ZooKeeper mode), or hosted here (a single broker hosts every
+        partition)?"""
+        if self.exists_in_cluster is not None:
+            return self.exists_in_cluster(topic, index)
+        return TopicPartition(topic, index) in self.partitions
+
     def not_hosted_error(self, topic: str, index: int) -> errors.KafkaError:
         """Why ``partition()`` found nothing: NOT_LEADER_OR_FOLLOWER for a partition that exists
         in the cluster (led elsewhere, or not yet), else UNKNOWN_TOPIC_OR_PARTITION."""
@@ -257,7 +252,7 @@ class ReplicaManager:
         return result
 
     def append_records(self, entries: Sequence[ProduceEntry], acks: int, timeout_ms: int,
-                       respond: Callable[[list[PartitionAnswer], bool], R], admin: TopicTable,
+                       respond: Callable[[list[PartitionAnswer], bool], R],
                        refused: bool = False) -> R | Outcome | asyncio.Future[R]:
         """A client's Produce, as Kafka's ReplicaManager.appendRecords: each entry's records written (or refused
         with its error), ``respond(answers, failed)`` shapes the answer from the partition answers (in entry
@@ -269,7 +264,7 @@ class ReplicaManager:
         failed = False
         answers: list[PartitionAnswer] = []
         for topic, index, records in entries:
-            out = self._append_one(acks, topic, index, records, waiting, admin)
+            out = self._append_one(acks, topic, index, records, waiting)
             failed |= out["error_code"] != 0
             answers.append(out)
         silent = unanswered(acks, failed or refused)
@@ -281,7 +276,7 @@ class ReplicaManager:
         return self.wait_for_isr(response, waiting, timeout_ms)
 
     def _append_one(self, acks: int, topic: str, index: int, batches: memoryview | None,
-                    waiting: list[PendingAck], admin: TopicTable) -> PartitionAnswer:
+                    waiting: list[PendingAck]) -> PartitionAnswer:
         metrics = self.metrics
         out: PartitionAnswer = {"index": index, "error_code": 0, "base_offset": -1, "log_append_time_ms": -1,
                                 "log_start_offset": -1}
@@ -289,8 +284,7 @@ class ReplicaManager:
         try:
             if acks not in (-1, 0, 1):
                 raise errors.InvalidRequiredAcksError(f"acks must be -1, 0 or 1, not {acks}")
-            known = admin.topics.get(topic)
-            if known is not None and known.internal:  # Kafka: internalTopicsAllowed only for the coordinators
+            if topic in INTERNAL_TOPICS:  # Kafka's Topic.isInternal: internalTopicsAllowed only for the coordinators
                 raise errors.InvalidTopicError(f"{topic} is internal: clients may not produce to it")
             tp = TopicPartition(topic, index)
             partition = self.leader(tp)  # NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION before the records
@@ -311,7 +305,7 @@ class ReplicaManager:
         except errors.KafkaError as exc:
             out["error_code"] = exc.code
             if metrics is not None and (counted or (isinstance(exc, _REFUSED_AT_THE_LOG)
-                                                    and admin.exists(topic, index))):
+                                                    and self.exists(topic, index))):
                 metrics.produce_refused(topic, exc.code, len(batches) if batches is not None else 0)
             # Produce v8+ carries these (older answers leave them out): the message, and the records refused one
             # by one (keyless on a compacted topic, timestamps), each named by its index
@@ -355,13 +349,11 @@ class ReplicaManager:
     # -- fetch ---------------------------------------------------------------------------------
 
     def fetch_messages(self, params: FetchParams, wanted: Wanted, denied: list[tuple[str, int]],
-                       respond: Callable[[PartitionAnswers], R],
-                       known: Callable[[str, int], bool]) -> R | asyncio.Future[R]:
+                       respond: Callable[[PartitionAnswers], R]) -> R | asyncio.Future[R]:
         """A Fetch of ``wanted`` (topic, partition, fetch offset, max bytes, leader epoch), authorized, as Kafka's
         ReplicaManager.fetchMessages: ``respond`` shapes the answer from each partition's (``denied`` ones
         TOPIC_AUTHORIZATION_FAILED), now, or from the purgatory when less than ``min_bytes`` can be read now and
-        ``max_wait_ms`` allows a wait. ``known`` says whether the metadata knows a partition (only those count
-        in the fetch meters)."""
+        ``max_wait_ms`` allows a wait. Only partitions that exist count in the fetch meters, as Kafka's."""
         replica_id = params.replica_id
         if replica_id >= 0:
             self.record_follower_fetch(replica_id, [(TopicPartition(t, p), offset, epoch)
@@ -370,7 +362,7 @@ class ReplicaManager:
         evaluation = FetchRead(self, params, wanted, denied, metrics)
         if metrics is not None:  # once per partition read, as Kafka (only partitions its metadata knows are read)
             for t, p, *_ in wanted:
-                if known(t, p):
+                if self.exists(t, p):
                     metrics.fetch_read(t)
         evaluation.run()
         min_bytes = max(params.min_bytes, 1)

@@ -16,13 +16,12 @@ from collections.abc import Awaitable, Callable, Container, Iterator
 from kbroker import errors
 from kbroker.config.broker import BrokerConfig
 from kbroker.log import batch_format as records
+from kbroker.log.names import INTERNAL_TOPICS, OFFSETS_TOPIC, TRANSACTION_TOPIC
 from kbroker.replication.partition import Partition
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
-TRANSACTION_TOPIC = "__transaction_state"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_TOPIC})
+__all__ = ["INTERNAL_TOPICS", "OFFSETS_TOPIC", "TRANSACTION_TOPIC"]  # named in the log layer (kbroker.log.names)
 
 # Kafka logs the refusal below on every FindCoordinator; once a minute per topic says as much.
 SHORT_OF_BROKERS_LOG_INTERVAL_S = 60.0

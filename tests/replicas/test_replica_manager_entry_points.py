@@ -55,7 +55,7 @@ class _Parts:
             seen.append((answers, failed))
             return {"answers": answers}
 
-        outcome = self.replicas.append_records([(topic, index, records)], acks, timeout_ms, respond, self.topics)
+        outcome = self.replicas.append_records([(topic, index, records)], acks, timeout_ms, respond)
         [(answers, failed)] = seen  # the answer is shaped exactly once, by the handler's callback
         return outcome, answers[0], failed
 
@@ -120,7 +120,7 @@ def test_append_records_with_acks_all_waits_for_the_isr_in_the_purgatory(parts):
 def _fetch(parts: _Parts, wanted, max_wait_ms: int = 0, denied=(), max_bytes: int = 1 << 20):
     params = FetchParams(replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=max_bytes, isolation_level=0,
                          min_one_message=True)
-    return parts.replicas.fetch_messages(params, wanted, list(denied), dict, parts.topics.exists)
+    return parts.replicas.fetch_messages(params, wanted, list(denied), dict)
 
 
 def test_fetch_messages_reads_meters_and_refuses_what_the_handler_denied(parts):
@@ -182,7 +182,7 @@ def test_append_records_decides_what_acks_0_gets(parts):
 
     def write(index: int, refused: bool = False):
         return parts.replicas.append_records([("zero", index, memoryview(make_batch(1)))], 0, 1000, no_answer,
-                                             parts.topics, refused=refused)
+                                             refused=refused)
 
     async def main():
         parts.topics.create_now("zero", 1, 1)

@@ -35,6 +35,13 @@ class Cluster:
                 "offsets.topic.replication.factor": "1",
                 **(overrides or {}),
             })
+        # each broker's port was free when it was picked, and stays unbound until the broker starts: two picks
+        # can be one port (the kernel hands a released port out again)
+        taken: set[int] = set()
+        for broker in self.brokers.values():
+            while broker.port in taken:
+                broker.port = free_port()
+            taken.add(broker.port)
         self.store = connect(self.zookeeper_connect, SESSION_TIMEOUT_MS, 5000)
 
     @property
@@ -71,9 +78,16 @@ class Cluster:
         return "\n".join(f"--- broker {i}\n{b.log()[-8000:]}" for i, b in self.brokers.items())
 
     def with_status_listeners(self) -> Cluster:
-        """Before start: each broker serves /status and /metrics (status.listener) on a port of its own."""
+        """Before start: each broker serves /status and /metrics (status.listener) on a port of its own. A free
+        port is only free until something binds it: one the brokers were given (not bound before they start) can
+        come back, so those are skipped."""
+        taken = {broker.port for broker in self.brokers.values()}
         for broker in self.brokers.values():
-            broker.overrides["status.listener"] = f"http://127.0.0.1:{free_port()}"
+            port = free_port()
+            while port in taken:
+                port = free_port()
+            taken.add(port)
+            broker.overrides["status.listener"] = f"http://127.0.0.1:{port}"
         return self
 
     def status_port(self, broker_id: int) -> int:

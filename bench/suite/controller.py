@@ -208,17 +208,24 @@ def busiest_non_controller(c: Cluster, names: list[str]) -> tuple[int, list[tupl
     return victim, candidates[victim]
 
 
+def victim_and_witness(c: Cluster, names: list[str]) -> tuple[int, list[tuple[str, int]], BrokerProcess, AdminClient]:
+    """The broker to stop (``busiest_non_controller``), what it leads, its process, and an admin client of the
+    other brokers that watches the partitions move."""
+    victim, led = busiest_non_controller(c, names)
+    broker = c.broker(victim)
+    assert broker.proc is not None
+    admin = client(",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1) if i != victim),
+                   c.step_timeout)
+    return victim, led, broker, admin
+
+
 def moved_away(c: Cluster, admin: AdminClient, names: list[str], victim: int, led: list[tuple[str, int]]) -> bool:
     now = leaders(metadata(admin), names)
     return all(now.get(tp, -1) not in (-1, victim) for tp in led)
 
 
 def controlled_shutdown(c: Cluster, names: list[str]) -> dict[str, Any]:
-    victim, led = busiest_non_controller(c, names)
-    broker = c.broker(victim)
-    assert broker.proc is not None
-    admin = client(",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1) if i != victim),
-                   c.step_timeout)
+    victim, led, broker, admin = victim_and_witness(c, names)
     c.down.add(victim)
     started = time.monotonic()
     broker.proc.send_signal(signal.SIGTERM)
@@ -233,11 +240,7 @@ def controlled_shutdown(c: Cluster, names: list[str]) -> dict[str, Any]:
 
 
 def kill_9(c: Cluster, names: list[str]) -> dict[str, Any]:
-    victim, led = busiest_non_controller(c, names)
-    broker = c.broker(victim)
-    assert broker.proc is not None
-    admin = client(",".join(b.bootstrap for i, b in enumerate(c.target.brokers, 1) if i != victim),
-                   c.step_timeout)
+    victim, led, broker, admin = victim_and_witness(c, names)
     expired: list[float] = []
 
     def done() -> bool:

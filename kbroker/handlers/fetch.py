@@ -70,7 +70,8 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
         min_one_message=version >= 3 or not from_follower,
         convert=_down_converter(version) if old_consumer else None)
     refusing = old_consumer and _down_conversion_disabled(ctx, wanted, version)
-    offsets = {(topic, index): offset for topic, index, offset, *_ in wanted}
+    # each partition's fetch offset, which the refusal looks at (built only for it: not on every follower fetch)
+    offsets = {(topic, index): offset for topic, index, offset, *_ in wanted} if refusing else {}
 
     def respond(answers: PartitionAnswers) -> msg.FetchResponse:
         if refusing:

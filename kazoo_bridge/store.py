@@ -173,7 +173,8 @@ class _Watch:
 
     Equal (same store, path, kind and watcher) registrations are one entry in kazoo's per-path
     sets, as in ZooKeeper's own client: arming a watcher again while it is armed adds nothing,
-    and arming it after an event has consumed it adds a fresh one."""
+    and arming it after an event has consumed it adds a fresh one (a fired registration equals only
+    itself, so it never keeps a fresh one out of kazoo's set)."""
 
     __slots__ = ("store", "watcher", "path", "kind", "existed", "fired")
 
@@ -189,8 +190,12 @@ class _Watch:
         self.store._on_kazoo_watch(self, event)
 
     def __eq__(self, other: object) -> bool:
-        return (isinstance(other, _Watch) and other.store is self.store and other.path == self.path
-                and other.kind == self.kind and other.watcher == self.watcher)
+        # a fired registration stands in for no other: the re-arm after a reconnect leaves one it fired in kazoo's
+        # tables (as SetWatches consumes a watch), and equal to a later registration it would keep that one out
+        # and swallow its event
+        return other is self or (isinstance(other, _Watch) and not self.fired and not other.fired
+                                 and other.store is self.store and other.path == self.path
+                                 and other.kind == self.kind and other.watcher == self.watcher)
 
     def __hash__(self) -> int:
         return hash((self.path, self.kind, self.watcher))

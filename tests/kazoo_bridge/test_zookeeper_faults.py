@@ -187,6 +187,43 @@ def test_changes_made_while_disconnected_fire_the_watches_on_reconnect(zookeeper
     backend.close()
 
 
+def test_a_watch_fired_on_reconnect_can_be_armed_again(zookeeper_server, proxy):
+    """A watcher that fired for a change made while disconnected re-arms by reading again, as every
+    watcher does (the controller's view of /brokers/ids): the next change fires it again. (The
+    re-arm once put the fired registration back in kazoo's tables, where it stood in for every later
+    registration of the same watcher and swallowed their events: a chaos run's controller never saw a
+    restarted broker register.)"""
+    backend = ZooKeeperBackend(zookeeper_server)
+    store = backend.connect(hosts=proxy.hosts, connection_timeout_ms=2000)
+    writer = backend.connect()
+    store.create("/ids", b"")
+    store.create("/node", b"0")
+    kids, data = Recorder(), Recorder()
+    store.get_children("/ids", watch=kids)
+    store.get("/node", watch=data)
+    states: list[SessionState] = []
+    store.add_listener(states.append)
+
+    proxy.cut()
+    wait_until(lambda: SessionState.SUSPENDED in states, 10, "SUSPENDED")
+    writer.create("/ids/1")
+    writer.set("/node", b"1")
+    proxy.restore()
+    wait_until(lambda: states[-1:] == [SessionState.CONNECTED], 10, "CONNECTED")
+    store.drain_events()
+    assert kids.events == [WatchedEvent(EventType.CHILD, "/ids")]
+    assert data.events == [WatchedEvent(EventType.CHANGED, "/node")]
+
+    assert store.get_children("/ids", watch=kids) == ["1"]  # the watcher reads again, re-arming
+    assert store.get("/node", watch=data)[0] == b"1"
+    writer.create("/ids/2")
+    writer.set("/node", b"2")
+    wait_until(lambda: len(kids.events) == 2 and len(data.events) == 2, 10, "the second events")
+    assert kids.events == [WatchedEvent(EventType.CHILD, "/ids")] * 2
+    assert data.events == [WatchedEvent(EventType.CHANGED, "/node")] * 2
+    backend.close()
+
+
 def test_operations_wait_for_a_short_disconnect(zookeeper_server, proxy):
     backend = ZooKeeperBackend(zookeeper_server)
     store = backend.connect(hosts=proxy.hosts, connection_timeout_ms=5000)

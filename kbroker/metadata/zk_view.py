@@ -4,21 +4,37 @@ and, for the controller only, partition states (``.../partitions/<p>/state``) an
 requests (reassignment, preferred election, ISR change notices).
 
 Every watch (one-shot, ZooKeeper's) and every reconnect only asks for a re-read: ``_on_watch``
-posts to the broker's loop, where one refresh at a time reads the whole view again in an executor
-(re-arming every watch as it reads) and hands the ``Snapshot`` to ``on_change``. Events that arrive
-during a refresh cause one more refresh, so no change is lost and bursts coalesce.
+notes the path that changed and posts to the broker's loop, where one refresh at a time reads the
+view in an executor and hands the ``Snapshot`` to ``on_change``. Events that arrive during a refresh
+cause one more refresh, so no change is lost and bursts coalesce.
+
+A refresh reads again only what changed: the small nodes (brokers, controller, admin requests,
+notices) and the topic listing every time, a topic's assignment or a partition's state only when it
+is new or its watch fired (its watch stays armed until then). So the cost of a change does not grow
+with the number of topics, as Kafka's controller reads only the znodes its events name
+(apache/kafka ``core/src/main/scala/kafka/controller/KafkaController.scala``, ``processTopicChange``
+reads the new topics' assignments, ``processPartitionModifications`` one topic's). After a reconnect
+everything is read again: events may have been lost with the connection.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from zk_compat import layout
-from zk_compat.store import ConnectionLossError, MetadataStore, NoNodeError, SessionExpiredError, SessionState
+from zk_compat.store import (
+    ConnectionLossError,
+    MetadataStore,
+    NoNodeError,
+    SessionExpiredError,
+    SessionState,
+    WatchedEvent,
+)
 from zk_compat.znodes import (
     BrokerIdsZNode,
     BrokerIdZNode,
@@ -31,6 +47,7 @@ from zk_compat.znodes import (
     PartitionState,
     PreferredReplicaElectionZNode,
     ReassignPartitionsZNode,
+    TopicAssignment,
     TopicPartitionStateZNode,
     TopicsZNode,
     TopicZNode,
@@ -113,6 +130,13 @@ class ClusterView:
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="zk-view")
         self._watcher = self._on_watch  # one object, so re-arming is one entry in kazoo's tables
         self._dirty = False
+        # what the last reads found (executor thread), kept while their watches stay armed: a topic's assignment
+        # (None: no such node, an exists watch armed) and a partition's state with its zkVersion
+        self._topics: dict[str, TopicAssignment | None] = {}
+        self._states: dict[tuple[str, int], tuple[PartitionState, int] | None] = {}
+        self._changed: set[str] = set()  # paths whose watch fired since the last read (any thread)
+        self._changed_lock = threading.Lock()
+        self._read_all = True  # the next read reads everything (at start and after a reconnect)
         self._task: asyncio.Task[None] | None = None
         self._stopped = False
         self._known_configs: dict[str, dict[str, str]] = {}
@@ -131,11 +155,15 @@ class ClusterView:
 
     # -- events (store threads) -> loop
 
-    def _on_watch(self, event: Any) -> None:
+    def _on_watch(self, event: WatchedEvent) -> None:
+        with self._changed_lock:
+            self._changed.add(event.path)
         self.trigger_threadsafe()
 
     def _on_state(self, state: SessionState) -> None:
         if state is SessionState.CONNECTED:
+            with self._changed_lock:
+                self._read_all = True
             self.trigger_threadsafe()
 
     def trigger_threadsafe(self) -> None:
@@ -212,8 +240,33 @@ class ClusterView:
                 self._known_configs.pop(entity_name, None)
                 log.info("configs of topic %s changed", entity_name)
 
+    def _take_changes(self) -> tuple[bool, set[str]]:
+        """(read everything?, the paths whose watch fired) since the last read; those found later are the next
+        read's."""
+        with self._changed_lock:
+            read_all, changed = self._read_all, self._changed
+            self._read_all, self._changed = False, set()
+        return read_all, changed
+
+    def _topic(self, topic: str, read_all: bool, changed: set[str]) -> TopicAssignment | None:
+        path = TopicZNode.path(topic)
+        if read_all or path in changed or topic not in self._topics:
+            data = self._get(path)
+            self._topics[topic] = None if data is None else TopicZNode.decode(topic, data)
+        return self._topics[topic]
+
+    def _state(self, topic: str, index: int, read_all: bool, changed: set[str]) -> tuple[PartitionState, int] | None:
+        path = TopicPartitionStateZNode.path(topic, index)
+        key = (topic, index)
+        if read_all or path in changed or key not in self._states:
+            found = self._get_with_version(path)
+            self._states[key] = None if found is None or found[0] is None else (
+                TopicPartitionStateZNode.decode(topic, index, found[0]), found[1])
+        return self._states[key]
+
     def _read(self) -> Snapshot:
         store = self.store
+        read_all, changed = self._take_changes()
         snap = Snapshot()
         for child in self._children(BrokerIdsZNode.path()):
             if not child.isdigit():
@@ -236,11 +289,19 @@ class ClusterView:
                 snap.controller_id = None
         self._follow_config_changes()
         read_states = self.wants_states(snap.controller_id)
-        for topic in sorted(self._children(TopicsZNode.path())):
-            data = self._get(TopicZNode.path(topic))
-            if data is None:
+        if not read_states:
+            self._states.clear()  # unwatched from now on: read afresh if this broker becomes controller
+        topics = sorted(self._children(TopicsZNode.path()))
+        for gone in set(self._topics).difference(topics):
+            del self._topics[gone]
+        if len(self._states) > 0:
+            listed = set(topics)
+            for key in [k for k in self._states if k[0] not in listed]:
+                del self._states[key]
+        for topic in topics:
+            assignment = self._topic(topic, read_all, changed)
+            if assignment is None:
                 continue
-            assignment = TopicZNode.decode(topic, data)
             snap.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
             for p in set(assignment.adding_replicas) | set(assignment.removing_replicas):
                 snap.moving[(topic, p)] = (list(assignment.adding_replicas.get(p, [])),
@@ -250,10 +311,9 @@ class ClusterView:
                 self._known_configs[topic] = dict(layout.get_entity_config(store, "topics", topic))
             snap.configs[topic] = self._known_configs[topic]
             for index in assignment.partitions if read_states else ():
-                found = self._get_with_version(TopicPartitionStateZNode.path(topic, index))
+                found = self._state(topic, index, read_all, changed)
                 if found is not None:
-                    snap.states[(topic, index)] = TopicPartitionStateZNode.decode(topic, index, found[0])
-                    snap.state_versions[(topic, index)] = found[1]
+                    snap.states[(topic, index)], snap.state_versions[(topic, index)] = found
         snap.deleting = sorted(self._children(DeleteTopicsZNode.path()))
         snap.isr_changes = sorted(self._children(IsrChangeNotificationZNode.path()))
         snap.log_dir_events = sorted(self._children(LogDirEventNotificationZNode.path()))

@@ -1,0 +1,81 @@
+"""The ZooKeeper view reads again only what changed (kbroker.metadata.zk_view): a new topic, or one partition's new
+state, costs the same few reads on a cluster of 300 topics as on a cluster of 10, and the view it builds equals a
+full read of the store."""
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from kbroker.metadata.zk_view import ClusterView, Snapshot
+from zk_compat import layout
+from zk_compat.embedded import EmbeddedServer
+from zk_compat.store import MetadataStore
+from zk_compat.znodes import PartitionState
+
+
+class CountingStore:
+    """A store that counts its reads (each a round trip to ZooKeeper)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if name in ("get", "exists", "get_children"):
+            def counted(*args: Any, **kwargs: Any) -> Any:
+                self.reads += 1
+                return attr(*args, **kwargs)
+            return counted
+        return attr
+
+
+def add_topic(store: MetadataStore, name: str) -> None:
+    layout.create_topic(store, name, {p: [1] for p in range(4)})
+    for p in range(4):
+        layout.create_partition_state(store, name, p, PartitionState(1, 0, [1], 1))
+
+
+async def reads_for_one_change(topics: int) -> tuple[int, int, Snapshot, Snapshot]:
+    """(reads of a new topic, reads of one partition's new state, the view after both, a full read's view)."""
+    server = EmbeddedServer()
+    store = server.connect()
+    for i in range(topics):
+        add_topic(store, f"t{i}")
+    counting = CountingStore(store)
+    seen: list[Snapshot] = []
+    view = ClusterView(counting, asyncio.get_running_loop(), seen.append)  # type: ignore[arg-type]
+    await view.start()
+
+    async def settled(check: Any) -> int:
+        before = counting.reads
+        for _ in range(500):
+            if seen and check(seen[-1]):
+                await asyncio.sleep(0.05)  # any refresh still running ends
+                return counting.reads - before
+            await asyncio.sleep(0.01)
+        raise AssertionError("the view never showed the change")
+
+    counting.reads = 0
+    add_topic(store, "new")
+    topic_reads = await settled(lambda s: ("new", 3) in s.states)
+    layout.set_partition_state(store, "t0", 2, PartitionState(1, 1, [1], 1), 0)
+    state_reads = await settled(lambda s: s.states[("t0", 2)].leader_epoch == 1)
+    fresh = ClusterView(store, asyncio.get_running_loop(), lambda s: None)
+    await fresh.start()
+    view.stop()
+    fresh.stop()
+    store.close()
+    server.close()
+    return topic_reads, state_reads, seen[-1], fresh.snapshot
+
+
+@pytest.mark.parametrize("topics", [10, 300])
+def test_a_change_costs_reads_independent_of_the_cluster_size(topics: int) -> None:
+    topic_reads, state_reads, view, full = asyncio.run(reads_for_one_change(topics))
+    # the small nodes, the topic listing, the new topic and its 4 states: no read per existing topic
+    assert topic_reads <= 25, topic_reads
+    assert state_reads <= 20, state_reads
+    assert view == full

@@ -305,9 +305,18 @@ def rejoin(c: Cluster, broker_id: int, names: list[str]) -> dict[str, Any]:
     return {"seconds": seconds, "broker": broker_id, "step_partitions": len(names) * PARTITIONS_PER_TOPIC}
 
 
-def run_sweep(c: Cluster, n: int, emit: Callable[[dict[str, Any]], None]) -> None:
-    """Every step for N partitions on the running cluster; it stops at the first failing step (the next ones
-    need its outcome), after an error line. The failover's kill is last: the cluster is spent after it."""
+STEPS = ("create", "create-on-top", "delete", "recreate", "controlled-shutdown", "rejoin", "kill-9", "rejoin",
+         "controller-failover")
+
+
+class Enough(Exception):
+    """The step named by --until is done."""
+
+
+def run_sweep(c: Cluster, n: int, emit: Callable[[dict[str, Any]], None], until: str | None = None) -> None:
+    """Every step for N partitions on the running cluster (up to ``until``, the first step of that name); it stops
+    at the first failing step (the next ones need its outcome), after an error line. The failover's kill is last:
+    the cluster is spent after it."""
     topics = max(1, -(-n // PARTITIONS_PER_TOPIC))
     tag = time.monotonic_ns() % 10**9
     first, second, third = ([f"ctrl-{tag}-{batch}-{i}" for i in range(topics)] for batch in "abc")
@@ -343,6 +352,8 @@ def run_sweep(c: Cluster, n: int, emit: Callable[[dict[str, Any]], None]) -> Non
                 rec[k] = round(v, 3)
         rec["seconds"] = round(rec["seconds"], 3)
         emit(rec)
+        if name == until:
+            raise Enough
 
     n_parts = topics * PARTITIONS_PER_TOPIC
     step("create", lambda: create(c, first), n_parts)
@@ -381,7 +392,7 @@ def wait_registered(c: Cluster, timeout: float) -> None:
 
 
 def run(partition_counts: list[int], workdir: Path, emit: Callable[[dict[str, Any]], None],
-        step_timeout: float = 900.0) -> None:
+        step_timeout: float = 900.0, until: str | None = None) -> None:
     """A fresh cluster for every N (the failover step leaves one broker down), each stopped whatever happens."""
     for n in partition_counts:
         cluster_dir = Path(tempfile.mkdtemp(prefix=f"controller-{n}-", dir=workdir))
@@ -393,7 +404,9 @@ def run(partition_counts: list[int], workdir: Path, emit: Callable[[dict[str, An
             c = Cluster(target, step_timeout)
             wait_registered(c, step_timeout)
             swept = True
-            run_sweep(c, n, emit)
+            run_sweep(c, n, emit, until)
+        except Enough:
+            pass
         except Exception as exc:  # a failed step has printed its error line; then the next N
             log(f"controller bench: N={n} stopped: {type(exc).__name__}: {exc}")
             if not swept:
@@ -423,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--partitions", type=partition_list, default=partition_list("100,1000"),
                    help="comma-separated N: partitions per batch, in topics of 4 (default 100,1000)")
     p.add_argument("--step-timeout", type=float, default=900.0, help="seconds one step may take (default 900)")
+    p.add_argument("--until", choices=sorted(set(STEPS)), help="stop after the first step of this name")
     p.add_argument("--out", type=Path, help="also write the JSON lines to this file")
     args = p.parse_args(argv)
     lines: list[dict[str, Any]] = []
@@ -433,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     emit(header(__file__, argv))
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-controller-"))
     try:
-        run(args.partitions, workdir, emit, args.step_timeout)
+        run(args.partitions, workdir, emit, args.step_timeout, args.until)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if args.out is not None:

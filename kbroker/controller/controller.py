@@ -71,7 +71,7 @@ from kbroker.controller.offline_dirs import NewReplicas, OfflineReplicas
 from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
 from zk_compat.layout import ControllerMovedError
-from zk_compat.store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, Stat
+from zk_compat.store import BadVersionError, MetadataStore, NoNodeError, Stat
 from zk_compat.znodes import (
     IsrChangeNotificationZNode,
     LogDirEventNotificationSequenceZNode,
@@ -451,23 +451,25 @@ class Controller:
         wrote = False
         live = set(snap.brokers)
         for topic, assignment in snap.assignments.items():
-            for index, replicas in sorted(assignment.items()):
+            states = {}
+            for index, replicas in assignment.items():
                 if (topic, index) in snap.states:
                     continue
                 leader = next((r for r in replicas if r in live), -1)
                 isr = [r for r in replicas if r in live] if leader >= 0 else list(replicas[:1])
-                state = PartitionState(leader=leader, leader_epoch=0, isr=isr, controller_epoch=self.epoch)
-                try:
-                    layout.create_partition_state(self.store, topic, index, state,
-                                                  controller_epoch_zk_version=self.epoch_zk_version)
-                    self.new_replicas.add(topic, index, replicas)
-                    wrote = True
-                except NodeExistsError:
-                    pass
-                except ControllerMovedError:
-                    log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-                    self.active = False
-                    return wrote
+                states[index] = PartitionState(leader=leader, leader_epoch=0, isr=isr, controller_epoch=self.epoch)
+            if not states:
+                continue
+            try:  # one fenced multi for the topic's new partitions
+                created = layout.create_partition_states(self.store, topic, states,
+                                                         controller_epoch_zk_version=self.epoch_zk_version)
+            except ControllerMovedError:
+                log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+                self.active = False
+                return wrote
+            for index in created:
+                self.new_replicas.add(topic, index, assignment[index])
+            wrote = wrote or bool(created)
         if wrote:
             log.info("controller %d created partition states", self.broker_id)
         return wrote

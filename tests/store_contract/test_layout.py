@@ -257,6 +257,28 @@ def test_topic_deletion_requests(kafka):
     layout.create_topic(kafka, "gone", {0: [1]})  # the name is free again
 
 
+def test_a_topics_partition_states_are_created_in_one_fenced_multi(kafka):
+    """The controller's write for a new topic (Kafka's createTopicPartitionStatesRaw, pipelined): every state in
+    one round trip; where a controller before us created some, the rest are created one by one; a stale
+    controller epoch writes nothing."""
+    layout.create_topic(kafka, "wide", {p: [1, 2] for p in range(4)})
+    _, zk_version = layout.register_controller_and_increment_epoch(kafka, 1)
+    states = {p: PartitionState(leader=1, leader_epoch=0, isr=[1, 2], controller_epoch=1) for p in range(4)}
+    with pytest.raises(ControllerMovedError):
+        layout.create_partition_states(kafka, "wide", states, controller_epoch_zk_version=zk_version + 1)
+    assert kafka.exists("/brokers/topics/wide/partitions") is None
+    layout.create_partition_state(kafka, "wide", 2, states[2], controller_epoch_zk_version=zk_version)
+    assert layout.create_partition_states(kafka, "wide", states, controller_epoch_zk_version=zk_version) == [0, 1, 3]
+    assert layout.create_partition_states(kafka, "wide", states, controller_epoch_zk_version=zk_version) == []
+    layout.create_topic(kafka, "fresh", {p: [1] for p in range(3)})
+    fresh = {p: PartitionState(1, 0, [1], 1) for p in range(3)}
+    assert layout.create_partition_states(kafka, "fresh", fresh, controller_epoch_zk_version=zk_version) == [0, 1, 2]
+    for topic, expected in (("wide", states), ("fresh", fresh)):
+        for p, state in expected.items():
+            assert kafka.get(f"/brokers/topics/{topic}/partitions/{p}")[0] is None
+            assert layout.get_partition_state(kafka, topic, p)[0] == state
+
+
 def test_set_topic_assignment_for_added_partitions(kafka):
     layout.create_topic(kafka, "t", {0: [1, 2]}, topic_id="hT3mGhJ5R0ui7eYU2nUb0Q")
     current = layout.get_topic_assignment(kafka, "t")

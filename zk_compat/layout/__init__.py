@@ -65,6 +65,7 @@ from zk_compat.layout.notifications import (
 from zk_compat.layout.producer_ids import claim_producer_id_block as claim_producer_id_block
 from zk_compat.layout.topics import (
     create_partition_state as create_partition_state,
+    create_partition_states as create_partition_states,
     create_topic as create_topic,
     delete_topic_znodes as delete_topic_znodes,
     get_all_topics as get_all_topics,

@@ -225,6 +225,36 @@ def create_partition_state(store: MetadataStore, topic: str, partition: int, sta
     return stat
 
 
+def create_partition_states(store: MetadataStore, topic: str, states: Mapping[int, PartitionState], *,
+                            controller_epoch_zk_version: int | None = None) -> list[int]:
+    """Create a new topic's partition states in one fenced multi (``.../partitions`` if missing, then each
+    ``.../partitions/<p>`` and its state), one round trip for the whole topic as Kafka's controller pipelines
+    ``createTopicPartitionStatesRaw``. Where some already exist (a controller before us got that far), each
+    missing one is created alone. Returns the partitions created here."""
+    if not states:
+        return []
+    ops: list[CreateOp] = []
+    if store.exists(TopicPartitionsZNode.path(topic)) is None:
+        ops.append(CreateOp(TopicPartitionsZNode.path(topic), None))
+    for partition, state in sorted(states.items()):
+        ops += [CreateOp(TopicPartitionZNode.path(topic, partition), None),
+                CreateOp(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state))]
+    try:
+        fenced_multi(store, ops, controller_epoch_zk_version)
+        return sorted(states)
+    except NodeExistsError:
+        pass
+    created = []
+    for partition, state in sorted(states.items()):
+        try:
+            create_partition_state(store, topic, partition, state,
+                                   controller_epoch_zk_version=controller_epoch_zk_version)
+            created.append(partition)
+        except NodeExistsError:
+            pass
+    return created
+
+
 def set_partition_state(store: MetadataStore, topic: str, partition: int, state: PartitionState,
                         expected_version: int, *, controller_epoch_zk_version: int | None = None) -> Stat:
     """Conditional update of the state znode (the zkVersion compare-and-set). Raises

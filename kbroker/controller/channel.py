@@ -38,8 +38,9 @@ UPDATE_METADATA_VERSION = 6
 
 # A request body as the client's encoder takes it: field name -> value, nested as the schema nests.
 Body = dict[str, Any]
-# What LeaderAndIsr told a broker of one partition (leader, leader epoch, replicas, adding, removing).
-ReplicaKey = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+# What LeaderAndIsr told a broker of one partition (leader, leader epoch, replicas, adding, removing, and the
+# leader's address among the live leaders: None when it was not live).
+ReplicaKey = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[str, int] | None]
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,15 @@ class ReplicaState:
     replicas: tuple[int, ...]
     adding: tuple[int, ...]
     removing: tuple[int, ...]
+    # The leader's address when it is live. A follower told of a leader missing from live_leaders fetches from no
+    # one (Kafka's makeFollowers); it is told again once the leader is live (a restarted leader registers after
+    # the controller read its partitions' states), or it would never fetch from it.
+    leader_at: tuple[str, int] | None = None
 
     @property
     def key(self) -> ReplicaKey:
-        return self.state.leader, self.state.leader_epoch, self.replicas, self.adding, self.removing
+        return (self.state.leader, self.state.leader_epoch, self.replicas, self.adding, self.removing,
+                self.leader_at)
 
 
 class BrokerChannel:
@@ -185,8 +191,9 @@ class ControllerChannel:
             if not replicas:
                 continue
             adding, removing = snap.moving.get((topic, index), ([], []))
+            leader = snap.brokers.get(state.leader)
             rs = ReplicaState(state, snap.state_versions.get((topic, index), -1), tuple(replicas), tuple(adding),
-                              tuple(removing))
+                              tuple(removing), None if leader is None else (leader.host, leader.port))
             for b in replicas:
                 if b in desired:
                     desired[b][(topic, index)] = rs

@@ -144,6 +144,49 @@ def test_a_broker_that_registers_again_is_asked_afresh():
     assert after == {}
 
 
+def test_followers_are_told_again_once_their_leader_is_live():
+    """A LeaderAndIsr naming a leader that is not live carries no address for it, so its followers fetch from no
+    one. When the leader registers (a restarted broker seen after the controller read its partitions' states),
+    the followers get the partition again with the leader among live_leaders; else they never fetch from it and
+    the ISR never grows back (a chaos run: acks=all producers waited for good)."""
+    class Peer:
+        def __init__(self) -> None:
+            self.leader_and_isr: list[dict] = []
+
+        async def request(self, api_key: int, version: int, body: dict) -> SimpleNamespace:
+            if api_key == 4:
+                self.leader_and_isr.append(body)
+            return SimpleNamespace(error_code=0, partition_errors=[])
+
+        def close(self) -> None:
+            pass
+
+    async def sent_after(snap: Snapshot, channel: ControllerChannel, peer: Peer, count: int) -> None:
+        channel.sync(snap, 1)
+        channel.channels[3].connection = peer  # type: ignore[assignment]
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if len(peer.leader_and_isr) >= count:
+                return
+
+    async def run() -> list[dict]:
+        channel = ControllerChannel(1, 30000)
+        peer = Peer()
+        snap = Snapshot(controller_id=1)
+        snap.brokers = {3: LiveBroker(3, "127.0.0.1", 3, None, epoch=3)}  # leader 2 not registered yet
+        snap.assignments = {"t": {0: [2, 3]}}
+        snap.states = {("t", 0): PartitionState(2, 4, [2], 1)}
+        await sent_after(snap, channel, peer, 1)
+        snap.brokers = {**snap.brokers, 2: LiveBroker(2, "127.0.0.1", 2, None, epoch=9)}
+        await sent_after(snap, channel, peer, 2)
+        await asyncio.sleep(0.05)
+        channel.stop()
+        return peer.leader_and_isr
+    sent = asyncio.run(run())
+    assert [body["live_leaders"] for body in sent] == [[], [{"broker_id": 2, "host_name": "127.0.0.1", "port": 2}]]
+    assert all(body["topic_states"][0]["partition_states"][0]["leader"] == 2 for body in sent)
+
+
 def test_deleting_notices_is_fenced_by_the_controller_epoch(store):
     active_controller(store, LAYOUT)
     path = layout.create_log_dir_event_notification(store, 3)

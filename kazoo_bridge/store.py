@@ -585,13 +585,40 @@ class KazooStore(zk.StoreSession):
         self._check_open()
         if not ops:
             return []
+        return self._multi_results(ops, self._write(ops[0].path, lambda: self._commit_async(requests)))
 
-        def start() -> Any:
-            transaction = self._client.transaction()
-            transaction.operations.extend(requests)
-            return transaction.commit_async()
+    def multi_pipelined(self, batches: Sequence[Sequence[zk.Op]]) -> list[list[zk.OpResult] | zk.MetadataStoreError]:
+        """Every multi sent before the first answer is awaited: one round trip's wait for all of them (kazoo
+        writes requests in order on one connection and ZooKeeper answers them in order)."""
+        lists = [list(ops) for ops in batches]
+        requests = [[self._request(op) for op in ops] for ops in lists]
+        self._check_open()
+        self._await_connected()
+        pending = [self._commit_async(r) if r else None for r in requests]
+        outcomes: list[list[zk.OpResult] | zk.MetadataStoreError] = []
+        for ops, waiting in zip(lists, pending):
+            if waiting is None:
+                outcomes.append([])
+                continue
+            try:
+                raw = waiting.get(timeout=self._request_timeout_s)
+            except KazooTimeoutError:
+                raise zk.ConnectionLossError(f"no reply within {self._request_timeout_s:.1f} s") from None
+            except kex.KazooException as exc:
+                raise translate_error(exc, ops[0].path) from exc
+            try:
+                outcomes.append(self._multi_results(ops, raw))
+            except zk.MetadataStoreError as exc:
+                outcomes.append(exc)
+        return outcomes
 
-        raw = self._write(ops[0].path, start)
+    def _commit_async(self, requests: list[Any]) -> Any:
+        transaction = self._client.transaction()
+        transaction.operations.extend(requests)
+        return transaction.commit_async()
+
+    @staticmethod
+    def _multi_results(ops: list[zk.Op], raw: list[Any]) -> list[zk.OpResult]:
         errors = [i for i, r in enumerate(raw) if isinstance(r, Exception)]
         if errors:
             index = next((i for i in errors if not isinstance(raw[i], (kex.RolledBackError, kex.RuntimeInconsistency))),

@@ -52,6 +52,7 @@ from zk_compat.paths import join, missing_parents, split, validate_path
 from zk_compat.store import (
     ANY_VERSION,
     BadArgumentsError,
+    ConnectionLossError,
     CreateOp,
     DeleteOp,
     EventType,
@@ -797,6 +798,17 @@ class EmbeddedStore(StoreSession):
     def _single(self, op: Op) -> OpResult:
         with self._writing() as (server, txn):
             return server._apply_op(txn, self, op)
+
+    def multi_pipelined(self, batches: Sequence[Sequence[Op]]) -> list[list[OpResult] | MetadataStoreError]:
+        outcomes: list[list[OpResult] | MetadataStoreError] = []
+        for ops in batches:
+            try:
+                outcomes.append(self.multi(ops))
+            except (ConnectionLossError, SessionExpiredError):
+                raise
+            except MetadataStoreError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     def multi(self, ops: Sequence[Op]) -> list[OpResult]:
         ops = list(ops)

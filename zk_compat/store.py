@@ -271,6 +271,12 @@ class MetadataStore(Protocol):
         """Apply all operations atomically or none (see the module doc for errors)."""
         ...
 
+    def multi_pipelined(self, batches: Sequence[Sequence[Op]]) -> list[list[OpResult] | MetadataStoreError]:
+        """Many independent multis sent at once and answered in order (what Kafka's controller does with its
+        asynchronous requests): each is atomic on its own, and its outcome is its results or the error
+        ``multi`` would raise (a connection loss raises for all)."""
+        ...
+
     def add_listener(self, listener: StateListener) -> None:
         """Call ``listener(SessionState)`` on every session-state change (event thread)."""
         ...

@@ -160,8 +160,9 @@ class Controller:
         """``snap`` with the brokers of the last view's bounce left out of the live brokers."""
         if not self.bounced:
             return snap
-        return dataclasses.replace(snap, brokers={b: live for b, live in snap.brokers.items()
-                                                  if b not in self.bounced})
+        # its own states: what the failure step writes into it is not seen live in the same view
+        return dataclasses.replace(snap, brokers={b: live for b, live in snap.brokers.items() if b not in self.bounced},
+                                   states=dict(snap.states), state_versions=dict(snap.state_versions))
 
     def auto_rebalance(self, snap: Snapshot, percentage: int) -> int:
         """Move leaderships back to preferred replicas where a broker's imbalance is too high."""
@@ -305,30 +306,16 @@ class Controller:
                 pass
 
     def _remove_dead_followers(self, snap: Snapshot) -> bool:
-        wrote = False
         live = set(snap.brokers)
-        for (topic, index), state in sorted(snap.states.items()):
-            if not self.active:
-                break
-            if state.leader not in live or all(r in live for r in state.isr):
-                continue
-            current = layout.get_partition_state(self.store, topic, index)
-            if current is None:
-                continue
-            state, stat = current
-            if state.leader not in live:
-                continue
-            isr = [r for r in state.isr if r in live]
-            if isr == state.isr:
-                continue
-            new = PartitionState(leader=state.leader, leader_epoch=state.leader_epoch + 1, isr=isr,
-                                 controller_epoch=self.epoch)
-            if not self._write_state(topic, index, new, stat.version):
-                continue
+        updates = [(topic, index, PartitionState(leader=state.leader, leader_epoch=state.leader_epoch + 1,
+                                                 isr=[r for r in state.isr if r in live], controller_epoch=self.epoch))
+                   for (topic, index), state in sorted(snap.states.items())
+                   if state.leader in live and not all(r in live for r in state.isr)]
+        written = self._write_states(snap, updates)
+        for topic, index, new in written:
             log.info("controller %d removed dead replicas from the ISR of %s-%d: ISR %s (leader epoch %d)",
-                     self.broker_id, topic, index, isr, new.leader_epoch)
-            wrote = True
-        return wrote
+                     self.broker_id, topic, index, new.isr, new.leader_epoch)
+        return bool(written)
 
     def _drop_non_replicas(self, snap: Snapshot) -> bool:
         """An ISR (or leader) naming a broker that is no longer a replica (a cancelled
@@ -388,19 +375,13 @@ class Controller:
         return wrote
 
     def _elect_offline_leaders(self, snap: Snapshot) -> bool:
-        wrote = False
         live = set(snap.brokers) - self.shutting_down
         offline = self.offline_replicas.view()
+        updates: list[tuple[str, int, PartitionState]] = []
         for (topic, index), state in sorted(snap.states.items()):
             if state.leader in snap.brokers or not self.active:
                 continue
             replicas = snap.assignments.get(topic, {}).get(index, [])
-            current = layout.get_partition_state(self.store, topic, index)
-            if current is None:
-                continue
-            state, stat = current
-            if state.leader in live:
-                continue  # changed since the snapshot
             off = {r for r, tps in offline.items() if (topic, index) in tps}  # replicas on failed log dirs
             isr = [r for r in state.isr if r in live and r not in off]
             leader = next((r for r in replicas if r in isr), -1)
@@ -412,25 +393,41 @@ class Controller:
                     continue  # already offline: until a replica in its ISR comes back
                 # Kafka's removeReplicasFromIsr for the dead leader: no leader, the last ISR member stays
                 isr = [r for r in state.isr if r != state.leader] or list(state.isr)
-            new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
-                                 controller_epoch=self.epoch)
-            try:
-                layout.set_partition_state(self.store, topic, index, new, stat.version,
-                                           controller_epoch_zk_version=self.epoch_zk_version)
-            except BadVersionError:
-                continue  # someone changed it: the watch brings it back
-            except ControllerMovedError:
-                log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-                self.active = False
-                return wrote
-            if leader < 0:
+            updates.append((topic, index, PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1,
+                                                         isr=isr, controller_epoch=self.epoch)))
+        written = self._write_states(snap, updates)
+        for topic, index, new in written:
+            if new.leader < 0:
                 log.info("controller %d: %s-%d has no live replica in its ISR %s; offline (leader epoch %d)",
-                         self.broker_id, topic, index, isr, new.leader_epoch)
+                         self.broker_id, topic, index, new.isr, new.leader_epoch)
             else:
                 log.info("controller %d elected broker %d leader of %s-%d (leader epoch %d, ISR %s)", self.broker_id,
-                         leader, topic, index, new.leader_epoch, isr)
-            wrote = True
-        return wrote
+                         new.leader, topic, index, new.leader_epoch, new.isr)
+        return bool(written)
+
+    def _write_states(self, snap: Snapshot, updates: list[tuple[str, int, PartitionState]]
+                      ) -> list[tuple[str, int, PartitionState]]:
+        """Partition states written at once, each a compare-and-set against the zkVersion this view read (Kafka's
+        controller updates leaders and ISRs from its cache the same way, in one pipelined round): those written,
+        which this view now holds. One someone changed meanwhile is left alone: its watch brings it back."""
+        if not updates or not self.active:
+            return []
+        try:
+            outcomes = layout.set_partition_states(
+                self.store, [(t, i, new, snap.state_versions.get((t, i), -1)) for t, i, new in updates],
+                controller_epoch_zk_version=self.epoch_zk_version)
+        except ControllerMovedError:
+            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+            self.active = False
+            return []
+        written = []
+        for (topic, index, new), outcome in zip(updates, outcomes):
+            if isinstance(outcome, Stat):
+                snap.states[(topic, index)], snap.state_versions[(topic, index)] = new, outcome.version
+                written.append((topic, index, new))
+            elif not isinstance(outcome, (BadVersionError, NoNodeError)):
+                raise outcome
+        return written
 
     def _elect(self) -> None:
         if self.active:

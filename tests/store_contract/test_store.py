@@ -442,6 +442,25 @@ def test_multi_reports_the_first_failing_operation(store):
     assert store.exists("/b") is None
 
 
+def test_pipelined_multis_are_each_atomic_and_answered_in_order(store):
+    """Many multis at once (the controller's batched partition-state writes): each applies all or nothing, and
+    each outcome is its results or its own error, in the order sent."""
+    store.create("/s1", b"0")
+    store.create("/s2", b"0")
+    outcomes = store.multi_pipelined([
+        [SetDataOp("/s1", b"1", version=0), CreateOp("/s1-log")],
+        [SetDataOp("/s2", b"1", version=5), CreateOp("/s2-log")],  # stale version: none of it applies
+        [],
+        [CreateOp("/s3", b"x")],
+    ])
+    assert len(outcomes) == 4
+    assert outcomes[0][0].version == 1 and outcomes[0][1] == "/s1-log"
+    assert isinstance(outcomes[1], BadVersionError) and outcomes[1].failed_op_index == 0
+    assert outcomes[2] == [] and outcomes[3] == ["/s3"]
+    assert store.get("/s1")[0] == b"1" and store.get("/s2")[0] == b"0"
+    assert store.exists("/s2-log") is None and store.get("/s3")[0] == b"x"
+
+
 def test_multi_success_applies_everything_with_one_zxid(store):
     store.create("/controller_epoch", b"0")
     results = store.multi([CheckVersionOp("/controller_epoch", 0),

@@ -76,6 +76,7 @@ from zk_compat.layout.topics import (
     get_topics_marked_for_deletion as get_topics_marked_for_deletion,
     mark_topic_for_deletion as mark_topic_for_deletion,
     set_partition_state as set_partition_state,
+    set_partition_states as set_partition_states,
     set_topic_assignment as set_topic_assignment,
     topic_exists as topic_exists,
     validate_assignment as validate_assignment,

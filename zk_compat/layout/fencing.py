@@ -42,3 +42,25 @@ def fenced_multi(store: MetadataStore, ops: Sequence[Op], controller_epoch_zk_ve
             exc.results = exc.results[1:] if exc.results else exc.results
         raise
     return results[1:]
+
+
+def fenced_multi_pipelined(store: MetadataStore, batches: Sequence[Sequence[Op]],
+                           controller_epoch_zk_version: int) -> list[list[OpResult] | MetadataStoreError]:
+    """``fenced_multi`` for many independent multis sent at once (``MetadataStore.multi_pipelined``): each outcome
+    is its results or its own error (``failed_op_index`` relative to its ops). Raises ControllerMovedError if
+    any failed the fence: none of those applied, and the caller must resign."""
+    check = CheckVersionOp(ControllerEpochZNode.path(), controller_epoch_zk_version)
+    outcomes = store.multi_pipelined([[check, *ops] for ops in batches])
+    results: list[list[OpResult] | MetadataStoreError] = []
+    for outcome in outcomes:
+        if isinstance(outcome, MetadataStoreError):
+            if outcome.failed_op_index == 0:
+                raise ControllerMovedError(f"controller epoch zkVersion {controller_epoch_zk_version} is stale "
+                                           f"({outcome}); another broker is controller") from outcome
+            if outcome.failed_op_index is not None:
+                outcome.failed_op_index -= 1
+                outcome.results = outcome.results[1:] if outcome.results else outcome.results
+            results.append(outcome)
+        else:
+            results.append(outcome[1:])
+    return results

@@ -16,13 +16,14 @@ from zk_compat.errors import (
     UnknownTopicOrPartitionError,
 )
 from zk_compat.layout.configs import set_entity_config
-from zk_compat.layout.fencing import fenced_multi
+from zk_compat.layout.fencing import fenced_multi, fenced_multi_pipelined
 from zk_compat.layout.znode_helpers import new_base64_uuid
 from zk_compat.store import (
     ANY_VERSION,
     CreateOp,
     DeleteOp,
     MetadataStore,
+    MetadataStoreError,
     NodeExistsError,
     NoNodeError,
     Op,
@@ -253,6 +254,25 @@ def create_partition_states(store: MetadataStore, topic: str, states: Mapping[in
         except NodeExistsError:
             pass
     return created
+
+
+def set_partition_states(store: MetadataStore, updates: Sequence[tuple[str, int, PartitionState, int]], *,
+                         controller_epoch_zk_version: int) -> list[Stat | MetadataStoreError]:
+    """Many conditional state updates (topic, partition, state, expected zkVersion) sent at once, each fenced
+    (Kafka's ``KafkaZkClient.updateLeaderAndIsr``, pipelined): the new Stat or the error for each, in order
+    (BadVersionError: someone changed it). Raises ControllerMovedError when fenced off."""
+    outcomes = fenced_multi_pipelined(store, [
+        [SetDataOp(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state), version)]
+        for topic, partition, state, version in updates], controller_epoch_zk_version)
+    results: list[Stat | MetadataStoreError] = []
+    for outcome in outcomes:
+        if isinstance(outcome, MetadataStoreError):
+            results.append(outcome)
+        else:
+            stat = outcome[0]
+            assert isinstance(stat, Stat)
+            results.append(stat)
+    return results
 
 
 def set_partition_state(store: MetadataStore, topic: str, partition: int, state: PartitionState,

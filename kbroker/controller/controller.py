@@ -358,21 +358,23 @@ class Controller:
             return False
 
     def _delete_topics(self, snap: Snapshot) -> bool:
-        """Topic deletion (``TopicDeletionManager``, without StopReplica): remove the topic's
-        znodes and its deletion request in one fenced multi; every broker drops its logs of the
-        topic when its view no longer has it."""
-        wrote = False
-        for topic in snap.deleting:
-            try:
-                layout.delete_topic_znodes(self.store, topic, controller_epoch_zk_version=self.epoch_zk_version)
-            except ControllerMovedError:
-                log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-                self.active = False
-                return wrote
+        """Topic deletion (``TopicDeletionManager``, without StopReplica): remove each topic's znodes and its
+        deletion request in one fenced multi, all the topics' multis in one pipelined round; every broker drops
+        its logs of the topic when its view no longer has it."""
+        if not snap.deleting:
+            return False
+        try:
+            deleted = layout.delete_topics_znodes(
+                self.store, {t: list(snap.assignments.get(t, {})) for t in snap.deleting},
+                controller_epoch_zk_version=self.epoch_zk_version)
+        except ControllerMovedError:
+            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+            self.active = False
+            return False
+        for topic in deleted:
             log.info("controller %d deleted topic %s", self.broker_id, topic)
             snap.assignments.pop(topic, None)
-            wrote = True
-        return wrote
+        return bool(deleted)
 
     def _elect_offline_leaders(self, snap: Snapshot) -> bool:
         live = set(snap.brokers) - self.shutting_down

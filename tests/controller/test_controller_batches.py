@@ -1,6 +1,7 @@
 """The controller's ZooKeeper writes come in batches, as Kafka's (``createTopicPartitionStatesRaw``,
 ``updateLeaderAndIsr``: pipelined asynchronous requests): a broker's death moves all its leaderships and ISRs in
-one pipelined round, and a new topic's states are one multi, whatever the number of partitions."""
+one pipelined round, a new topic's states are one multi, and deleted topics' znodes go in one pipelined
+round, whatever the number of partitions."""
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -83,3 +84,12 @@ def test_new_topics_states_and_a_dead_brokers_partitions_in_a_few_round_trips(st
     led_by_3 = [tp for tp, s in states.items() if s.leader == 3]
     assert len(led_by_3) == PARTITIONS // 3
     assert all(after[tp].leader == states[tp].isr[1] for tp in led_by_3)  # the next replica in the ISR
+
+    for topic in layout.get_all_topics(store):
+        layout.mark_topic_for_deletion(store, topic)
+    doomed = view(store, [1, 2])
+    doomed.deleting = layout.get_topics_marked_for_deletion(store)
+    counting.calls.clear()
+    ctl.on_snapshot(doomed)
+    assert counting.calls.get("multi_pipelined", 0) == 1, counting.calls  # every topic's multi at once
+    assert layout.get_all_topics(store) == [] and layout.get_topics_marked_for_deletion(store) == []

@@ -279,6 +279,27 @@ def test_a_topics_partition_states_are_created_in_one_fenced_multi(kafka):
             assert layout.get_partition_state(kafka, topic, p)[0] == state
 
 
+def test_many_topics_znodes_are_deleted_in_one_pipelined_round(kafka):
+    """The controller's deletion of many topics: each topic's znodes in one fenced multi built from the partitions
+    it knows, all sent at once; a topic whose znodes differ (states never created, or a partition unknown to
+    the caller) is still deleted whole; a stale controller epoch deletes nothing."""
+    _, zk_version = layout.register_controller_and_increment_epoch(kafka, 1)
+    for topic in ("a", "b", "c"):
+        layout.create_topic(kafka, topic, {0: [1], 1: [1]})
+        layout.mark_topic_for_deletion(kafka, topic)
+    for topic in ("a", "c"):
+        layout.create_partition_states(kafka, topic, {p: PartitionState(1, 0, [1], 1) for p in (0, 1)},
+                                       controller_epoch_zk_version=zk_version)
+    known = {"a": [0, 1], "b": [0, 1], "c": [0]}  # b has no states yet; c's partition 1 is unknown to the caller
+    with pytest.raises(ControllerMovedError):
+        layout.delete_topics_znodes(kafka, known, controller_epoch_zk_version=zk_version + 1)
+    assert layout.get_all_topics(kafka) == ["a", "b", "c"]
+    assert layout.delete_topics_znodes(kafka, known, controller_epoch_zk_version=zk_version) == ["a", "b", "c"]
+    assert layout.get_all_topics(kafka) == [] and layout.get_topics_marked_for_deletion(kafka) == []
+    for topic in ("a", "b", "c"):
+        assert kafka.exists(f"/config/topics/{topic}") is None
+
+
 def test_set_topic_assignment_for_added_partitions(kafka):
     layout.create_topic(kafka, "t", {0: [1, 2]}, topic_id="hT3mGhJ5R0ui7eYU2nUb0Q")
     current = layout.get_topic_assignment(kafka, "t")

@@ -68,6 +68,7 @@ from zk_compat.layout.topics import (
     create_partition_states as create_partition_states,
     create_topic as create_topic,
     delete_topic_znodes as delete_topic_znodes,
+    delete_topics_znodes as delete_topics_znodes,
     get_all_topics as get_all_topics,
     get_partition_state as get_partition_state,
     get_topic_assignment as get_topic_assignment,

@@ -194,6 +194,32 @@ def delete_topic_znodes(store: MetadataStore, topic: str, *, controller_epoch_zk
         fenced_multi(store, ops, controller_epoch_zk_version)
 
 
+def delete_topics_znodes(store: MetadataStore, topics: Mapping[str, Iterable[int]], *,
+                         controller_epoch_zk_version: int) -> list[str]:
+    """``delete_topic_znodes`` for many topics at once, given the partitions the controller knows each has: every
+    topic's multi is built without reading and all are sent in one pipelined round (Kafka's controller deletes
+    in batches of asynchronous requests). A topic whose znodes are not as expected (a state never created, a
+    child unknown here) is deleted alone with ``delete_topic_znodes``, which reads them first. Returns the
+    topics deleted (all of them). Raises ControllerMovedError when fenced off."""
+    names = sorted(topics)
+    batches: list[list[Op]] = []
+    for topic in names:
+        ops: list[Op] = []
+        for partition in sorted(topics[topic]):
+            ops += [DeleteOp(TopicPartitionStateZNode.path(topic, partition)),
+                    DeleteOp(TopicPartitionZNode.path(topic, partition))]
+        if ops:
+            ops.append(DeleteOp(TopicPartitionsZNode.path(topic)))
+        ops += [DeleteOp(TopicZNode.path(topic)), DeleteOp(ConfigEntityZNode.path("topics", topic)),
+                DeleteOp(DeleteTopicZNode.path(topic))]
+        batches.append(ops)
+    outcomes = fenced_multi_pipelined(store, batches, controller_epoch_zk_version)
+    for topic, outcome in zip(names, outcomes):
+        if isinstance(outcome, MetadataStoreError):
+            delete_topic_znodes(store, topic, controller_epoch_zk_version=controller_epoch_zk_version)
+    return names
+
+
 def _children(store: MetadataStore, path: str) -> list[str]:
     try:
         return store.get_children(path)

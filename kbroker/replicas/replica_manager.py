@@ -534,6 +534,9 @@ class ReplicaManager:
             self.on_append(partition)  # waiting produces learn they lost the leadership
             self._leadership_changed(partition, False)
         if leader is None:
+            if self.fetchers.following(partition.tp) is not None or changed:
+                log.info("%s: follower of %d at epoch %d, which is not among the live leaders: fetching from no "
+                         "one until the controller says where it is", partition.tp, state.leader, state.leader_epoch)
             self.fetchers.unfollow(partition.tp)
         elif changed or self.fetchers.following(partition.tp) != leader.id:
             log.info("%s: follower of %d at epoch %d (log end %d)", partition.tp, state.leader, state.leader_epoch,

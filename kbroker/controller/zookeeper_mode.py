@@ -33,6 +33,10 @@ class ZooKeeperParts:
     async def on_snapshot(self, snap: Snapshot) -> None:
         # the controller's writes come back through the watches as the next snapshot
         await self.cluster.run_blocking(lambda: self.controller.on_snapshot(snap))
+        if self.controller.active and snap.controller_id is None:
+            # this view elected us: it was read before /controller was ours and may be missing brokers that
+            # registered meanwhile; the next view (our /controller's watch brings it) is the first we send from
+            return
         if self.controller.active:  # a bounced broker is left out of this view: dead first, then new (Kafka)
             self.channel.sync(self.controller.without_bounced(snap), self.controller.epoch)
             self.channel.ask_again(self.controller.take_log_dir_failures())  # KIP-112: which replicas are offline

@@ -93,6 +93,7 @@ class LeaderFetcher:
         self._session_id = 0
         self._session_epoch = INITIAL_SESSION_EPOCH
         self._in_session: dict[TopicPartition, tuple[int, int, int]] = {}  # what the leader's session holds
+        self._stopped = False
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, partition: Partition) -> None:
@@ -116,11 +117,13 @@ class LeaderFetcher:
         # response arrives at the same moment (asyncio.wait_for), and an answer handled after the
         # broker closed its logs must find nothing to append to.
         self.targets.clear()
+        self._stopped = True  # and should the cancellation be lost, the loop ends at its next turn
         self._task.cancel()
         self.connection.close()
+        self._wake.set()
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             if not self.targets:
                 self._wake.clear()
                 await self._wake.wait()
@@ -146,6 +149,7 @@ class LeaderFetcher:
                 self.connection.close()
                 self._reset_session()
                 await self._sleep(self.backoff_s)
+        self.connection.close()  # stopped while a connect or an answer was arriving: nothing stays open
 
     def _reset_session(self) -> None:
         """The next Fetch is a full one: it closes the old session at the leader and opens a new one."""

@@ -106,3 +106,28 @@ def test_the_channel_is_synced_without_the_bounced_broker(store: MetadataStore) 
     asyncio.run(parts.on_snapshot(_view(store, {1: 101, 2: 102, 3: 203})))
     asyncio.run(parts.on_snapshot(_view(store, {1: 101, 2: 102, 3: 203})))
     assert synced == [[1, 2, 3], [1, 2], [1, 2, 3]]
+
+
+def test_the_view_that_elected_the_controller_is_not_sent(store: MetadataStore) -> None:
+    """The view in which a broker wins /controller was read before it was controller: a broker that registered
+    meanwhile is missing from it, and followers told their leader is not live fetch from no one. The channel
+    starts from the next view (the /controller watch brings it)."""
+    layout.create_topic(store, "t", {p: replicas for p, (replicas, _, _) in LAYOUT.items()})
+    ctl = Controller(store, 1)
+    synced: list[list[int]] = []
+
+    async def run_blocking(fn: Callable[[], Any]) -> Any:
+        return fn()
+
+    channel = SimpleNamespace(sync=lambda snap, epoch: synced.append(sorted(snap.brokers)),
+                              ask_again=lambda brokers: None, stop=lambda: None)
+    parts = ZooKeeperParts(controller=ctl, cluster=SimpleNamespace(run_blocking=run_blocking),  # type: ignore[arg-type]
+                           metadata=None, channel=channel, session=None)  # type: ignore[arg-type]
+    electing = Snapshot(controller_id=None)
+    electing.brokers = {b: LiveBroker(b, "127.0.0.1", 9092 + b, None, epoch=b) for b in (1, 3)}
+    asyncio.run(parts.on_snapshot(electing))
+    assert ctl.active and synced == []
+    after = Snapshot(controller_id=1, assignments={"t": {p: r for p, (r, _, _) in LAYOUT.items()}})
+    after.brokers = {b: LiveBroker(b, "127.0.0.1", 9092 + b, None, epoch=b) for b in (1, 2, 3)}
+    asyncio.run(parts.on_snapshot(after))
+    assert synced == [[1, 2, 3]]

@@ -38,6 +38,10 @@ UPDATE_METADATA_VERSION = 6
 
 # A request body as the client's encoder takes it: field name -> value, nested as the schema nests.
 Body = dict[str, Any]
+# One partition's UpdateMetadata entry: leader, leader epoch, ISR, controller epoch, zkVersion, replicas, offline ones.
+MetadataKey = tuple[int, int, tuple[int, ...], int, int, tuple[int, ...], tuple[int, ...]]
+LEADER_DURING_DELETE = -2  # Kafka's LeaderAndIsr.LeaderDuringDelete: the broker drops the partition from its cache
+
 # What LeaderAndIsr told a broker of one partition (leader, leader epoch, replicas, adding, removing, and the
 # leader's address among the live leaders: None when it was not live).
 ReplicaKey = tuple[int, int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[str, int] | None]
@@ -70,7 +74,9 @@ class BrokerChannel:
                                            owner.timeout_s)
         self.desired: dict[tuple[str, int], ReplicaState] = {}
         self.acked: dict[tuple[str, int], ReplicaKey] = {}
-        self.acked_metadata = -1
+        # what this broker acknowledged of the metadata: each partition's UpdateMetadata entry and the live brokers
+        self.acked_metadata: dict[tuple[str, int], MetadataKey] = {}
+        self.acked_brokers: object = None
         # LeaderAndIsr carries every replica until an answer to such a request came (ControllerChannel.ask_again)
         self.asked_again = self.answered_again = 0
         self._wake = asyncio.Event()
@@ -125,14 +131,24 @@ class BrokerChannel:
                 raise OSError(f"StopReplica refused: {errors.for_code(response.error_code).__name__}")
             for tp in gone:
                 self.acked.pop(tp, None)
-        version = owner.metadata_version
-        if version != self.acked_metadata:
-            response = await self.connection.request(6, UPDATE_METADATA_VERSION, owner.metadata_request)
+        keys, brokers = owner.metadata_keys, owner.brokers_key
+        changed_meta = [tp for tp, key in keys.items() if self.acked_metadata.get(tp) != key]
+        deleted = [tp for tp in self.acked_metadata if tp not in keys]
+        if changed_meta or deleted or brokers != self.acked_brokers:
+            # only what changed since this broker's last answer, as Kafka's controller sends it (the first request
+            # of a channel holds everything: a new broker, or a new controller, whose epoch tells brokers to start over)
+            response = await self.connection.request(6, UPDATE_METADATA_VERSION,
+                                                     owner.update_metadata(changed_meta, deleted))
             if response.error_code:
                 raise OSError(f"UpdateMetadata refused: {errors.for_code(response.error_code).__name__}")
-            self.acked_metadata = version
+            for tp in changed_meta:
+                self.acked_metadata[tp] = keys[tp]
+            for tp in deleted:
+                self.acked_metadata.pop(tp, None)
+            self.acked_brokers = brokers
         if self.desired is not None and (any(self.acked.get(tp) != rs.key for tp, rs in self.desired.items())
-                                         or (self.desired and self.asked_again > self.answered_again)):
+                                         or (self.desired and self.asked_again > self.answered_again)
+                                         or owner.metadata_keys is not keys or owner.brokers_key != brokers):
             self._wake.set()  # changed (or asked again) while we were sending
 
 
@@ -147,16 +163,19 @@ class ControllerChannel:
         self.timeout_s = request_timeout_ms / 1000
         self.backoff_s = 0.2
         self.channels: dict[int, BrokerChannel] = {}
-        self.metadata_version = 0
-        self.metadata_request: Body = {}
-        self._metadata_key: tuple[object, ...] | None = None
+        # the metadata of the last view: each partition's UpdateMetadata entry as a key (compared per broker with what
+        # it acknowledged), the partitions' states and the live brokers to build a request from
+        self.metadata_keys: dict[tuple[str, int], MetadataKey] = {}
+        self.brokers_key: object = ()
+        self._snap = Snapshot()
+        self._offline: dict[int, frozenset[tuple[str, int]]] = {}
         self._leaders: dict[int, LiveBroker] = {}
 
     def stop(self) -> None:
         for channel in self.channels.values():
             channel.stop()
         self.channels.clear()
-        self._metadata_key = None
+        self.metadata_keys, self.brokers_key = {}, ()
         self.offline.clear()  # no longer controller: the next one asks every broker again
         self.new_replicas.clear()
 
@@ -198,16 +217,18 @@ class ControllerChannel:
                 if b in desired:
                     desired[b][(topic, index)] = rs
         offline = self.offline.view()
-        key = (tuple(sorted(snap.brokers.items())),
-               tuple(sorted((tp, s.leader, s.leader_epoch, tuple(s.isr), snap.state_versions.get(tp, -1))
-                            for tp, s in snap.states.items())),
-               tuple(sorted((t, tuple(sorted((p, tuple(r)) for p, r in a.items())))
-                            for t, a in snap.assignments.items())),
-               controller_epoch, tuple(sorted(offline.items())))
-        if key != self._metadata_key:
-            self._metadata_key = key
-            self.metadata_version += 1
-            self.metadata_request = self._update_metadata(snap, offline)
+        keys: dict[tuple[str, int], MetadataKey] = {}
+        for tp, s in snap.states.items():
+            members = tuple(snap.assignments.get(tp[0], {}).get(tp[1]) or ())
+            gone = tuple(r for r in members if r not in snap.brokers or tp in offline.get(r, ()))
+            keys[tp] = (s.leader, s.leader_epoch, tuple(s.isr), s.controller_epoch, snap.state_versions.get(tp, -1),
+                        members, gone)
+        if keys != self.metadata_keys:
+            self.metadata_keys = keys
+        brokers_key = tuple(sorted(snap.brokers.items()))
+        if brokers_key != self.brokers_key:
+            self.brokers_key = brokers_key
+        self._snap, self._offline = snap, offline
         for broker_id in list(self.channels):
             old = self.channels[broker_id]
             live = snap.brokers.get(broker_id)
@@ -250,20 +271,24 @@ class ControllerChannel:
                 "delete_partitions": True,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
 
-    def _update_metadata(self, snap: Snapshot, offline: dict[int, frozenset[tuple[str, int]]]) -> Body:
+    def update_metadata(self, changed: Iterable[tuple[str, int]], deleted: Iterable[tuple[str, int]]) -> Body:
+        """UpdateMetadata with the live brokers and these partitions of the last view; ``deleted`` ones go with
+        Kafka's LeaderDuringDelete (-2), which tells the broker to forget them."""
         by_topic: dict[str, list[Body]] = {}
-        for (topic, index), s in sorted(snap.states.items()):
-            replicas = snap.assignments.get(topic, {}).get(index, [])
+        for tp in sorted(changed):
+            leader, leader_epoch, isr, controller_epoch, zk_version, replicas, gone = self.metadata_keys[tp]
+            by_topic.setdefault(tp[0], []).append({
+                "partition_index": tp[1], "controller_epoch": controller_epoch, "leader": leader,
+                "leader_epoch": leader_epoch, "isr": list(isr), "zk_version": zk_version, "replicas": list(replicas),
+                "offline_replicas": list(gone)})
+        for topic, index in sorted(deleted):
             by_topic.setdefault(topic, []).append({
-                "partition_index": index, "controller_epoch": s.controller_epoch, "leader": s.leader,
-                "leader_epoch": s.leader_epoch, "isr": list(s.isr),
-                "zk_version": snap.state_versions.get((topic, index), -1), "replicas": list(replicas),
-                "offline_replicas": [r for r in replicas
-                                     if r not in snap.brokers or (topic, index) in offline.get(r, ())]})
+                "partition_index": index, "controller_epoch": self.controller_epoch, "leader": LEADER_DURING_DELETE,
+                "leader_epoch": 0, "isr": [], "zk_version": -1, "replicas": [], "offline_replicas": []})
         return {"controller_id": self.broker_id, "controller_epoch": self.controller_epoch, "broker_epoch": -1,
                 "topic_states": [{"topic_name": t, "partition_states": ps} for t, ps in by_topic.items()],
                 "live_brokers": [{"id": b.id, "endpoints": _endpoints(b), "rack": b.rack}
-                                 for b in snap.brokers.values()]}
+                                 for b in self._snap.brokers.values()]}
 
 
 _PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol ids

@@ -1,5 +1,5 @@
-"""What the controller last told this broker about the cluster (Kafka's MetadataCache), from
-UpdateMetadata: every partition's leader, leader epoch, ISR and replicas. In ZooKeeper mode Metadata
+"""What the controller told this broker about the cluster (Kafka's MetadataCache), from the
+UpdateMetadata requests it sent: every partition's leader, leader epoch, ISR and replicas. In ZooKeeper mode Metadata
 answers from here only (a topic the controller has not announced yet is not there), and FindCoordinator
 reads leaders here. Admin requests that wait for their change to be visible (CreateTopics,
 CreatePartitions, DeleteTopics) are told of every update through ``listeners``."""
@@ -29,23 +29,32 @@ class MetadataCache:
     listeners: list[Callable[[], None]] = field(default_factory=list)
 
     def update(self, request: msg.UpdateMetadataRequest) -> None:
-        """Replace the cache with an UpdateMetadata request's picture (the controller sends it whole)."""
+        """Apply an UpdateMetadata request, as Kafka's ZooKeeper-mode MetadataCache does: the live brokers are
+        replaced, the partitions it names are added or replaced, LeaderDuringDelete (-2) removes one, and the
+        others stay (the controller sends what changed). A new controller's first request holds everything, so
+        a request of another controller epoch starts the cache over."""
+        if request.controller_epoch != self.controller_epoch:
+            self.partitions, self.topics = {}, {}
         self.controller_id = request.controller_id
         self.controller_epoch = request.controller_epoch
-        partitions = {}
-        topics: dict[str, dict[int, CachedPartition]] = {}
+        partitions, topics = self.partitions, self.topics
         for topic in request.topic_states:
             for p in topic.partition_states:
+                key = (topic.topic_name, p.partition_index)
                 if p.leader == -2:  # Kafka's LeaderDuringDelete: a topic being deleted is no longer served
+                    partitions.pop(key, None)
+                    known = topics.get(topic.topic_name)
+                    if known is not None:
+                        known.pop(p.partition_index, None)
+                        if not known:
+                            del topics[topic.topic_name]
                     continue
                 cached = CachedPartition(
                     PartitionState(leader=p.leader, leader_epoch=p.leader_epoch, isr=list(p.isr),
                                    controller_epoch=p.controller_epoch),
                     list(p.replicas), list(p.offline_replicas))
-                partitions[(topic.topic_name, p.partition_index)] = cached
+                partitions[key] = cached
                 topics.setdefault(topic.topic_name, {})[p.partition_index] = cached
-        self.partitions = partitions
-        self.topics = topics
         self.live_broker_ids = frozenset(b.id for b in request.live_brokers)
         for listener in list(self.listeners):
             listener()

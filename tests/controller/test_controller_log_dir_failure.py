@@ -118,7 +118,7 @@ def test_update_metadata_lists_replicas_on_offline_dirs():
         snap.assignments = {"t": {0: [3, 1, 2], 1: [3, 1, 2]}}
         snap.states = {("t", p): PartitionState(1, 1, [1, 2], 1) for p in (0, 1)}
         channel.sync(snap, 1)
-        parts = channel.metadata_request["topic_states"][0]["partition_states"]
+        parts = channel.update_metadata(channel.metadata_keys, [])["topic_states"][0]["partition_states"]
         channel.stop()
         return parts
     parts = asyncio.run(run())

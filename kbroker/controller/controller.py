@@ -71,7 +71,7 @@ from kbroker.controller.offline_dirs import NewReplicas, OfflineReplicas
 from kbroker.metadata.zk_view import Snapshot
 from zk_compat import layout
 from zk_compat.layout import ControllerMovedError
-from zk_compat.store import BadVersionError, MetadataStore, NoNodeError, Stat
+from zk_compat.store import BadVersionError, MetadataStore, MetadataStoreError, NoNodeError, Stat
 from zk_compat.znodes import (
     IsrChangeNotificationZNode,
     LogDirEventNotificationSequenceZNode,
@@ -179,35 +179,54 @@ class Controller:
         if broker_id not in snap.brokers:
             raise errors.BrokerNotAvailableError(f"broker {broker_id} is not registered")
         self.shutting_down.add(broker_id)
-        remaining = []
+        remaining: list[tuple[str, int]] = []
         live = set(snap.brokers) - self.shutting_down
-        for (topic, index) in sorted(snap.states):
-            replicas = snap.assignments.get(topic, {}).get(index, [])
-            if broker_id not in replicas or len(replicas) < 2:
-                continue  # as Kafka: a single replica has nowhere to go
-            for _ in range(3):  # a lost compare-and-set (the leader changed the ISR) is retried
-                current = self._state_held_by(topic, index, broker_id)
-                if current is None:
-                    break
-                state, stat = current
+        # as Kafka: a single replica has nowhere to go
+        pending = [tp for tp in sorted(snap.states) if broker_id in snap.assignments.get(tp[0], {}).get(tp[1], [])
+                   and len(snap.assignments[tp[0]][tp[1]]) >= 2]
+        held: dict[tuple[str, int], tuple[PartitionState, int]] = {
+            tp: (snap.states[tp], snap.state_versions.get(tp, -1)) for tp in pending}
+        for _ in range(3):  # a lost compare-and-set (the leader changed the ISR) is tried again on a fresh read
+            updates: list[tuple[str, int, PartitionState, int]] = []
+            for tp in pending:
+                found = held.get(tp)
+                if found is None or (found[0].leader != broker_id and broker_id not in found[0].isr):
+                    continue  # no longer led by it nor in sync with it
+                state, version = found
+                replicas = snap.assignments[tp[0]][tp[1]]
                 isr = [r for r in state.isr if r != broker_id]
                 leader = state.leader
                 if leader == broker_id:
                     leader = next((r for r in replicas if r in isr and r in live), -1)
                     if leader < 0:
-                        # Worth waiting for only if another replica lives (it may catch up and
-                        # join the ISR); with none alive, no retry can ever move it.
+                        # Worth waiting for only if another replica lives (it may catch up and join the ISR);
+                        # with none alive, no retry can ever move it.
                         if any(r in live and r != broker_id for r in replicas):
-                            remaining.append((topic, index))
-                        break
+                            remaining.append(tp)
+                        continue
                 elif not isr:
-                    break
-                new = PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr,
-                                     controller_epoch=self.epoch)
-                if self._write_state(topic, index, new, stat.version):
-                    break
-                if not self.active:
-                    raise errors.NotControllerError(f"broker {self.broker_id} is no longer the controller")
+                    continue
+                updates.append((tp[0], tp[1], PartitionState(leader=leader, leader_epoch=state.leader_epoch + 1,
+                                                             isr=isr, controller_epoch=self.epoch), version))
+            if not updates:
+                break
+            try:  # all of them in one pipelined round
+                outcomes = layout.set_partition_states(self.store, updates,
+                                                       controller_epoch_zk_version=self.epoch_zk_version)
+            except ControllerMovedError:
+                self.active = False
+                raise errors.NotControllerError(f"broker {self.broker_id} is no longer the controller") from None
+            pending = []
+            for (topic, index, _, _), outcome in zip(updates, outcomes):
+                if isinstance(outcome, BadVersionError):
+                    pending.append((topic, index))
+                elif isinstance(outcome, MetadataStoreError) and not isinstance(outcome, NoNodeError):
+                    raise outcome
+            held = {}
+            for topic, index in pending:
+                current = layout.get_partition_state(self.store, topic, index)
+                if current is not None:
+                    held[(topic, index)] = (current[0], current[1].version)
         log.info("controller %d: controlled shutdown of broker %d, %d partitions it still leads", self.broker_id,
                  broker_id, len(remaining))
         return remaining

@@ -174,7 +174,9 @@ class ZooKeeperTopics(TopicAdmin):
         for name, assignment in snap.assignments.items():
             configs = snap.configs.get(name, {})
             known = self.topics.get(name)
-            if known is not None and known.configs != configs:
+            if (known.configs != configs) if known is not None else bool(configs):
+                # changed, or seen for the first time while the controller's LeaderAndIsr already created its
+                # logs here with the broker's defaults (it may come before this broker's view has the topic)
                 self._apply_topic_configs(name, assignment, configs)
             self.topics[name] = TopicInfo(name, {p: list(r) for p, r in assignment.items()}, dict(configs),
                                           topic_uuid(snap.topic_ids.get(name)))

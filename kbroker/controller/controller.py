@@ -102,6 +102,11 @@ class Controller:
         self.broker_epochs: dict[int, int] = {}
         self.bounced: set[int] = set()  # brokers found bounced in the last view (the channel leaves them out once)
 
+    def moved_on(self) -> None:
+        """A fenced write found another controller epoch: stop acting as controller (the watches bring the news)."""
+        log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
+        self.active = False
+
     def resign(self) -> None:
         if self.active:
             log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.epoch)
@@ -253,8 +258,7 @@ class Controller:
             layout.delete_log_dir_event_notifications(self.store, names,
                                                       controller_epoch_zk_version=self.epoch_zk_version)
         except ControllerMovedError:
-            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-            self.active = False
+            self.moved_on()
             return
         failed = brokers & set(snap.brokers)
         if failed:
@@ -372,8 +376,7 @@ class Controller:
         except BadVersionError:
             return False  # someone changed it: the watch brings it back
         except ControllerMovedError:
-            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-            self.active = False
+            self.moved_on()
             return False
 
     def _delete_topics(self, snap: Snapshot) -> bool:
@@ -387,8 +390,7 @@ class Controller:
                 self.store, {t: list(snap.assignments.get(t, {})) for t in snap.deleting},
                 controller_epoch_zk_version=self.epoch_zk_version)
         except ControllerMovedError:
-            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-            self.active = False
+            self.moved_on()
             return False
         for topic in deleted:
             log.info("controller %d deleted topic %s", self.broker_id, topic)
@@ -438,8 +440,7 @@ class Controller:
                 self.store, [(t, i, new, snap.state_versions.get((t, i), -1)) for t, i, new in updates],
                 controller_epoch_zk_version=self.epoch_zk_version)
         except ControllerMovedError:
-            log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-            self.active = False
+            self.moved_on()
             return []
         written = []
         for (topic, index, new), outcome in zip(updates, outcomes):
@@ -482,8 +483,7 @@ class Controller:
                 created = layout.create_partition_states(self.store, topic, states,
                                                          controller_epoch_zk_version=self.epoch_zk_version)
             except ControllerMovedError:
-                log.warning("controller epoch moved on: broker %d stops acting as controller", self.broker_id)
-                self.active = False
+                self.moved_on()
                 return wrote
             for index in created:
                 self.new_replicas.add(topic, index, assignment[index])

@@ -46,6 +46,8 @@ class Controller(Protocol):
 
     def _write_state(self, topic: str, index: int, state: PartitionState, version: int) -> bool: ...
 
+    def moved_on(self) -> None: ...
+
 
 def start_requested(ctl: Controller, snap: Snapshot) -> bool:
     """Turn new entries of /admin/reassign_partitions into moves recorded in the topic znodes."""
@@ -231,8 +233,7 @@ def _write_assignment(ctl: Controller, topic: str, assignment: TopicAssignment, 
         log.info("controller %d: %s changed while it was rewritten; the next event retries", ctl.broker_id, topic)
         return False
     except layout.ControllerMovedError:
-        log.warning("controller epoch moved on: broker %d stops acting as controller", ctl.broker_id)
-        ctl.active = False
+        ctl.moved_on()
         return False
 
 

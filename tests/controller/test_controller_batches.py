@@ -4,15 +4,11 @@ one pipelined round, a new topic's states are one multi, and deleted topics' zno
 round, whatever the number of partitions."""
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
-
-import pytest
 
 from kbroker.controller.controller import Controller
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
 from zk_compat import layout
-from zk_compat.embedded import EmbeddedServer
 from zk_compat.store import MetadataStore
 
 PARTITIONS = 300
@@ -34,15 +30,6 @@ class CountingStore:
             self.calls[name] = self.calls.get(name, 0) + 1
             return attr(*args, **kwargs)
         return counted
-
-
-@pytest.fixture
-def store() -> Iterator[MetadataStore]:
-    server = EmbeddedServer(None)
-    with server.connect() as session:
-        layout.ensure_persistent_paths(session)
-        yield session
-    server.close()
 
 
 def view(store: MetadataStore, brokers: list[int]) -> Snapshot:

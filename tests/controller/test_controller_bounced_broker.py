@@ -6,18 +6,15 @@ epoch (seen in host mode, where a whole server's brokers restart at once). On th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
-
-import pytest
 
 from kbroker.controller.controller import Controller
 from kbroker.controller.zookeeper_mode import ZooKeeperParts
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
 from tests.controller.controller_views import active_controller, with_topic_states
 from zk_compat import layout
-from zk_compat.embedded import EmbeddedServer
 from zk_compat.store import MetadataStore
 from zk_compat.znodes import PartitionState
 
@@ -28,20 +25,22 @@ LAYOUT = {0: ([3, 1, 2], 3, [3, 1, 2]),   # led by 3: 1 takes over
           3: ([2, 1, 3], 2, [2, 1])}      # 3 not in sync: untouched
 
 
-@pytest.fixture
-def store() -> Iterator[MetadataStore]:
-    server = EmbeddedServer(None)
-    with server.connect() as session:
-        layout.ensure_persistent_paths(session)
-        yield session
-    server.close()
-
-
 def _view(store: MetadataStore, epochs: dict[int, int], controller_id: int = 1) -> Snapshot:
     snap = Snapshot(controller_id=controller_id)
     snap.brokers = {b: LiveBroker(b, "127.0.0.1", 9092 + b, None, epoch=e) for b, e in epochs.items()}
     with_topic_states(store, snap, LAYOUT)
     return snap
+
+
+def _parts(ctl: Controller, synced: list[list[int]]) -> ZooKeeperParts:
+    """ZooKeeperParts around ``ctl`` whose channel records the live brokers of each view it is synced with."""
+    async def run_blocking(fn: Callable[[], Any]) -> Any:
+        return fn()
+
+    channel = SimpleNamespace(sync=lambda snap, epoch: synced.append(sorted(snap.brokers)),
+                              ask_again=lambda brokers: None, stop=lambda: None)
+    return ZooKeeperParts(controller=ctl, cluster=SimpleNamespace(run_blocking=run_blocking),  # type: ignore[arg-type]
+                          metadata=None, channel=channel, session=None)  # type: ignore[arg-type]
 
 
 def _states(store: MetadataStore) -> dict[int, tuple[int, int, list[int]]]:
@@ -94,14 +93,7 @@ def test_the_channel_is_synced_without_the_bounced_broker(store: MetadataStore) 
     """ZooKeeperParts hands the channel the view without it, so it is never sent its old leadership."""
     ctl = active_controller(store, LAYOUT)
     synced: list[list[int]] = []
-
-    async def run_blocking(fn: Callable[[], Any]) -> Any:
-        return fn()
-
-    channel = SimpleNamespace(sync=lambda snap, epoch: synced.append(sorted(snap.brokers)),
-                              ask_again=lambda brokers: None, stop=lambda: None)
-    parts = ZooKeeperParts(controller=ctl, cluster=SimpleNamespace(run_blocking=run_blocking),  # type: ignore[arg-type]
-                           metadata=None, channel=channel, session=None)  # type: ignore[arg-type]
+    parts = _parts(ctl, synced)
     asyncio.run(parts.on_snapshot(_view(store, {1: 101, 2: 102, 3: 103})))
     asyncio.run(parts.on_snapshot(_view(store, {1: 101, 2: 102, 3: 203})))
     asyncio.run(parts.on_snapshot(_view(store, {1: 101, 2: 102, 3: 203})))
@@ -115,14 +107,7 @@ def test_the_view_that_elected_the_controller_is_not_sent(store: MetadataStore) 
     layout.create_topic(store, "t", {p: replicas for p, (replicas, _, _) in LAYOUT.items()})
     ctl = Controller(store, 1)
     synced: list[list[int]] = []
-
-    async def run_blocking(fn: Callable[[], Any]) -> Any:
-        return fn()
-
-    channel = SimpleNamespace(sync=lambda snap, epoch: synced.append(sorted(snap.brokers)),
-                              ask_again=lambda brokers: None, stop=lambda: None)
-    parts = ZooKeeperParts(controller=ctl, cluster=SimpleNamespace(run_blocking=run_blocking),  # type: ignore[arg-type]
-                           metadata=None, channel=channel, session=None)  # type: ignore[arg-type]
+    parts = _parts(ctl, synced)
     electing = Snapshot(controller_id=None)
     electing.brokers = {b: LiveBroker(b, "127.0.0.1", 9092 + b, None, epoch=b) for b in (1, 3)}
     asyncio.run(parts.on_snapshot(electing))

@@ -14,7 +14,6 @@ from kbroker.controller.controller import Controller
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
 from tests.controller.controller_views import active_controller, with_topic_states
 from zk_compat import layout
-from zk_compat.embedded import EmbeddedServer
 from zk_compat.layout import ControllerMovedError
 from zk_compat.znodes import LogDirEventNotificationZNode, PartitionState
 
@@ -25,15 +24,6 @@ LAYOUT = {0: ([3, 1, 2], 3, [3, 1, 2]),   # led by 3: 1 takes over
           2: ([3, 2, 1], 3, [3]),         # 3 is the only one in sync: no leader
           3: ([2, 3, 1], 2, [2, 1]),      # 3 already out of the ISR: nothing to write
           4: ([3, 1, 2], 3, [3, 1, 2])}   # 3 answers no error: it stays leader
-
-
-@pytest.fixture
-def store():
-    server = EmbeddedServer(None)
-    with server.connect() as session:
-        layout.ensure_persistent_paths(session)
-        yield session
-    server.close()
 
 
 def _snapshot(store, controller_id: int = 1) -> Snapshot:

@@ -4,32 +4,13 @@ one pipelined round, a new topic's states are one multi, and deleted topics' zno
 round, whatever the number of partitions."""
 from __future__ import annotations
 
-from typing import Any
-
 from kbroker.controller.controller import Controller
 from kbroker.metadata.zk_view import LiveBroker, Snapshot
+from tests.store_contract.backends import CountingStore
 from zk_compat import layout
 from zk_compat.store import MetadataStore
 
 PARTITIONS = 300
-
-
-class CountingStore:
-    """The embedded store, counting the round trips of each kind."""
-
-    def __init__(self, store: MetadataStore) -> None:
-        self._store = store
-        self.calls: dict[str, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._store, name)
-        if not callable(attr):
-            return attr
-
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] = self.calls.get(name, 0) + 1
-            return attr(*args, **kwargs)
-        return counted
 
 
 def view(store: MetadataStore, brokers: list[int]) -> Snapshot:

@@ -9,27 +9,11 @@ from typing import Any
 import pytest
 
 from kbroker.metadata.zk_view import ClusterView, Snapshot
+from tests.store_contract.backends import CountingStore
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.store import MetadataStore
 from zk_compat.znodes import PartitionState
-
-
-class CountingStore:
-    """A store that counts its reads (each a round trip to ZooKeeper)."""
-
-    def __init__(self, store: MetadataStore) -> None:
-        self._store = store
-        self.reads = 0
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._store, name)
-        if name in ("get", "exists", "get_children"):
-            def counted(*args: Any, **kwargs: Any) -> Any:
-                self.reads += 1
-                return attr(*args, **kwargs)
-            return counted
-        return attr
 
 
 def add_topic(store: MetadataStore, name: str) -> None:
@@ -50,15 +34,14 @@ async def reads_for_one_change(topics: int) -> tuple[int, int, Snapshot, Snapsho
     await view.start()
 
     async def settled(check: Any) -> int:
-        before = counting.reads
+        before = counting.reads()
         for _ in range(500):
             if seen and check(seen[-1]):
                 await asyncio.sleep(0.05)  # any refresh still running ends
-                return counting.reads - before
+                return counting.reads() - before
             await asyncio.sleep(0.01)
         raise AssertionError("the view never showed the change")
 
-    counting.reads = 0
     add_topic(store, "new")
     topic_reads = await settled(lambda s: ("new", 3) in s.states)
     layout.set_partition_state(store, "t0", 2, PartitionState(1, 1, [1], 1), 0)

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -122,3 +123,24 @@ def wait_until(condition: Callable[[], object], timeout: float = 10.0, message: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout} s waiting for {message}")
         time.sleep(0.01)
+
+
+class CountingStore:
+    """A store that counts its calls by method name (each one round trip to ZooKeeper)."""
+
+    def __init__(self, store: MetadataStore) -> None:
+        self._store = store
+        self.calls: dict[str, int] = {}
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._store, name)
+        if not callable(attr):
+            return attr
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] = self.calls.get(name, 0) + 1
+            return attr(*args, **kwargs)
+        return counted
+
+    def reads(self) -> int:
+        return sum(self.calls.get(name, 0) for name in ("get", "exists", "get_children"))

@@ -17,6 +17,7 @@ from kbroker.log import TopicPartition
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.protocol.messages.acls import CLUSTER_NAME, AclOperation, ResourceType
+from kbroker.topics.table import TopicInfo
 from kbroker.topics.visibility import Visible
 
 log = logging.getLogger(__name__)
@@ -99,30 +100,48 @@ def _name_of(answer: Mapping[str, object]) -> object:
 @handles(msg.CREATE_TOPICS)
 async def create_topics(ctx: BrokerContext, header: RequestHeader, request: msg.CreateTopicsRequest,
                         conn: ClientConnection) -> msg.CreateTopicsResponse:
+    """Each topic checked (ACLs, name, counts, configs), then all the valid ones written at once
+    (``TopicAdmin.create_many``: one job in ZooKeeper mode however many topics the request names)."""
     may_create_any = ctx.security.authorizer is None or cluster_allowed(ctx, conn, AclOperation.CREATE)
+    checked: dict[int, TopicInfo] = {}  # the request's position of each topic that passed the checks
 
-    async def create(topic: msg.CreateTopicsRequest.Topic, out: msg.CreateTopicsResponse_TopicResult) -> None:
+    async def check(topic: tuple[int, msg.CreateTopicsRequest.Topic], out: msg.CreateTopicsResponse_TopicResult
+                    ) -> None:
+        position, t = topic
         if not may_create_any:
-            _require(ctx, conn, AclOperation.CREATE, ResourceType.TOPIC, topic.name, "Authorization failed.")
-        assignment = {a.partition_index: list(a.broker_ids) for a in topic.assignments} or None
-        configs = {c.name: c.value for c in topic.configs if c.value is not None}
-        info = await ctx.topics.create(topic.name, topic.num_partitions, topic.replication_factor,
-                                       assignment, configs, validate_only=request.validate_only)
-        if not request.validate_only:
-            wanted[topic.name] = len(info.assignment)
+            _require(ctx, conn, AclOperation.CREATE, ResourceType.TOPIC, t.name, "Authorization failed.")
+        assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
+        configs = {c.name: c.value for c in t.configs if c.value is not None}
+        checked[position] = ctx.topics.validated(t.name, t.num_partitions, t.replication_factor, assignment,
+                                                 configs)
+
+    results = await _each(list(enumerate(request.topics)), lambda t: _named(t[1].name), check)
+    wanted: Visible = {}
+    if checked and not request.validate_only:
+        positions = sorted(checked)
+        try:
+            outcomes = await ctx.topics.create_many([checked[i] for i in positions])
+        except Exception as exc:  # the store failed for all of them (a lost connection)
+            outcomes = [exc] * len(positions)
+        for position, outcome in zip(positions, outcomes):
+            if isinstance(outcome, Exception):
+                del checked[position]
+                results[position]["error_code"], results[position]["error_message"] = _error(outcome)
+            else:
+                checked[position] = outcome
+                wanted[outcome.name] = len(outcome.assignment)
+    for position, info in checked.items():
+        out, configs = results[position], info.configs
         out["topic_id"] = info.topic_id
         out["num_partitions"] = len(info.assignment)
         out["replication_factor"] = len(next(iter(info.assignment.values())))
         if header.api_version >= 5 and not allowed(ctx, conn, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC,
-                                                   topic.name):
+                                                   info.name):
             out["topic_config_error_code"] = errors.TopicAuthorizationFailedError.code
         elif header.api_version >= 5:  # the new topic's effective configs, as Kafka returns them
             out["configs"] = [{"name": e.name, "value": e.value, "read_only": e.read_only,
                                "is_sensitive": e.sensitive, "config_source": e.source}
                               for e in topic_entries(ctx.dynamic_config, configs)]
-
-    wanted: Visible = {}
-    results = await _each(request.topics, lambda t: _named(t.name), create)
     return {"throttle_time_ms": 0, "topics": await _when_visible(ctx, results, wanted, request.timeout_ms)}
 
 
@@ -141,17 +160,30 @@ async def _when_visible(ctx: BrokerContext, results: list[R], wanted: Visible, t
 @handles(msg.DELETE_TOPICS)
 async def delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg.DeleteTopicsRequest,
                         conn: ClientConnection) -> msg.DeleteTopicsResponse:
+    """Each topic checked (name, ACL), then all the allowed ones deleted at once (``TopicAdmin.delete_many``)."""
     names = [t.name for t in request.topics] if header.api_version >= 6 else list(request.topic_names)
+    allowed_at: dict[int, str] = {}
 
-    async def delete(name: str | None, out: msg.DeleteTopicsResponse_TopicResult) -> None:
+    async def check(item: tuple[int, str | None], out: msg.DeleteTopicsResponse_TopicResult) -> None:
+        position, name = item
         if name is None:
             raise errors.UnknownTopicIdError("topic ids are not used here: name the topic")
         _require(ctx, conn, AclOperation.DELETE, ResourceType.TOPIC, name)
-        await ctx.topics.delete(name)
-        wanted[name] = None
+        allowed_at[position] = name
 
+    results = await _each(list(enumerate(names)), lambda t: _deleted(t[1]), check)
     wanted: Visible = {}
-    results = await _each(names, _deleted, delete)
+    if allowed_at:
+        positions = sorted(allowed_at)
+        try:
+            outcomes = await ctx.topics.delete_many([allowed_at[i] for i in positions])
+        except Exception as exc:  # the store failed for all of them (a lost connection)
+            outcomes = [exc] * len(positions)
+        for position, outcome in zip(positions, outcomes):
+            if outcome is None:
+                wanted[allowed_at[position]] = None
+            else:
+                results[position]["error_code"], results[position]["error_message"] = _error(outcome)
     return {"throttle_time_ms": 0, "responses": await _when_visible(ctx, results, wanted, request.timeout_ms)}
 
 

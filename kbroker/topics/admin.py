@@ -102,7 +102,7 @@ class TopicAdmin:
                    configs: dict[str, str] | None = None) -> TopicInfo:
         """Validate and register at once: a single broker's internal topics at start (its embedded store
         never waits on I/O). ZooKeeper mode has no such path: its writes are awaited off the loop."""
-        return self._register(self._validated(name, num_partitions, replication_factor, None, configs))
+        return self._register(self.validated(name, num_partitions, replication_factor, None, configs))
 
     async def auto_create(self, name: str) -> None:
         """Metadata's auto-creation (Kafka 2.8's AutoTopicCreationManager) with the broker's defaults, awaited
@@ -131,13 +131,35 @@ class TopicAdmin:
     async def create(self, name: str, num_partitions: int = -1, replication_factor: int = -1,
                      assignment: dict[int, list[int]] | None = None, configs: dict[str, str] | None = None,
                      validate_only: bool = False) -> TopicInfo:
-        info = self._validated(name, num_partitions, replication_factor, assignment, configs)
+        info = self.validated(name, num_partitions, replication_factor, assignment, configs)
         if validate_only:
             return info
         return await self._register_async(info)
 
+    async def create_many(self, infos: list[TopicInfo]) -> list[TopicInfo | Exception]:
+        """Register validated topics (CreateTopics' whole request); per topic, its info or what refused it (that
+        topic alone). Here one at a time; ZooKeeper mode writes them all in a few pipelined rounds."""
+        outcomes: list[TopicInfo | Exception] = []
+        for info in infos:
+            try:
+                outcomes.append(await self._register_async(info))
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
     async def delete(self, name: str) -> None:
         raise NotImplementedError
+
+    async def delete_many(self, names: list[str]) -> list[Exception | None]:
+        """Delete topics (DeleteTopics' whole request); per topic, None or what refused it (that topic alone)."""
+        outcomes: list[Exception | None] = []
+        for name in names:
+            try:
+                await self.delete(name)
+                outcomes.append(None)
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def create_partitions(self, name: str, count: int, assignments: list[list[int]] | None = None,
                                 validate_only: bool = False) -> None:
@@ -156,8 +178,9 @@ class TopicAdmin:
 
     # -- shared checks --------------------------------------------------------------------------------
 
-    def _validated(self, name: str, num_partitions: int, replication_factor: int,
-                   assignment: dict[int, list[int]] | None, configs: dict[str, str] | None) -> TopicInfo:
+    def validated(self, name: str, num_partitions: int, replication_factor: int,
+                  assignment: dict[int, list[int]] | None, configs: dict[str, str] | None) -> TopicInfo:
+        """A new topic as CreateTopics asks for it, checked (names, counts, configs) and placed; not yet written."""
         configs = dict(configs or {})
         self._effective(configs)
         return new_topic(name, num_partitions, replication_factor, assignment, configs, existing=self.topics,

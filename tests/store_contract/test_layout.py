@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from tests.store_contract.backends import CountingStore
 from zk_compat import layout
 from zk_compat.errors import (
     InvalidReplicaAssignmentError,
@@ -255,6 +256,53 @@ def test_topic_deletion_requests(kafka):
     for path in ("/brokers/topics/gone", "/config/topics/gone", "/admin/delete_topics/gone"):
         assert kafka.exists(path) is None
     layout.create_topic(kafka, "gone", {0: [1]})  # the name is free again
+
+
+def test_many_topics_are_created_in_three_round_trips_each_refused_alone(kafka):
+    """CreateTopics' whole request (layout.create_topics): one listing of topics and of deletion requests, every
+    config node in one pipelined round, every topic node in another; each refusal is that topic's alone, and the
+    znodes are create_topic's."""
+    layout.create_topic(kafka, "old.one", {0: [1]})
+    layout.create_topic(kafka, "doomed", {0: [1]})
+    layout.mark_topic_for_deletion(kafka, "doomed")
+    counted = CountingStore(kafka)
+    wanted = [layout.NewTopicZNodes(f"t{i}", {0: [1, 2], 1: [2, 1]}, {"retention.ms": str(i)}) for i in range(50)]
+    refused = [layout.NewTopicZNodes("old.one", {0: [1]}), layout.NewTopicZNodes("old_one", {0: [1]}),
+               layout.NewTopicZNodes("doomed", {0: [1]}), layout.NewTopicZNodes("bad/name", {0: [1]}),
+               layout.NewTopicZNodes("gaps", {1: [1]}), layout.NewTopicZNodes("t7", {0: [1]}),
+               layout.NewTopicZNodes("x.y", {0: [1]}), layout.NewTopicZNodes("x_y", {0: [1]})]
+    outcomes = layout.create_topics(counted, wanted + refused, rng=random.Random(1))
+    assert counted.calls == {"get_children": 2, "multi_pipelined": 2}
+    ids, errors = outcomes[:50], outcomes[50:]
+    assert all(isinstance(i, str) and re.fullmatch(r"[A-Za-z0-9_-]{22}", i) for i in ids)
+    assert [type(e) for e in errors] == [TopicAlreadyExistsError, InvalidTopicError, TopicAlreadyExistsError,
+                                         InvalidTopicError, InvalidReplicaAssignmentError, TopicAlreadyExistsError,
+                                         str, InvalidTopicError]
+    for i, topic_id in enumerate(ids):
+        assert kafka.get(f"/brokers/topics/t{i}")[0] == TopicZNode.encode(
+            TopicAssignment({0: [1, 2], 1: [2, 1]}, topic_id=topic_id))
+        assert kafka.get(f"/config/topics/t{i}")[0] == ConfigEntityZNode.encode({"retention.ms": str(i)})
+    for name in ("old_one", "bad/name", "gaps", "x_y"):
+        assert kafka.exists(f"/config/topics/{name}") is None  # nothing written on refusal
+    assert layout.get_topic_assignment(kafka, "old.one").partitions == {0: [1]}
+
+
+def test_a_left_over_config_node_is_overwritten_by_a_batch_creation(kafka):
+    kafka.create("/config/topics/again", ConfigEntityZNode.encode({"cleanup.policy": "compact"}))
+    assert isinstance(layout.create_topics(kafka, [layout.NewTopicZNodes("again", {0: [1]})])[0], str)
+    assert kafka.get("/config/topics/again")[0] == ConfigEntityZNode.encode({})
+
+
+def test_many_topics_are_marked_for_deletion_in_two_round_trips(kafka):
+    for name in ("a", "b", "c"):
+        layout.create_topic(kafka, name, {0: [1]})
+    layout.mark_topic_for_deletion(kafka, "c")
+    counted = CountingStore(kafka)
+    outcomes = layout.mark_topics_for_deletion(counted, ["a", "nope", "b", "c", "a"])
+    assert counted.calls == {"get_children": 1, "multi_pipelined": 1}
+    assert [type(o) for o in outcomes] == [type(None), UnknownTopicOrPartitionError, type(None),
+                                           TopicAlreadyMarkedForDeletionError, TopicAlreadyMarkedForDeletionError]
+    assert sorted(layout.get_topics_marked_for_deletion(kafka)) == ["a", "b", "c"]
 
 
 def test_a_topics_partition_states_are_created_in_one_fenced_multi(kafka):

@@ -64,9 +64,11 @@ from zk_compat.layout.notifications import (
 )
 from zk_compat.layout.producer_ids import claim_producer_id_block as claim_producer_id_block
 from zk_compat.layout.topics import (
+    NewTopicZNodes as NewTopicZNodes,
     create_partition_state as create_partition_state,
     create_partition_states as create_partition_states,
     create_topic as create_topic,
+    create_topics as create_topics,
     delete_topic_znodes as delete_topic_znodes,
     delete_topics_znodes as delete_topics_znodes,
     get_all_topics as get_all_topics,
@@ -76,6 +78,7 @@ from zk_compat.layout.topics import (
     get_topic_assignments as get_topic_assignments,
     get_topics_marked_for_deletion as get_topics_marked_for_deletion,
     mark_topic_for_deletion as mark_topic_for_deletion,
+    mark_topics_for_deletion as mark_topics_for_deletion,
     set_partition_state as set_partition_state,
     set_partition_states as set_partition_states,
     set_topic_assignment as set_topic_assignment,

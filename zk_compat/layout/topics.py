@@ -7,6 +7,7 @@ import logging
 import random
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from zk_compat.errors import (
     InvalidReplicaAssignmentError,
@@ -124,26 +125,82 @@ def create_topic(store: MetadataStore, topic: str, assignment: Mapping[int, Sequ
     ``/config/topics/<t>`` (even when empty; no change notification, brokers read it when the
     topic appears), then create ``/brokers/topics/<t>`` (version 3 with a fresh topic id).
     Returns the topic id. The controller's child watch on ``/brokers/topics`` does the rest."""
-    validate_topic_name(topic)
-    validate_assignment(assignment)
-    existing = get_all_topics(store)
-    if topic in existing:
-        raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
-    if store.exists(DeleteTopicZNode.path(topic)) is not None:
-        raise TopicAlreadyExistsError(f"Topic '{topic}' is marked for deletion.")
-    clash = next((t for t in existing if _collides(t, topic)), None)
-    if clash is not None:
-        raise InvalidTopicError(f"Topic '{topic}' collides with existing topic: {clash}")
-    topic_id = topic_id or new_base64_uuid(rng)
-    set_entity_config(store, "topics", topic, dict(configs or {}))
-    data = TopicZNode.encode(TopicAssignment({p: list(r) for p, r in sorted(assignment.items())},
-                                             topic_id=topic_id))
-    try:
-        store.create(TopicZNode.path(topic), data, makepath=True)
-    except NodeExistsError:
-        raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.") from None
-    log.info("created topic %s (id %s) with assignment %s", topic, topic_id, dict(assignment))
-    return topic_id
+    outcome = create_topics(store, [NewTopicZNodes(topic, assignment, configs, topic_id)], rng=rng)[0]
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+@dataclass(frozen=True)
+class NewTopicZNodes:
+    """What ``create_topics`` writes for one topic: its assignment, its config overrides, its id (None: a fresh one)."""
+    name: str
+    assignment: Mapping[int, Sequence[int]]
+    configs: Mapping[str, str] | None = None
+    topic_id: str | None = None
+
+
+def create_topics(store: MetadataStore, topics: Sequence[NewTopicZNodes], *,
+                  rng: random.Random | None = None) -> list[str | Exception]:
+    """Many topics, each as ``create_topic`` creates one, in three steps however many they are: one listing of
+    ``/brokers/topics`` and of ``/admin/delete_topics`` checks them all, then every ``/config/topics/<t>`` goes in
+    one pipelined round, then every ``/brokers/topics/<t>``. Kafka's AdminZkClient takes each topic in turn
+    (apache/kafka ``core/src/main/scala/kafka/zk/AdminZkClient.scala``, ``createTopicWithAssignment``); the
+    znodes written are the same. Returns, per topic, its id or what refused it (that topic alone)."""
+    outcomes: list[str | Exception] = ["" for _ in topics]
+    existing = set(get_all_topics(store))
+    marked = set(get_topics_marked_for_deletion(store))
+    taken = {t.replace(".", "_"): t for t in sorted(existing)}  # Kafka: '.' and '_' collide in metric names
+    accepted: list[int] = []
+    for i, new in enumerate(topics):
+        try:
+            validate_topic_name(new.name)
+            validate_assignment(new.assignment)
+            if new.name in existing:
+                raise TopicAlreadyExistsError(f"Topic '{new.name}' already exists.")
+            if new.name in marked:
+                raise TopicAlreadyExistsError(f"Topic '{new.name}' is marked for deletion.")
+            clash = taken.get(new.name.replace(".", "_"))
+            if clash == new.name:  # named twice in one batch
+                raise TopicAlreadyExistsError(f"Topic '{new.name}' already exists.")
+            if clash is not None:
+                raise InvalidTopicError(f"Topic '{new.name}' collides with existing topic: {clash}")
+        except (InvalidTopicError, InvalidReplicaAssignmentError, TopicAlreadyExistsError) as exc:
+            outcomes[i] = exc
+            continue
+        taken[new.name.replace(".", "_")] = new.name
+        outcomes[i] = new.topic_id or new_base64_uuid(rng)
+        accepted.append(i)
+    configs = [(i, ConfigEntityZNode.path("topics", topics[i].name), ConfigEntityZNode.encode(dict(
+        topics[i].configs or {}))) for i in accepted]
+    for (i, path, data), result in zip(configs, store.multi_pipelined([[CreateOp(path, data)]
+                                                                        for _, path, data in configs])):
+        if isinstance(result, NodeExistsError):
+            store.set(path, data)  # left by an earlier topic of that name: overwritten, as Kafka's setOrCreate
+        elif isinstance(result, NoNodeError):
+            set_entity_config(store, "topics", topics[i].name, topics[i].configs or {})  # no /config/topics yet
+        elif isinstance(result, Exception):
+            outcomes[i] = result
+    written = [(i, TopicZNode.path(topics[i].name), TopicZNode.encode(TopicAssignment(
+        {p: list(r) for p, r in sorted(topics[i].assignment.items())}, topic_id=str(outcomes[i]))))
+        for i in accepted if not isinstance(outcomes[i], Exception)]
+    for (i, path, data), result in zip(written, store.multi_pipelined([[CreateOp(path, data)]
+                                                                        for _, path, data in written])):
+        failed = result if isinstance(result, MetadataStoreError) else None
+        if isinstance(failed, NoNodeError):  # no /brokers/topics yet
+            try:
+                store.create(path, data, makepath=True)
+                failed = None
+            except MetadataStoreError as exc:
+                failed = exc
+        if isinstance(failed, NodeExistsError):
+            outcomes[i] = TopicAlreadyExistsError(f"Topic '{topics[i].name}' already exists.")
+        elif failed is not None:
+            outcomes[i] = failed
+        else:
+            log.info("created topic %s (id %s) with assignment %s", topics[i].name, outcomes[i],
+                     dict(topics[i].assignment))
+    return outcomes
 
 
 def set_topic_assignment(store: MetadataStore, topic: str, assignment: TopicAssignment,
@@ -158,12 +215,32 @@ def set_topic_assignment(store: MetadataStore, topic: str, assignment: TopicAssi
 
 def mark_topic_for_deletion(store: MetadataStore, topic: str) -> None:
     """Request deletion (``AdminZkClient.deleteTopic``): create ``/admin/delete_topics/<t>``."""
-    if not topic_exists(store, topic):
-        raise UnknownTopicOrPartitionError(f"Topic `{topic}` to delete does not exist")
-    try:
-        store.create(DeleteTopicZNode.path(topic), None, makepath=True)
-    except NodeExistsError:
-        raise TopicAlreadyMarkedForDeletionError(f"topic {topic} is already marked for deletion") from None
+    outcome = mark_topics_for_deletion(store, [topic])[0]
+    if outcome is not None:
+        raise outcome
+
+
+def mark_topics_for_deletion(store: MetadataStore, topics: Sequence[str]) -> list[Exception | None]:
+    """``mark_topic_for_deletion`` for many topics: one listing of ``/brokers/topics``, then every
+    ``/admin/delete_topics/<t>`` in one pipelined round. Per topic, None or what refused it (that topic alone)."""
+    existing = set(get_all_topics(store))
+    outcomes: list[Exception | None] = [
+        None if t in existing else UnknownTopicOrPartitionError(f"Topic `{t}` to delete does not exist")
+        for t in topics]
+    todo = [i for i, outcome in enumerate(outcomes) if outcome is None]
+    results = store.multi_pipelined([[CreateOp(DeleteTopicZNode.path(topics[i]), None)] for i in todo])
+    for i, result in zip(todo, results):
+        if isinstance(result, NoNodeError):  # no /admin/delete_topics yet
+            try:
+                store.create(DeleteTopicZNode.path(topics[i]), None, makepath=True)
+                continue
+            except MetadataStoreError as exc:
+                result = exc
+        if isinstance(result, NodeExistsError):
+            outcomes[i] = TopicAlreadyMarkedForDeletionError(f"topic {topics[i]} is already marked for deletion")
+        elif isinstance(result, Exception):
+            outcomes[i] = result
+    return outcomes
 
 
 def get_topics_marked_for_deletion(store: MetadataStore) -> list[str]:

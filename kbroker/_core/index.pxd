@@ -15,7 +15,7 @@ cdef class _AbstractIndex:
     cdef public str path
     cdef readonly int64_t base_offset
     cdef readonly bint writable
-    cdef int _fd                        # -1 once closed
+    cdef bint _is_open                  # False once closed (no descriptor is kept: see _reopen)
     cdef Py_ssize_t _esize              # entry size in bytes
     cdef Py_ssize_t _warm_entries       # Kafka's warm tail: 8192 // entry size
     cdef Py_ssize_t _max_index_bytes    # size requested at open, restored by reset()
@@ -32,7 +32,9 @@ cdef class _AbstractIndex:
     cdef int _check_writable(self) except -1
     cdef int _check_length(self) except -1
     cdef int _reserve(self, Py_ssize_t end) except -1
+    cdef int _reopen(self) except -1
     cdef int _resize_file(self, Py_ssize_t size) except -1
+    cdef int _resize_fd(self, int fd, Py_ssize_t size) except -1
     cdef int _truncate_entries(self, Py_ssize_t n) except -1
     cdef Py_ssize_t _norm_entry(self, Py_ssize_t n) except -1
     cdef int _check_room(self) except -1

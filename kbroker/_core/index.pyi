@@ -6,6 +6,8 @@ A file opened for writing is extended to ``max_index_bytes`` (rounded down to wh
 the number of valid entries of an existing file is its length / entry size (Kafka's rule: the file is
 trimmed to its entries on clean close; after a crash the log layer rebuilds it).
 """
+import os
+
 import numpy as np
 import numpy.typing as npt
 
@@ -41,6 +43,7 @@ class _AbstractIndex:
     def flush(self) -> None: ...
     def close(self) -> None:
         """Trim and unmap; the object is unusable afterwards."""
+    def renamed(self, path: str | os.PathLike[str]) -> None: ...
     def array(self) -> npt.NDArray[np.void]:
         """Read-only numpy view of the valid entries."""
 

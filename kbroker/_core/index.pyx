@@ -205,25 +205,21 @@ cdef class _AbstractIndex:
     """What the offset and time index share: the file, its mapping and the entry count."""
 
     def __cinit__(self):
-        self._fd = -1
+        self._is_open = False
 
     def __init__(self, path, int64_t base_offset, Py_ssize_t max_index_bytes=10485760,
                  bint writable=True):
         self._open(path, base_offset, max_index_bytes, writable, self.entry_size, self._entry_dtype)
 
-    def __dealloc__(self):
-        # No trim here: an index dropped without close() is left like after a crash (Kafka's
-        # behaviour); the mapping itself is released with the last reference to _map.
-        if self._fd >= 0:
-            c_close(self._fd)
-            self._fd = -1
+    # No __dealloc__ trim: an index dropped without close() is left like after a crash (Kafka's behaviour);
+    # the mapping itself is released with the last reference to _map. No descriptor is held between calls.
 
     cdef int _open(self, object path, int64_t base_offset, Py_ssize_t max_index_bytes,
                    bint writable, Py_ssize_t esize, object dtype) except -1:
         cdef struct_stat st
         cdef int fd
         cdef Py_ssize_t length, size
-        if self._fd >= 0:
+        if self._is_open:
             raise RuntimeError("index already initialised")
         if base_offset < 0:
             raise ValueError(f"base_offset must be >= 0, got {base_offset}")
@@ -241,7 +237,6 @@ cdef class _AbstractIndex:
         fd = c_open(bpath, (O_RDWR if writable else O_RDONLY) | O_CREAT | O_CLOEXEC, 0o644)
         if fd < 0:
             _raise_errno("open", self.path)
-        self._fd = fd
         try:
             if fstat(fd, &st) != 0:
                 _raise_errno("fstat", self.path)
@@ -251,23 +246,34 @@ cdef class _AbstractIndex:
             if writable:
                 # Never cut existing entries, even if max_index_bytes shrank since they were written.
                 size = max(self._max_index_bytes, self._entries * esize)
-                self._resize_file(size)
+                self._resize_fd(fd, size)
             else:
                 # Map the whole file (a trailing partial entry is ignored, sanity_check reports it).
                 self._map = _map_fd(fd, length, False, self.path)
                 self._data = self._map.addr
                 self._max_entries = self._entries
         except BaseException:
-            c_close(fd)
-            self._fd = -1
             self._map = None
             self._data = NULL
             self._entries = self._max_entries = 0
             raise
+        finally:
+            # As Kafka's AbstractIndex: the mapping stays, the descriptor goes (a broker hosting thousands of
+            # partitions would hold three per segment); resizing and reserving open the file again.
+            c_close(fd)
+        self._is_open = True
         return 0
 
+    cdef int _reopen(self) except -1:
+        """A descriptor of the index file, for one resize, reservation or length check (the caller closes it).
+        Never creates: a file renamed or removed behind the index is FileNotFoundError."""
+        cdef int fd = c_open(os.fsencode(self.path), (O_RDWR if self.writable else O_RDONLY) | O_CLOEXEC)
+        if fd < 0:
+            _raise_errno("open", self.path)
+        return fd
+
     cdef int _check_open(self) except -1:
-        if self._fd < 0:
+        if not self._is_open:
             raise ValueError(f"index {self.path} is closed")
         return 0
 
@@ -285,13 +291,17 @@ cdef class _AbstractIndex:
         ahead in RESERVE_STEP chunks with posix_fallocate turns that into an OSError (ENOSPC) that
         the log layer handles, at the cost of one syscall per RESERVE_STEP bytes of entries."""
         cdef Py_ssize_t length
-        cdef int rc
+        cdef int rc, fd
         if end <= self._reserved:
             return 0
         length = min(RESERVE_STEP, self._max_entries * self._esize - self._reserved)
         if length < end - self._reserved:
             length = end - self._reserved
-        rc = posix_fallocate(self._fd, self._reserved, length)
+        fd = self._reopen()
+        try:
+            rc = posix_fallocate(fd, self._reserved, length)
+        finally:
+            c_close(fd)
         if rc != 0:
             raise OSError(rc, f"{os.strerror(rc)}: reserving index space in {self.path}")
         self._reserved += length
@@ -299,7 +309,10 @@ cdef class _AbstractIndex:
 
     cdef int _check_length(self) except -1:
         cdef struct_stat st
-        if fstat(self._fd, &st) != 0:
+        cdef int fd = self._reopen()
+        cdef int rc = fstat(fd, &st)
+        c_close(fd)
+        if rc != 0:
             _raise_errno("fstat", self.path)
         if st.st_size % self._esize != 0:
             raise CorruptIndexError(
@@ -307,26 +320,34 @@ cdef class _AbstractIndex:
         return 0
 
     cdef int _resize_file(self, Py_ssize_t size) except -1:
+        cdef int fd = self._reopen()
+        try:
+            self._resize_fd(fd, size)
+        finally:
+            c_close(fd)
+        return 0
+
+    cdef int _resize_fd(self, int fd, Py_ssize_t size) except -1:
         """Set the file length to ``size`` (whole entries) and remap it.
 
         Ordered so a failure never leaves the mapping larger than the file (touching mapped pages
         past EOF is SIGBUS): grow the file before mapping more, map less before shrinking."""
         cdef struct_stat st
         cdef _Mapping m
-        if fstat(self._fd, &st) != 0:
+        if fstat(fd, &st) != 0:
             _raise_errno("fstat", self.path)
         if size > st.st_size:
-            if ftruncate(self._fd, size) != 0:   # sparse, like Kafka's RandomAccessFile.setLength
+            if ftruncate(fd, size) != 0:   # sparse, like Kafka's RandomAccessFile.setLength
                 _raise_errno("ftruncate", self.path)
         if self._map is None or self._map.length != size:
-            m = _map_fd(self._fd, size, True, self.path)
+            m = _map_fd(fd, size, True, self.path)
             self._map = m   # the old mapping lives on while a numpy view holds it
             self._data = m.addr
         self._max_entries = size // self._esize
         if self._reserved > size:
             self._reserved = size
         if size < st.st_size:
-            if ftruncate(self._fd, size) != 0:
+            if ftruncate(fd, size) != 0:
                 _raise_errno("ftruncate", self.path)
         return 0
 
@@ -397,7 +418,7 @@ cdef class _AbstractIndex:
 
     @property
     def closed(self):
-        return self._fd < 0
+        return not self._is_open
 
     def entry(self, Py_ssize_t n):
         """Entry ``n`` (negative counts from the end): (absolute offset, position) in an
@@ -460,18 +481,26 @@ cdef class _AbstractIndex:
                 _raise_errno("msync", self.path)
 
     def close(self):
-        """Trim (when writable) and unmap; the object is unusable afterwards. Idempotent."""
-        if self._fd < 0:
+        """Trim (when writable) and unmap; the object is unusable afterwards. Idempotent. A file already
+        renamed or removed behind the index (its directory deleted) is left as it is."""
+        if not self._is_open:
             return
         try:
             if self.writable:
-                self._resize_file(self._entries * self._esize)
+                try:
+                    self._resize_file(self._entries * self._esize)
+                except FileNotFoundError:
+                    pass
         finally:
             self._map = None
             self._data = NULL
             self._entries = self._max_entries = 0
-            c_close(self._fd)
-            self._fd = -1
+            self._is_open = False
+
+    def renamed(self, path):
+        """The file was renamed to ``path`` (a segment marked deleted): the resizes and the trim on close that
+        follow open it there (no descriptor is kept across calls)."""
+        self.path = os.fsdecode(path)
 
     def array(self):
         """Read-only numpy view of the valid entries (live: shares the mapping).
@@ -493,7 +522,7 @@ cdef class _AbstractIndex:
         self.close()
 
     def __repr__(self):
-        if self._fd < 0:
+        if not self._is_open:
             return f"<{type(self).__name__} {self.path!r} closed>"
         return (f"<{type(self).__name__} {self.path!r} base={self.base_offset} "
                 f"entries={self._entries}/{self._max_entries}{'' if self.writable else ' read-only'}>")
@@ -575,13 +604,13 @@ cdef class OffsetIndex(_AbstractIndex):
     def lookup(self, offset):
         """(absolute offset, position) of the greatest entry with offset <= ``offset``;
         (base_offset, 0) when there is none. Searches the warm tail (last 8 KiB) first."""
-        if self._fd < 0:
+        if not self._is_open:
             self._check_open()
         return self._pair(self.c_slot_for_offset(_index_i64(offset)))
 
     def lookup_by_position(self, position):
         """Greatest entry with position <= ``position``; (base_offset, 0) when there is none."""
-        if self._fd < 0:
+        if not self._is_open:
             self._check_open()
         return self._pair(self.c_slot_for_position(_index_i64(position)))
 
@@ -663,6 +692,6 @@ cdef class TimeIndex(_AbstractIndex):
     def lookup(self, timestamp):
         """(timestamp, absolute offset) of the greatest entry with timestamp <= ``timestamp``;
         (-1, base_offset) when there is none."""
-        if self._fd < 0:
+        if not self._is_open:
             self._check_open()
         return self._pair(self.c_slot_for_timestamp(_index_i64(timestamp)))

@@ -369,6 +369,9 @@ class Segment:
             except FileNotFoundError:
                 pass
             setattr(self, attr, deleted)
+        # the indexes keep no descriptor: a trim on close opens the file by its name, which is now this one
+        self.offset_index.renamed(self.index_path)
+        self.time_index.renamed(self.time_index_path)
 
     def remove_files(self) -> None:
         self.close()

@@ -730,3 +730,42 @@ def test_path_attributes(opath):
     with pytest.raises(AttributeError):
         idx.base_offset = 5
     idx.close()
+
+
+def test_an_open_index_holds_no_descriptor(tmp_path):
+    """As Kafka's AbstractIndex: the mapping stays and the descriptor goes, so a broker hosting thousands of
+    partitions holds one descriptor per segment (its .log), not three. Appends past a reservation step, a
+    resize and the trim on close open the file again for that call only."""
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    before = open_fds()
+    indexes = [cls(str(tmp_path / f"{n:020d}{suffix}"), n, 1 << 20)
+               for n in range(50) for cls, suffix in ((OffsetIndex, ".index"), (TimeIndex, ".timeindex"))]
+    assert open_fds() == before
+    idx = indexes[0]
+    for i in range(20_000):  # 160 KB of entries: several 64 KiB reservations
+        idx.append(i, i * 10)
+    idx.resize(1 << 21)
+    assert open_fds() == before
+    for index in indexes:
+        index.close()
+    assert open_fds() == before
+    assert os.path.getsize(tmp_path / f"{0:020d}.index") == 20_000 * 8  # trimmed to its entries
+    assert os.path.getsize(tmp_path / f"{1:020d}.index") == 0
+
+
+def test_close_trims_the_file_under_the_name_it_was_given_and_skips_one_gone(tmp_path):
+    """A segment marked deleted renames its files and tells its indexes the new names (they reopen by name to
+    trim); a file removed behind an index (its directory deleted) is left alone, and never created again."""
+    idx = OffsetIndex(str(tmp_path / "00000000000000000000.index"), 0, 4096)
+    idx.append(1, 10)
+    os.rename(tmp_path / "00000000000000000000.index", tmp_path / "00000000000000000000.index.deleted")
+    idx.renamed(tmp_path / "00000000000000000000.index.deleted")
+    idx.close()
+    assert os.path.getsize(tmp_path / "00000000000000000000.index.deleted") == 8
+    gone = OffsetIndex(str(tmp_path / "00000000000000000005.index"), 5, 4096)
+    os.unlink(tmp_path / "00000000000000000005.index")
+    gone.close()
+    assert not (tmp_path / "00000000000000000005.index").exists()
+    assert gone.closed

@@ -239,6 +239,23 @@ def test_deleted_segments_stay_readable_until_the_delay(tmp_path, appender):
     plog.close()
 
 
+def test_a_segment_marked_deleted_closes_its_indexes_under_their_new_names(tmp_path, appender):
+    """The indexes keep no descriptor: closing a segment renamed .deleted trims the renamed files, and leaves
+    nothing behind under the old names (a cleaner swap puts a new segment there)."""
+    plog = open_log(tmp_path, appender, segment_bytes=1024, file_delete_delay_ms=60_000)
+    for i in range(10):
+        plog.append(make_batch(2, ts=i))
+    old = plog.segments[0]
+    old.mark_deleted()
+    old.close()
+    names = {p.name for p in plog.directory.iterdir()}
+    base = f"{old.base_offset:020d}"
+    assert {f"{base}.index.deleted", f"{base}.timeindex.deleted"} <= names
+    assert f"{base}.index" not in names and f"{base}.timeindex" not in names
+    assert (plog.directory / f"{base}.index.deleted").stat().st_size < 1024  # trimmed, not left preallocated
+    plog.close()
+
+
 def test_delete_records_moves_log_start_offset(tmp_path, appender):
     plog = open_log(tmp_path, appender)
     plog.append(make_batch(10))

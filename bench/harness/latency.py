@@ -109,9 +109,11 @@ class Paced:
                 "last_quarter_p50_ms": p["last_quarter_p50_ms"], "backlog": p["backlog"]}
 
 
-def paced_run(broker, topic: str, acks: str, size: int, rate: float, seconds: float) -> Paced:
+def paced_run(broker, topic: str, acks: str, size: int, rate: float, seconds: float,
+              stop_early: threading.Event | None = None) -> Paced:
     """Send ``rate`` x ``seconds`` messages at a fixed rate (linger.ms 0), each value stamped with its send
-    time, then flush (30 s at most).
+    time, then flush (30 s at most). ``stop_early``, once set, ends the sending sooner (a load beside a step
+    of unknown length).
 
     The pacer sleeps between sends and a second thread blocks in ``poll``, which runs each delivery callback (and
     stamps the acknowledgement) as soon as librdkafka queues the report. One thread doing both would have to spin:
@@ -135,6 +137,9 @@ def paced_run(broker, topic: str, acks: str, size: int, rate: float, seconds: fl
     try:
         start = time.perf_counter()
         for i in range(n):
+            if stop_early is not None and stop_early.is_set():
+                del run.sent[i:], run.acked[i:]
+                break
             wait = start + i / rate - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)

@@ -4,7 +4,10 @@ Starts a local ZooKeeper and 3 kbroker processes (bench.harness.targets.start_cl
 zookeeper.session.timeout.ms included) and, for each --partitions N, on fresh topics of 4 partitions with
 replication factor 3 created with confluent-kafka's AdminClient (at most 100 topics per CreateTopics request):
 
-  create             N partitions: seconds until metadata shows every partition led with its full ISR (3)
+  create             N partitions: seconds until metadata shows every partition led with its full ISR (3);
+                     meanwhile a producer writes 1 KiB at 100 msgs/s with acks=all to a topic made before
+                     (``producer``: its acknowledgement latencies, p99 included: an event loop stalled by the
+                     controller's work shows there)
   create-on-top      N more beside them: is the cost flat in the size of the cluster?
   delete             both batches: seconds until metadata lists none of them (zookeeper_s: until ZooKeeper holds
                      neither the topics nor their /admin/delete_topics markers)
@@ -38,15 +41,18 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, ClusterMetadata, NewTopic
 from kazoo.client import KazooClient
 
 from bench.harness.broker_load import BrokerProcess, log, proc_cpu
+from bench.harness.latency import Paced, paced_run
 from bench.harness.results_meta import header
 from bench.harness.targets import Target, start_cluster
 from kbroker.config.broker import key_definition
@@ -57,6 +63,9 @@ BATCH = 100  # topics per CreateTopics / DeleteTopics request
 CHROOT = "/kbench"  # start_cluster's zookeeper.connect chroot
 POLL_S = 0.1
 TARGET = "kbroker 3 brokers RF 3"
+PROBE_TOPIC = "ctrl-probe"  # written to during the creation steps (``create``)
+PROBE_RATE = 100.0  # messages a second, acks=all, linger.ms 0
+PROBE_SIZE = 1024
 
 
 class StepTimeout(RuntimeError):
@@ -92,9 +101,12 @@ class Cluster:
     def broker(self, broker_id: int) -> BrokerProcess:
         return self.target.brokers[broker_id - 1]  # start_cluster numbers them 1, 2, 3
 
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.target.brokers if b.alive())
+
     def admin(self) -> AdminClient:
         """A client bootstrapped from the live brokers only (a fresh one per step: no stale connections)."""
-        return client(",".join(b.bootstrap for b in self.target.brokers if b.alive()), self.step_timeout)
+        return client(self.bootstrap(), self.step_timeout)
 
     def controller_id(self) -> int | None:
         try:
@@ -151,6 +163,16 @@ def full(md: ClusterMetadata, topics: Iterable[str]) -> bool:
     return True
 
 
+def make_probe_topic(c: Cluster) -> None:
+    """The topic the probe producer writes to during the creation steps: one partition, replication factor 3."""
+    admin = c.admin()
+    for future in admin.create_topics([NewTopic(PROBE_TOPIC, num_partitions=1, replication_factor=REPLICATION)],
+                                      operation_timeout=c.step_timeout).values():
+        future.result(c.step_timeout)
+    c.wait("the probe topic", lambda: all(p.leader >= 0 and len(p.isrs) == REPLICATION for p in
+                                          metadata(admin).topics[PROBE_TOPIC].partitions.values()), time.monotonic())
+
+
 def leaders(md: ClusterMetadata, topics: Iterable[str]) -> dict[tuple[str, int], int]:
     return {(t, p.id): p.leader for t in topics if t in md.topics for p in md.topics[t].partitions.values()}
 
@@ -159,8 +181,26 @@ def in_batches(names: list[str]) -> list[list[str]]:
     return [names[i:i + BATCH] for i in range(0, len(names), BATCH)]
 
 
-def create(c: Cluster, names: list[str]) -> float:
-    """CreateTopics in batches, each awaited as a tool would; seconds until every partition is led with full ISR."""
+def create(c: Cluster, names: list[str]) -> dict[str, Any]:
+    """CreateTopics in batches, each awaited as a tool would; seconds until every partition is led with full ISR.
+    Meanwhile a producer writes to the probe topic (``producer``: its acknowledgement latencies): a broker's event
+    loop stalled by the controller's work shows there."""
+    stop = threading.Event()
+    probe: list[Paced] = []
+    producer = threading.Thread(target=lambda: probe.append(paced_run(
+        SimpleNamespace(bootstrap=c.bootstrap()), PROBE_TOPIC, "all", PROBE_SIZE, PROBE_RATE, c.step_timeout,
+        stop_early=stop)), name="probe-producer", daemon=True)
+    producer.start()
+    try:
+        seconds = created(c, names)
+    finally:
+        stop.set()
+        producer.join()
+    return {"seconds": seconds, "producer": {"rate_msgs_s": PROBE_RATE, "acks": "all", "size": PROBE_SIZE,
+                                             **(probe[0].figures() if probe else {})}}
+
+
+def created(c: Cluster, names: list[str]) -> float:
     admin = c.admin()
     started = time.monotonic()
     op = c.step_timeout
@@ -356,6 +396,7 @@ def run_sweep(c: Cluster, n: int, emit: Callable[[dict[str, Any]], None], until:
             raise Enough
 
     n_parts = topics * PARTITIONS_PER_TOPIC
+    make_probe_topic(c)
     step("create", lambda: create(c, first), n_parts)
     step("create-on-top", lambda: create(c, second), n_parts)
     step("delete", lambda: delete(c, first + second), 2 * n_parts)

@@ -464,6 +464,53 @@ class KazooStore(zk.StoreSession):
         data, zstat = self._read(path, lambda: self._round_trip(lambda: self._client.get_async(path, watch=armed)))
         return data, _stat(zstat)
 
+    def get_many(self, paths: Sequence[str], watch: zk.Watcher | None = None
+                 ) -> list[tuple[bytes | None, zk.Stat] | None]:
+        """Every get sent before the first answer is awaited, then an exists (with the watch) for each node that
+        was missing, sent likewise: two round trips' wait for any number of nodes. Retried whole on a
+        connection loss, as a single read is."""
+        for path in paths:
+            validate_path(path)
+        self._check_open()
+        if not paths:
+            return []
+        found: list[tuple[bytes | None, zk.Stat] | None] = self._read(
+            paths[0], lambda: self._get_pipelined(paths, watch))
+        return found
+
+    def _get_pipelined(self, paths: Sequence[str], watch: zk.Watcher | None
+                       ) -> list[tuple[bytes | None, zk.Stat] | None]:
+        self._await_connected()
+        client, timeout = self._client, self._request_timeout_s
+
+        def armed(path: str) -> _Watch | None:
+            return _Watch(self, watch, path, _DATA) if watch is not None else None
+        try:
+            pending = [client.get_async(path, watch=armed(path)) for path in paths]
+            out: list[tuple[bytes | None, zk.Stat] | None] = []
+            missing: list[int] = []
+            for i, waiting in enumerate(pending):
+                try:
+                    data, zstat = waiting.get(timeout=timeout)
+                    out.append((data, _stat(zstat)))
+                except kex.NoNodeError:
+                    out.append(None)
+                    missing.append(i)
+            watches = {i: armed(paths[i]) for i in missing}
+            checks = [(i, client.exists_async(paths[i], watch=watches[i])) for i in missing]
+            for i, waiting in checks:
+                zstat = waiting.get(timeout=timeout)
+                if zstat is None:
+                    registration = watches[i]
+                    if registration is not None:
+                        registration.existed = False  # (see exists)
+                else:  # created between the two requests: read it as get would
+                    data, zstat = client.get_async(paths[i], watch=armed(paths[i])).get(timeout=timeout)
+                    out[i] = (data, _stat(zstat))
+        except KazooTimeoutError:
+            raise kex.OperationTimeoutError(f"no reply within {timeout:.1f} s") from None
+        return out
+
     def exists(self, path: str, watch: zk.Watcher | None = None) -> zk.Stat | None:
         validate_path(path)
         self._check_open()

@@ -752,6 +752,17 @@ class EmbeddedStore(StoreSession):
             server._add_watch(server._data_watches, path, self, watch)
             return node.data, node.stat()
 
+    def get_many(self, paths: Sequence[str], watch: Watcher | None = None) -> list[tuple[bytes | None, Stat] | None]:
+        for path in paths:
+            validate_path(path)
+        with self._locked() as server:  # in memory: one lock for all of them, and nothing to pipeline
+            out: list[tuple[bytes | None, Stat] | None] = []
+            for path in paths:
+                server._add_watch(server._data_watches, path, self, watch)
+                node = server._nodes.get(path)
+                out.append(None if node is None else (node.data, node.stat()))
+            return out
+
     def exists(self, path: str, watch: Watcher | None = None) -> Stat | None:
         validate_path(path)
         with self._locked() as server:

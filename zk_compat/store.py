@@ -252,6 +252,12 @@ class MetadataStore(Protocol):
         """Stat or None; the watch fires on creation, change or deletion."""
         ...
 
+    def get_many(self, paths: Sequence[str], watch: Watcher | None = None) -> list[tuple[bytes | None, Stat] | None]:
+        """``get`` of every path with every request sent before any answer is awaited (Kafka's controller reads
+        many znodes with pipelined asynchronous requests): each node's data and stat, or None where there is no
+        such node; there ``watch`` (if given) is armed as ``exists`` arms it, so the node's creation fires it."""
+        ...
+
     def get_children(self, path: str, watch: Watcher | None = None) -> list[str]:
         """Child names, sorted. Raises NoNodeError. The watch fires CHILD when a child is
         created or deleted, DELETED when the node itself goes."""

@@ -467,27 +467,29 @@ class Controller:
         log.info("broker %d became controller with epoch %d", self.broker_id, self.epoch)
 
     def _create_missing_states(self, snap: Snapshot) -> bool:
-        wrote = False
         live = set(snap.brokers)
+        missing: dict[str, dict[int, PartitionState]] = {}
         for topic, assignment in snap.assignments.items():
-            states = {}
             for index, replicas in assignment.items():
                 if (topic, index) in snap.states:
                     continue
                 leader = next((r for r in replicas if r in live), -1)
                 isr = [r for r in replicas if r in live] if leader >= 0 else list(replicas[:1])
-                states[index] = PartitionState(leader=leader, leader_epoch=0, isr=isr, controller_epoch=self.epoch)
-            if not states:
-                continue
-            try:  # one fenced multi for the topic's new partitions
-                created = layout.create_partition_states(self.store, topic, states,
-                                                         controller_epoch_zk_version=self.epoch_zk_version)
-            except ControllerMovedError:
-                self.moved_on()
-                return wrote
-            for index in created:
-                self.new_replicas.add(topic, index, assignment[index])
-            wrote = wrote or bool(created)
+                missing.setdefault(topic, {})[index] = PartitionState(leader=leader, leader_epoch=0, isr=isr,
+                                                                      controller_epoch=self.epoch)
+        if not missing:
+            return False
+        try:  # one fenced multi per topic, all of them in one pipelined round
+            created = layout.create_topics_partition_states(self.store, missing,
+                                                            controller_epoch_zk_version=self.epoch_zk_version)
+        except ControllerMovedError:
+            self.moved_on()
+            return False
+        for topic, indexes in created.items():
+            for index in indexes:
+                self.new_replicas.add(topic, index, snap.assignments[topic][index])
+        wrote = any(created.values())
         if wrote:
-            log.info("controller %d created partition states", self.broker_id)
+            log.info("controller %d created the partition states of %d topics", self.broker_id,
+                     sum(1 for indexes in created.values() if indexes))
         return wrote

@@ -40,6 +40,7 @@ from zk_compat.znodes import (
     BrokerIdZNode,
     BrokerInfo,
     ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
     ControllerZNode,
     DeleteTopicsZNode,
     IsrChangeNotificationZNode,
@@ -107,6 +108,23 @@ def _endpoint(info: BrokerInfo, epoch: int = -1, inter_broker: str | None = None
     # a host of None (all interfaces, written empty) must not reach Metadata, whose host is no nullable string
     endpoints = tuple((e.listener_name, e.host or "", e.port, e.security_protocol) for e in info.endpoints)
     return LiveBroker(info.id, ep.host or "", ep.port, info.rack, epoch, endpoints)
+
+
+def _changed_keys(changed: set[str]) -> tuple[set[str], set[tuple[str, int]]]:
+    """The topics (``/brokers/topics/<t>``) and partition states (``.../partitions/<p>/state``) among the paths
+    whose watch fired."""
+    prefix = TopicsZNode.path() + "/"
+    topics: set[str] = set()
+    states: set[tuple[str, int]] = set()
+    for path in changed:
+        if not path.startswith(prefix):
+            continue
+        parts = path[len(prefix):].split("/")
+        if len(parts) == 1:
+            topics.add(parts[0])
+        elif len(parts) == 4 and parts[1] == "partitions" and parts[3] == "state" and parts[2].isdigit():
+            states.add((parts[0], int(parts[2])))
+    return topics, states
 
 
 class RunBlocking(Protocol):
@@ -248,21 +266,24 @@ class ClusterView:
             self._read_all, self._changed = False, set()
         return read_all, changed
 
-    def _topic(self, topic: str, read_all: bool, changed: set[str]) -> TopicAssignment | None:
-        path = TopicZNode.path(topic)
-        if read_all or path in changed or topic not in self._topics:
-            data = self._get(path)
-            self._topics[topic] = None if data is None else TopicZNode.decode(topic, data)
-        return self._topics[topic]
+    def _read_topics(self, topics: list[str]) -> None:
+        """Read these topics' assignments (watched) in one pipelined round; None for a topic whose node is gone."""
+        found = self.store.get_many([TopicZNode.path(t) for t in topics], watch=self._watcher)
+        for topic, node in zip(topics, found):
+            self._topics[topic] = None if node is None or node[0] is None else TopicZNode.decode(topic, node[0])
 
-    def _state(self, topic: str, index: int, read_all: bool, changed: set[str]) -> tuple[PartitionState, int] | None:
-        path = TopicPartitionStateZNode.path(topic, index)
-        key = (topic, index)
-        if read_all or path in changed or key not in self._states:
-            found = self._get_with_version(path)
-            self._states[key] = None if found is None or found[0] is None else (
-                TopicPartitionStateZNode.decode(topic, index, found[0]), found[1])
-        return self._states[key]
+    def _read_states(self, keys: list[tuple[str, int]]) -> None:
+        """Read these partitions' states (watched; a missing one watched for its creation) in one pipelined round."""
+        found = self.store.get_many([TopicPartitionStateZNode.path(t, p) for t, p in keys], watch=self._watcher)
+        for (topic, index), node in zip(keys, found):
+            self._states[(topic, index)] = None if node is None or node[0] is None else (
+                TopicPartitionStateZNode.decode(topic, index, node[0]), node[1].version)
+
+    def _read_configs(self, topics: list[str]) -> None:
+        """New topics' config overrides (``/config/topics/<t>``; their changes come through /config/changes)."""
+        found = self.store.get_many([ConfigEntityZNode.path("topics", t) for t in topics])
+        for topic, node in zip(topics, found):
+            self._known_configs[topic] = {} if node is None else ConfigEntityZNode.decode("topics", topic, node[0])
 
     def _read(self) -> Snapshot:
         store = self.store
@@ -298,8 +319,12 @@ class ClusterView:
             listed = set(topics)
             for key in [k for k in self._states if k[0] not in listed]:
                 del self._states[key]
+        changed_topics, changed_states = _changed_keys(changed)
+        self._read_topics([t for t in topics if read_all or t in changed_topics or t not in self._topics])
+        self._read_configs([t for t in topics if t not in self._known_configs])  # again after a change notice
+        stale: list[tuple[str, int]] = []
         for topic in topics:
-            assignment = self._topic(topic, read_all, changed)
+            assignment = self._topics[topic]
             if assignment is None:
                 continue
             snap.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
@@ -307,13 +332,17 @@ class ClusterView:
                 snap.moving[(topic, p)] = (list(assignment.adding_replicas.get(p, [])),
                                            list(assignment.removing_replicas.get(p, [])))
             snap.topic_ids[topic] = assignment.topic_id
-            if topic not in self._known_configs:  # read once, again after a change notification
-                self._known_configs[topic] = dict(layout.get_entity_config(store, "topics", topic))
             snap.configs[topic] = self._known_configs[topic]
-            for index in assignment.partitions if read_states else ():
-                found = self._state(topic, index, read_all, changed)
-                if found is not None:
-                    snap.states[(topic, index)], snap.state_versions[(topic, index)] = found
+            if read_states:
+                stale.extend(key for key in ((topic, p) for p in assignment.partitions)
+                             if read_all or key in changed_states or key not in self._states)
+        if read_states:
+            self._read_states(stale)
+            for topic, partitions in snap.assignments.items():
+                for index in partitions:
+                    found = self._states.get((topic, index))
+                    if found is not None:
+                        snap.states[(topic, index)], snap.state_versions[(topic, index)] = found
         snap.deleting = sorted(self._children(DeleteTopicsZNode.path()))
         snap.isr_changes = sorted(self._children(IsrChangeNotificationZNode.path()))
         snap.log_dir_events = sorted(self._children(LogDirEventNotificationZNode.path()))

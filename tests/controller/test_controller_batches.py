@@ -37,9 +37,8 @@ def test_new_topics_states_and_a_dead_brokers_partitions_in_a_few_round_trips(st
     assert ctl.active
     counting.calls.clear()
     ctl.on_snapshot(view(store, [1, 2, 3]))
-    # one multi per topic (and one exists check for its partitions node), none per partition
-    assert counting.calls.get("multi", 0) == PARTITIONS // 4, counting.calls
-    assert sum(counting.calls.values()) <= 2 * (PARTITIONS // 4) + 5, counting.calls
+    # one multi per topic, all in one pipelined round after one pipelined read of their partitions nodes
+    assert counting.calls == {"get_many": 1, "multi_pipelined": 1}, counting.calls
     states = view(store, [1, 2, 3]).states
     assert len(states) == PARTITIONS and all(s.isr and s.leader == s.isr[0] for s in states.values())
 

@@ -131,6 +131,7 @@ class CountingStore:
     def __init__(self, store: MetadataStore) -> None:
         self._store = store
         self.calls: dict[str, int] = {}
+        self.many_read = 0  # paths read by get_many
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self._store, name)
@@ -139,8 +140,11 @@ class CountingStore:
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             self.calls[name] = self.calls.get(name, 0) + 1
+            if name == "get_many":
+                self.many_read += len(args[0] if args else kwargs["paths"])
             return attr(*args, **kwargs)
         return counted
 
     def reads(self) -> int:
-        return sum(self.calls.get(name, 0) for name in ("get", "exists", "get_children"))
+        """Nodes read: each get, exists and get_children, and each path of a get_many (one pipelined round)."""
+        return sum(self.calls.get(name, 0) for name in ("get", "exists", "get_children")) + self.many_read

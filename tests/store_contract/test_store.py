@@ -361,6 +361,29 @@ def test_a_watch_armed_right_after_an_event_catches_the_next_change(store):
     assert child_seen.events == [WatchedEvent(EventType.CHILD, "/p")] * 150
 
 
+def test_get_many_reads_each_node_and_watches_the_missing_ones_for_creation(store):
+    """get_many: each node's data and stat as get gives them, None for a missing one; the watch fires on a change
+    of a node read and on the creation of a missing one, once each."""
+    store.create("/a", b"1")
+    store.create("/n")  # null data
+    seen = Recorder()
+    found = store.get_many(["/a", "/missing", "/n"], watch=seen)
+    assert [f if f is None else f[0] for f in found] == [b"1", None, None]
+    assert found[0] == store.get("/a") and found[2] == store.get("/n")
+    store.set("/a", b"2")
+    store.create("/missing", b"x")
+    store.set("/missing", b"y")  # the creation consumed that watch
+    store.drain_events()
+    assert sorted(seen.events, key=lambda e: e.path) == [WatchedEvent(EventType.CHANGED, "/a"),
+                                                         WatchedEvent(EventType.CREATED, "/missing")]
+    assert store.get_many([]) == []
+    many = [f"/m{i}" for i in range(300)]
+    for path in many[::2]:
+        store.create(path, path.encode())
+    assert [f and f[0] for f in store.get_many(many)] == [p.encode() if i % 2 == 0 else None
+                                                          for i, p in enumerate(many)]
+
+
 def test_failed_get_sets_no_watch(store):
     seen = Recorder()
     with pytest.raises(NoNodeError):

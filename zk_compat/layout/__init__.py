@@ -69,6 +69,7 @@ from zk_compat.layout.topics import (
     create_partition_states as create_partition_states,
     create_topic as create_topic,
     create_topics as create_topics,
+    create_topics_partition_states as create_topics_partition_states,
     delete_topic_znodes as delete_topic_znodes,
     delete_topics_znodes as delete_topics_znodes,
     get_all_topics as get_all_topics,

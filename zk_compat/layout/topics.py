@@ -335,27 +335,48 @@ def create_partition_states(store: MetadataStore, topic: str, states: Mapping[in
     ``.../partitions/<p>`` and its state), one round trip for the whole topic as Kafka's controller pipelines
     ``createTopicPartitionStatesRaw``. Where some already exist (a controller before us got that far), each
     missing one is created alone. Returns the partitions created here."""
-    if not states:
-        return []
-    ops: list[CreateOp] = []
-    if store.exists(TopicPartitionsZNode.path(topic)) is None:
-        ops.append(CreateOp(TopicPartitionsZNode.path(topic), None))
-    for partition, state in sorted(states.items()):
-        ops += [CreateOp(TopicPartitionZNode.path(topic, partition), None),
-                CreateOp(TopicPartitionStateZNode.path(topic, partition), TopicPartitionStateZNode.encode(state))]
-    try:
-        fenced_multi(store, ops, controller_epoch_zk_version)
-        return sorted(states)
-    except NodeExistsError:
-        pass
-    created = []
-    for partition, state in sorted(states.items()):
-        try:
-            create_partition_state(store, topic, partition, state,
-                                   controller_epoch_zk_version=controller_epoch_zk_version)
-            created.append(partition)
-        except NodeExistsError:
-            pass
+    return create_topics_partition_states(store, {topic: states},
+                                          controller_epoch_zk_version=controller_epoch_zk_version).get(topic, [])
+
+
+def create_topics_partition_states(store: MetadataStore, states: Mapping[str, Mapping[int, PartitionState]], *,
+                                   controller_epoch_zk_version: int | None = None) -> dict[str, list[int]]:
+    """``create_partition_states`` for many topics at once: which ``.../partitions`` nodes exist in one pipelined
+    read, then every topic's multi in one pipelined round. A topic deleted meanwhile is skipped. Returns each
+    topic's partitions created here."""
+    topics = [t for t, s in states.items() if s]
+    if not topics:
+        return {}
+    parents = store.get_many([TopicPartitionsZNode.path(t) for t in topics])
+    batches: list[list[Op]] = []
+    for topic, parent in zip(topics, parents):
+        ops: list[Op] = [] if parent is not None else [CreateOp(TopicPartitionsZNode.path(topic), None)]
+        for partition, state in sorted(states[topic].items()):
+            ops += [CreateOp(TopicPartitionZNode.path(topic, partition), None),
+                    CreateOp(TopicPartitionStateZNode.path(topic, partition),
+                             TopicPartitionStateZNode.encode(state))]
+        batches.append(ops)
+    if controller_epoch_zk_version is None:
+        outcomes = store.multi_pipelined(batches)
+    else:
+        outcomes = fenced_multi_pipelined(store, batches, controller_epoch_zk_version)
+    created: dict[str, list[int]] = {}
+    for topic, outcome in zip(topics, outcomes):
+        if isinstance(outcome, NoNodeError):
+            continue  # the topic went meanwhile
+        if isinstance(outcome, NodeExistsError):  # some exist: each missing one alone
+            created[topic] = []
+            for partition, state in sorted(states[topic].items()):
+                try:
+                    create_partition_state(store, topic, partition, state,
+                                           controller_epoch_zk_version=controller_epoch_zk_version)
+                    created[topic].append(partition)
+                except NodeExistsError:
+                    pass
+            continue
+        if isinstance(outcome, MetadataStoreError):
+            raise outcome
+        created[topic] = sorted(states[topic])
     return created
 
 

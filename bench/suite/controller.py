@@ -31,7 +31,7 @@ controller's CPU seconds over the step (user + system from /proc/<pid>/stat; aft
 and both per thousand step partitions. A step that does not finish within --step-timeout is an error line, and the
 rest of that N is skipped; the processes are stopped whatever happens.
 
-    python -m bench.suite.controller [--partitions 100,1000] [--step-timeout 900] [--out FILE]
+    python -m bench.suite.controller [--partitions 100,1000] [--step-timeout 900] [--probe-rate 100] [--out FILE]
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ CHROOT = "/kbench"  # start_cluster's zookeeper.connect chroot
 POLL_S = 0.1
 TARGET = "kbroker 3 brokers RF 3"
 PROBE_TOPIC = "ctrl-probe"  # written to during the creation steps (``create``)
-PROBE_RATE = 100.0  # messages a second, acks=all, linger.ms 0
+PROBE_RATE = 100.0  # messages a second, acks=all, linger.ms 0 (--probe-rate)
 PROBE_SIZE = 1024
 
 
@@ -86,9 +86,10 @@ def session_timeout_s(cluster: Target) -> float:
 class Cluster:
     """The started cluster with what the steps read of it: metadata, ZooKeeper, each broker's CPU."""
 
-    def __init__(self, target: Target, step_timeout: float) -> None:
+    def __init__(self, target: Target, step_timeout: float, probe_rate: float = PROBE_RATE) -> None:
         self.target = target
         self.step_timeout = step_timeout
+        self.probe_rate = probe_rate
         assert target.zookeeper is not None
         self.zk = KazooClient(hosts=f"{target.zookeeper.hosts}{CHROOT}", timeout=30)
         self.zk.start(timeout=30)
@@ -185,10 +186,12 @@ def create(c: Cluster, names: list[str]) -> dict[str, Any]:
     """CreateTopics in batches, each awaited as a tool would; seconds until every partition is led with full ISR.
     Meanwhile a producer writes to the probe topic (``producer``: its acknowledgement latencies): a broker's event
     loop stalled by the controller's work shows there."""
+    if c.probe_rate <= 0:
+        return {"seconds": created(c, names)}
     stop = threading.Event()
     probe: list[Paced] = []
     producer = threading.Thread(target=lambda: probe.append(paced_run(
-        SimpleNamespace(bootstrap=c.bootstrap()), PROBE_TOPIC, "all", PROBE_SIZE, PROBE_RATE, c.step_timeout,
+        SimpleNamespace(bootstrap=c.bootstrap()), PROBE_TOPIC, "all", PROBE_SIZE, c.probe_rate, c.step_timeout,
         stop_early=stop)), name="probe-producer", daemon=True)
     producer.start()
     try:
@@ -196,7 +199,7 @@ def create(c: Cluster, names: list[str]) -> dict[str, Any]:
     finally:
         stop.set()
         producer.join()
-    return {"seconds": seconds, "producer": {"rate_msgs_s": PROBE_RATE, "acks": "all", "size": PROBE_SIZE,
+    return {"seconds": seconds, "producer": {"rate_msgs_s": c.probe_rate, "acks": "all", "size": PROBE_SIZE,
                                              **(probe[0].figures() if probe else {})}}
 
 
@@ -433,7 +436,7 @@ def wait_registered(c: Cluster, timeout: float) -> None:
 
 
 def run(partition_counts: list[int], workdir: Path, emit: Callable[[dict[str, Any]], None],
-        step_timeout: float = 900.0, until: str | None = None) -> None:
+        step_timeout: float = 900.0, until: str | None = None, probe_rate: float = PROBE_RATE) -> None:
     """A fresh cluster for every N (the failover step leaves one broker down), each stopped whatever happens."""
     for n in partition_counts:
         cluster_dir = Path(tempfile.mkdtemp(prefix=f"controller-{n}-", dir=workdir))
@@ -442,7 +445,7 @@ def run(partition_counts: list[int], workdir: Path, emit: Callable[[dict[str, An
         swept = False
         try:
             target = start_cluster(cluster_dir)
-            c = Cluster(target, step_timeout)
+            c = Cluster(target, step_timeout, probe_rate)
             wait_registered(c, step_timeout)
             swept = True
             run_sweep(c, n, emit, until)
@@ -478,6 +481,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="comma-separated N: partitions per batch, in topics of 4 (default 100,1000)")
     p.add_argument("--step-timeout", type=float, default=900.0, help="seconds one step may take (default 900)")
     p.add_argument("--until", choices=sorted(set(STEPS)), help="stop after the first step of this name")
+    p.add_argument("--probe-rate", type=float, default=PROBE_RATE,
+                   help=f"messages a second of the probe producer during creation (default {PROBE_RATE:g}; 0: none)")
     p.add_argument("--out", type=Path, help="also write the JSON lines to this file")
     args = p.parse_args(argv)
     lines: list[dict[str, Any]] = []
@@ -488,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
     emit(header(__file__, argv))
     workdir = Path(tempfile.mkdtemp(prefix="kbroker-controller-"))
     try:
-        run(args.partitions, workdir, emit, args.step_timeout, args.until)
+        run(args.partitions, workdir, emit, args.step_timeout, args.until, args.probe_rate)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
         if args.out is not None:

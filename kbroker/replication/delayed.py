@@ -11,7 +11,7 @@ watermark move gives it enough, or ``max_wait_ms``.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from typing import Literal, TypeVar
 
 from kbroker import errors
@@ -95,6 +95,10 @@ class DelayedFetch(DelayedOperation[R]):
     evaluates the fetch again only when one of them moved: a follower's fetch is not read again
     for a high watermark move, a consumer's not for an append below the high watermark.
 
+    A check names the partition that moved (``ready_after``): only that partition's inputs are compared, so
+    a follower's fetch over thousands of partitions costs one comparison per append of one of them, not one
+    per partition; the fetch is read again (all of it, for the answer) only when that partition moved.
+
     ``fetch`` is ``fetch_messages``' evaluation, just made: ``_inputs`` are taken at construction, so
     the purgatory's first ``ready`` (in ``watch``) does not read the logs a second time. ``respond`` shapes the
     answer from what the fetch read (the Fetch handler's: session, quota, version)."""
@@ -106,16 +110,18 @@ class DelayedFetch(DelayedOperation[R]):
         self.respond = respond
         self._tps = [TopicPartition(topic, index) for topic, index, *_ in fetch.wanted]
         self._last_inputs = self._inputs()
+        self._at: dict[TopicPartition, int] | None = None  # each partition's place in _tps (at the first check)
         self._satisfied = False  # the last ``ready`` evaluated the fetch and found enough
 
-    def _inputs(self) -> tuple[object, ...]:
+    def _inputs(self) -> list[tuple[object, ...] | None]:
+        """``_input`` of every partition (inlined: thousands per fetch of a follower's session)."""
         fetch = self.fetch
-        replicas = fetch.replicas
+        partition = fetch.replicas.partition
         replica_id = fetch.params.replica_id
         read_committed = fetch.params.isolation_level == 1
         out: list[tuple[object, ...] | None] = []
         for tp in self._tps:
-            p = replicas.partition(tp)
+            p = partition(tp)
             if p is None:
                 out.append(None)
                 continue
@@ -126,13 +132,44 @@ class DelayedFetch(DelayedOperation[R]):
             else:
                 end = p.last_stable_offset if read_committed else plog.high_watermark
             out.append((p, p.leader_epoch, plog.offline, plog.log_start_offset, end))
-        return tuple(out)
+        return out
+
+    def _input(self, tp: TopicPartition) -> tuple[object, ...] | None:
+        """What this fetch's read of ``tp`` depends on: the partition hosted as leader, its epoch, whether its log
+        is online, its log start offset and where a read stops (a follower: the log end; a consumer: the high
+        watermark or the last stable offset)."""
+        fetch = self.fetch
+        p = fetch.replicas.partition(tp)
+        if p is None:
+            return None
+        plog = p.log
+        end: tuple[int, bool] | int
+        if fetch.from_follower:
+            end = (plog.log_end_offset, fetch.params.replica_id in p.followers)
+        else:
+            end = p.last_stable_offset if fetch.params.isolation_level == 1 else plog.high_watermark
+        return (p, p.leader_epoch, plog.offline, plog.log_start_offset, end)
 
     def ready(self) -> bool:
         inputs = self._inputs()
         if inputs == self._last_inputs:
             return False  # the first evaluation (or the last check) found too little, and nothing it read moved
         self._last_inputs = inputs
+        return self._evaluate()
+
+    def ready_after(self, key: Hashable) -> bool:
+        if self._at is None:
+            self._at = {tp: i for i, tp in enumerate(self._tps)}
+        i = self._at.get(key) if isinstance(key, TopicPartition) else None
+        if i is None:
+            return self.ready()
+        now = self._input(self._tps[i])
+        if now == self._last_inputs[i]:
+            return False  # what this fetch reads of that partition did not move
+        self._last_inputs[i] = now
+        return self._evaluate()
+
+    def _evaluate(self) -> bool:
         self.fetch.run()
         self._satisfied = self.fetch.bytes >= self.min_bytes or self.fetch.errors
         return self._satisfied

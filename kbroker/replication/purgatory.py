@@ -33,6 +33,11 @@ class DelayedOperation(Generic[T]):
     def ready(self) -> bool:
         raise NotImplementedError
 
+    def ready_after(self, key: Hashable) -> bool:
+        """``ready`` for a check of ``key`` (something of that key moved): an operation watching many keys may
+        look at that one alone."""
+        return self.ready()
+
     def result(self) -> T:
         raise NotImplementedError
 
@@ -61,7 +66,7 @@ class Purgatory:
         if not ops:
             return
         for op in list(ops):
-            if not op.completed and op.ready():
+            if not op.completed and op.ready_after(key):
                 self._finish(op)
 
     def _expired(self, ops: list[DelayedOperation[Any]]) -> None:

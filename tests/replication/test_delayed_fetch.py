@@ -153,3 +153,50 @@ def test_a_waiting_fetch_reads_again_only_when_what_it_reads_moved(tmp_path, app
         broker.purgatory.close()
 
     asyncio.run(main())
+
+
+def test_a_check_of_one_partition_looks_at_that_partition_alone(tmp_path, appender):
+    """A fetch waiting on many partitions (a follower's session with thousands) is checked at every append and
+    high watermark move of each: the check compares what the fetch reads of the partition that moved, not of
+    all of them (before, every check of a 200-partition consumer fetch looked at 200 partitions), and the fetch
+    is read again, and answered, once that partition has something for it."""
+    async def main():
+        tps = [TopicPartition("wide", i) for i in range(200)]
+        leaders = []
+        for tp in tps:
+            plog = PartitionLog(tmp_path / str(tp), tp, LogConfig(), appender)
+            p = Partition(tp, plog, 1, single_replica=False)
+            p.become_leader(0, [1, 2], [1, 2], zk_version=0, controller_epoch=1)
+            leaders.append(p)
+        broker = _Broker(leaders[0])
+        for p in leaders:
+            broker.replicas.partitions[p.tp] = p
+        broker.topics = SimpleNamespace(exists=lambda topic, index: topic == "wide")
+        looked_at: list[TopicPartition] = []
+        real = broker.replicas.partition
+
+        def partition(tp):
+            looked_at.append(tp)
+            return real(tp)
+        broker.replicas.partition = partition
+        parts = [SimpleNamespace(partition=tp.partition, fetch_offset=0, partition_max_bytes=1 << 20,
+                                 current_leader_epoch=0) for tp in tps]
+        request = SimpleNamespace(replica_id=-1, max_wait_ms=10_000, min_bytes=1, max_bytes=1 << 20,
+                                  isolation_level=0, topics=[SimpleNamespace(topic="wide", partitions=parts)])
+        consumer = fetch_handler.fetch(broker, SimpleNamespace(api_version=VERSION), request, None)
+        assert isinstance(consumer, asyncio.Future) and not consumer.done()
+
+        looked_at.clear()
+        _produce(broker, leaders[7], 3)  # below the high watermark (follower 2 lacks it): nothing for a consumer
+        assert not consumer.done()
+        assert looked_at.count(tps[7]) >= 1 and set(looked_at) == {tps[7]}, len(looked_at)
+
+        looked_at.clear()
+        broker.replicas.record_follower_fetch(2, [(tps[7], 3, 0)])  # follower 2 has it: the ISR does
+        assert leaders[7].high_watermark == 3
+        assert consumer.done(), "the high watermark moved: the consumer's fetch answers"
+        [topic] = consumer.result()["responses"]
+        assert [p["partition_index"] for p in topic["partitions"] if p["records"]] == [7]
+        broker.purgatory.close()
+
+    asyncio.run(main())

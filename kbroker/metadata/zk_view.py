@@ -334,8 +334,11 @@ class ClusterView:
             snap.topic_ids[topic] = assignment.topic_id
             snap.configs[topic] = self._known_configs[topic]
             if read_states:
+                # a state known missing is read again at every refresh: the controller creates a topic's states in
+                # one multi, but their watch events come one by one, and a refresh between two of them would show
+                # the topic with some partitions (UpdateMetadata would announce it so; Kafka's comes whole)
                 stale.extend(key for key in ((topic, p) for p in assignment.partitions)
-                             if read_all or key in changed_states or key not in self._states)
+                             if read_all or key in changed_states or self._states.get(key) is None)
         if read_states:
             self._read_states(stale)
             for topic, partitions in snap.assignments.items():

@@ -62,3 +62,27 @@ def test_a_change_costs_reads_independent_of_the_cluster_size(topics: int) -> No
     assert topic_reads <= 25, topic_reads
     assert state_reads <= 20, state_reads
     assert view == full
+
+
+def test_a_topics_states_appear_together_though_their_watch_events_come_one_by_one() -> None:
+    """The controller creates a new topic's states in one multi; a refresh that runs when only some of their
+    creation events have arrived must still show all of them (CI: an auto-created topic was announced with 3 of
+    its 4 partitions)."""
+    async def main() -> Snapshot:
+        server = EmbeddedServer()
+        store = server.connect()
+        layout.create_topic(store, "new", {p: [1] for p in range(4)})
+        view = ClusterView(store, asyncio.get_running_loop(), lambda s: None)
+        view.snapshot = await view.loop.run_in_executor(None, view._read)  # the states are missing: watched
+        assert not view.snapshot.states
+        layout.create_topics_partition_states(store, {"new": {p: PartitionState(1, 0, [1], 1) for p in range(4)}})
+        with view._changed_lock:  # the refresh runs when three of the four events have come
+            view._changed = {f"/brokers/topics/new/partitions/{p}/state" for p in range(3)}
+        snap = await view.loop.run_in_executor(None, view._read)
+        view.stop()
+        store.close()
+        server.close()
+        return snap
+
+    snap = asyncio.run(main())
+    assert sorted(snap.states) == [("new", p) for p in range(4)]

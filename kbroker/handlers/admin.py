@@ -35,6 +35,7 @@ class Result(TypedDict):
 
 
 Item = TypeVar("Item")
+Outcome = TypeVar("Outcome")
 R = TypeVar("R", bound=Result)
 
 
@@ -60,6 +61,18 @@ async def _each(items: Iterable[Item], first: Callable[[Item], R],
             out["error_code"], out["error_message"] = _error(exc)
         results.append(out)
     return results
+
+
+async def _all_at_once(checked: Mapping[int, Item], act: Callable[[list[Item]], Awaitable[list[Outcome]]]
+                       ) -> list[tuple[int, Outcome | Exception]]:
+    """(position, outcome) of each item that passed its checks, in request order, from one call of ``act`` on all
+    of them; a call failing as a whole (the store's connection lost) is every item's outcome."""
+    positions = sorted(checked)
+    try:
+        outcomes: list[Outcome | Exception] = list(await act([checked[i] for i in positions]))
+    except Exception as exc:
+        outcomes = [exc] * len(positions)
+    return list(zip(positions, outcomes))
 
 
 def _require(ctx: BrokerContext, conn: ClientConnection, operation: AclOperation, resource_type: ResourceType,
@@ -118,12 +131,7 @@ async def create_topics(ctx: BrokerContext, header: RequestHeader, request: msg.
     results = await _each(list(enumerate(request.topics)), lambda t: _named(t[1].name), check)
     wanted: Visible = {}
     if checked and not request.validate_only:
-        positions = sorted(checked)
-        try:
-            outcomes = await ctx.topics.create_many([checked[i] for i in positions])
-        except Exception as exc:  # the store failed for all of them (a lost connection)
-            outcomes = [exc] * len(positions)
-        for position, outcome in zip(positions, outcomes):
+        for position, outcome in await _all_at_once(checked, ctx.topics.create_many):
             if isinstance(outcome, Exception):
                 del checked[position]
                 results[position]["error_code"], results[position]["error_message"] = _error(outcome)
@@ -174,12 +182,7 @@ async def delete_topics(ctx: BrokerContext, header: RequestHeader, request: msg.
     results = await _each(list(enumerate(names)), lambda t: _deleted(t[1]), check)
     wanted: Visible = {}
     if allowed_at:
-        positions = sorted(allowed_at)
-        try:
-            outcomes = await ctx.topics.delete_many([allowed_at[i] for i in positions])
-        except Exception as exc:  # the store failed for all of them (a lost connection)
-            outcomes = [exc] * len(positions)
-        for position, outcome in zip(positions, outcomes):
+        for position, outcome in await _all_at_once(allowed_at, ctx.topics.delete_many):
             if outcome is None:
                 wanted[allowed_at[position]] = None
             else:

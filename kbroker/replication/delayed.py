@@ -114,25 +114,7 @@ class DelayedFetch(DelayedOperation[R]):
         self._satisfied = False  # the last ``ready`` evaluated the fetch and found enough
 
     def _inputs(self) -> list[tuple[object, ...] | None]:
-        """``_input`` of every partition (inlined: thousands per fetch of a follower's session)."""
-        fetch = self.fetch
-        partition = fetch.replicas.partition
-        replica_id = fetch.params.replica_id
-        read_committed = fetch.params.isolation_level == 1
-        out: list[tuple[object, ...] | None] = []
-        for tp in self._tps:
-            p = partition(tp)
-            if p is None:
-                out.append(None)
-                continue
-            plog = p.log
-            end: tuple[int, bool] | int
-            if fetch.from_follower:
-                end = (plog.log_end_offset, replica_id in p.followers)
-            else:
-                end = p.last_stable_offset if read_committed else plog.high_watermark
-            out.append((p, p.leader_epoch, plog.offline, plog.log_start_offset, end))
-        return out
+        return [self._input(tp) for tp in self._tps]
 
     def _input(self, tp: TopicPartition) -> tuple[object, ...] | None:
         """What this fetch's read of ``tp`` depends on: the partition hosted as leader, its epoch, whether its log

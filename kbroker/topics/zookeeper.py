@@ -119,12 +119,10 @@ class ZooKeeperTopics(TopicAdmin):
         raise RuntimeError("ZooKeeper mode writes topics off the event loop: create() or auto_create()")
 
     async def _register_async(self, info: TopicInfo) -> TopicInfo:
-        with errors.translate_zk():
-            topic_id = await self.run_blocking(
-                lambda: layout.create_topic(self.store, info.name, info.assignment, info.configs))
-        if info.name in self.topics and info.name not in self._pending:
-            raise errors.TopicAlreadyExistsError(f"Topic '{info.name}' already exists.")
-        return self._registered(info, topic_id)
+        [outcome] = await self.create_many([info])
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
 
     async def create_many(self, infos: list[TopicInfo]) -> list[TopicInfo | Exception]:
         """Every topic of the request in one job off the loop: one listing checks them all, and their znodes

@@ -120,3 +120,35 @@ class Snapshot:
     commits: tuple[Commit, ...]
     rates: Rates | None = None  # None on the first sample (a rate needs two)
     errors: tuple[str, ...] = field(default=())  # what could not be read this round, one line each
+
+
+# -- what the sampler makes of the history (kbroker.ui.sampler) -------------------------------------------------------
+
+@dataclass(frozen=True)
+class PartitionLag:
+    topic: str
+    partition: int
+    committed: int  # -1: nothing committed
+    log_end: int
+    lag: int  # log_end - committed, never below 0; the whole log end when nothing is committed
+    lag_seconds: float | None  # how long ago the log end passed the committed offset, from stored end-offset samples
+    last_commit_ms: int | None
+    owner: str | None  # Kafka: "client_id/host"; ZooKeeper: the owner node's consumer id
+    status: Status
+
+
+@dataclass(frozen=True)
+class GroupView:
+    name: str
+    storage: Storage
+    state: str
+    status: Status
+    total_lag: int
+    lag_seconds: float | None  # the largest of its partitions'
+    last_commit_ms: int | None  # the newest commit of any of its partitions
+    partitions: tuple[PartitionLag, ...]
+    sparkline: tuple[int, ...]  # total lag at the last samples, oldest first (at most 60)
+
+
+# A chart's series: (timestamp ms, value) points, oldest first.
+Points = tuple[tuple[int, float], ...]

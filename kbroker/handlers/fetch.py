@@ -30,6 +30,7 @@ from kbroker.protocol import message_types as msg
 from kbroker.protocol.header import RequestHeader
 from kbroker.replication.fetch_read import FetchParams, PartitionAnswers, records_size
 from kbroker.replication.partition import Partition, ReadResult, error_code_of
+from kbroker.replication.quiet import QuietPartitions
 from kbroker.security.quotas import fetch_response_size
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
     wanted = [(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch)
               for t in request.topics for p in t.partitions]
     session, incremental = None, False
+    quiet: QuietPartitions | None = None
     if version >= 7:
         forgotten = [(f.topic, p) for f in request.forgotten_topics_data for p in f.partitions]
         try:
@@ -52,8 +54,16 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
         except errors.KafkaError as exc:
             return {"throttle_time_ms": 0, "error_code": exc.code, "session_id": 0, "responses": []}
         if session is not None:
-            wanted = [(t, p, e.fetch_offset, e.max_bytes, e.current_leader_epoch)
-                      for (t, p), e in session.partitions.items()]
+            entries = session.partitions
+            if request.replica_id >= 0:  # a follower's: its incremental fetches skip the quiet partitions
+                quiet = session.quiet_partitions(request.replica_id, ctx.replicas.quiet)
+            if incremental and quiet is not None:  # what it names, and the session's partitions awake
+                keys = dict.fromkeys((t, p) for t, p, *_ in wanted)
+                keys.update(dict.fromkeys(quiet.awake))
+                wanted = [(t, p, e.fetch_offset, e.max_bytes, e.current_leader_epoch)
+                          for t, p in keys if (e := entries.get((t, p))) is not None]
+            else:
+                wanted = [(t, p, e.fetch_offset, e.max_bytes, e.current_leader_epoch) for (t, p), e in entries.items()]
     denied: list[tuple[str, int]] = []
     if ctx.security.authorizer is not None:
         wanted, denied = _authorized(ctx, conn, request.replica_id, wanted)
@@ -83,7 +93,7 @@ def fetch(ctx: BrokerContext, header: RequestHeader, request: msg.FetchRequest,
                 return throttled
         return _response(ctx, answers, version, from_follower, session, incremental)
 
-    return ctx.replicas.fetch_messages(params, wanted, denied, respond)
+    return ctx.replicas.fetch_messages(params, wanted, denied, respond, quiet)
 
 
 def _response(ctx: BrokerContext, answers: PartitionAnswers, version: int, from_follower: bool,

@@ -20,6 +20,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from kbroker import errors
+from kbroker.log import TopicPartition
+from kbroker.replication.quiet import QuietPartitions, QuietRegistry
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1
@@ -42,6 +44,18 @@ class FetchSession:
     epoch: int
     partitions: OrderedDict[tuple[str, int], SessionPartition] = field(default_factory=OrderedDict)
     last_used: float = 0.0
+    # a follower's session: the partitions its incremental fetches need not read (kbroker.replication.quiet)
+    quiet: QuietPartitions | None = None
+
+    def quiet_partitions(self, replica_id: int, registry: QuietRegistry) -> QuietPartitions:
+        if self.quiet is None or self.quiet.replica_id != replica_id:
+            self.close()
+            self.quiet = QuietPartitions(replica_id, registry, (TopicPartition(t, p) for t, p in self.partitions))
+        return self.quiet
+
+    def close(self) -> None:
+        if self.quiet is not None:
+            self.quiet.close()
 
 
 class FetchSessionCache:
@@ -63,7 +77,9 @@ class FetchSessionCache:
         now = time.monotonic()
         if epoch in (INITIAL_EPOCH, FINAL_EPOCH):  # a full request
             if session_id != 0:
-                self.sessions.pop(session_id, None)  # any session it names is closed
+                closed = self.sessions.pop(session_id, None)  # any session it names is closed
+                if closed is not None:
+                    closed.close()
             if epoch == FINAL_EPOCH:
                 return None, False
             new = FetchSession(self._new_id(), 1, last_used=now)
@@ -80,10 +96,14 @@ class FetchSessionCache:
                 f"fetch session {session_id} expects epoch {session.epoch}, got {epoch}")
         for key in forgotten:
             session.partitions.pop(key, None)
+        if session.quiet is not None and forgotten:
+            session.quiet.forget([TopicPartition(t, p) for t, p in forgotten])
         for t, p, off, mb, le in wanted:
             entry = session.partitions.get((t, p))
             if entry is None:
                 session.partitions[(t, p)] = SessionPartition(off, mb, le)
+                if session.quiet is not None:
+                    session.quiet.join((TopicPartition(t, p),))
             else:
                 entry.fetch_offset, entry.max_bytes, entry.current_leader_epoch = off, mb, le
         session.epoch = 1 if session.epoch == 2**31 - 1 else session.epoch + 1
@@ -94,3 +114,4 @@ class FetchSessionCache:
         if len(self.sessions) >= self.max_sessions:
             oldest = min(self.sessions.values(), key=lambda s: s.last_used)
             del self.sessions[oldest.session_id]
+            oldest.close()

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeAlias, TypedDict, TypeVar
 
 from kbroker import errors
@@ -64,6 +64,7 @@ from kbroker.replication.fetcher import ReplicaFetcherManager
 from kbroker.replication.isr import IsrManager
 from kbroker.replication.partition import Partition, error_code_of
 from kbroker.replication.purgatory import Purgatory
+from kbroker.replication.quiet import QuietPartitions, QuietRegistry
 from kbroker.replication.throttle import ReplicationQuotas, throttled
 from zk_compat.store import MetadataStore
 from zk_compat.znodes import PartitionState
@@ -132,6 +133,8 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.purgatory = purgatory
         self.partitions: dict[TopicPartition, Partition] = {}
+        # the follower fetch sessions resting on each partition led here (kbroker.replication.quiet)
+        self.quiet = QuietRegistry(purgatory.check)
         # ZooKeeper mode: is the partition in the cluster's view (then NOT_LEADER_OR_FOLLOWER, not UNKNOWN)?
         self.exists_in_cluster: Callable[[str, int], bool] | None = None
         self.controller_epoch = -1  # the newest controller's epoch heard from (LeaderAndIsr, StopReplica, ...)
@@ -213,8 +216,10 @@ class ReplicaManager:
         return partition
 
     def on_append(self, partition: Partition) -> None:
-        """Something a waiting produce or fetch depends on moved: let the purgatory look again."""
+        """Something a waiting produce or fetch depends on moved: let the purgatory look again, and the follower
+        sessions resting on the partition wake it."""
         self.purgatory.check(partition.tp)
+        self.quiet.moved(partition.tp)
 
     def first_unstable_offset(self, tp: TopicPartition) -> int | None:
         """The cleaner never compacts past an open transaction."""
@@ -237,6 +242,7 @@ class ReplicaManager:
         for index in indexes:
             tp = TopicPartition(topic, index)
             gone = self.partitions.pop(tp, None)
+            self.quiet.moved(tp)
             if gone is not None and self.fetchers is not None:
                 self.fetchers.unfollow(tp)
             self.log_manager.delete_log(tp)
@@ -349,17 +355,33 @@ class ReplicaManager:
     # -- fetch ---------------------------------------------------------------------------------
 
     def fetch_messages(self, params: FetchParams, wanted: Wanted, denied: list[tuple[str, int]],
-                       respond: Callable[[PartitionAnswers], R]) -> R | asyncio.Future[R]:
+                       respond: Callable[[PartitionAnswers], R],
+                       quiet: QuietPartitions | None = None) -> R | asyncio.Future[R]:
         """A Fetch of ``wanted`` (topic, partition, fetch offset, max bytes, leader epoch), authorized, as Kafka's
         ReplicaManager.fetchMessages: ``respond`` shapes the answer from each partition's (``denied`` ones
         TOPIC_AUTHORIZATION_FAILED), now, or from the purgatory when less than ``min_bytes`` can be read now and
-        ``max_wait_ms`` allows a wait. Only partitions that exist count in the fetch meters, as Kafka's."""
+        ``max_wait_ms`` allows a wait. Only partitions that exist count in the fetch meters, as Kafka's.
+
+        ``quiet``: a follower's fetch session's quiet partitions (``kbroker.replication.quiet``, none yet at the
+        session's first fetch), which ``wanted`` leaves out unless it names them (and then they are skipped at the
+        offset they rest at): a waiting fetch wakes when one of them moves, and reads it then."""
         replica_id = params.replica_id
+        active = wanted
+        if quiet is not None:
+            quiet.fetched(monotonic_ms(), self.partitions.get)
+            moved = quiet.take_moved()  # found by the sweep
+            if moved:
+                named = {(e[0], e[1]) for e in wanted}
+                active = wanted = wanted + [e for e in moved if (e[0], e[1]) not in named]
+            if len(quiet):  # a partition named at the offset it rests at stays quiet
+                active = [e for e in wanted
+                          if not quiet.still_quiet(TopicPartition(e[0], e[1]), e[2],
+                                                   self.partitions.get(TopicPartition(e[0], e[1])))]
         if replica_id >= 0:
             self.record_follower_fetch(replica_id, [(TopicPartition(t, p), offset, epoch)
-                                                    for t, p, offset, _, epoch in wanted])
+                                                    for t, p, offset, _, epoch in active])
         metrics = self.metrics
-        evaluation = FetchRead(self, params, wanted, denied, metrics)
+        evaluation = FetchRead(self, params, active, denied, metrics, quiet)
         if metrics is not None:  # once per partition read, as Kafka (only partitions its metadata knows are read)
             for t, p, *_ in wanted:
                 if self.exists(t, p):
@@ -369,7 +391,10 @@ class ReplicaManager:
         if params.max_wait_ms <= 0 or evaluation.errors or evaluation.bytes >= min_bytes:
             return respond(evaluation.answers())
         delayed = DelayedFetch(evaluation, min_bytes, respond)
-        return self.purgatory.watch(delayed, [TopicPartition(t, p) for t, p, *_ in wanted], params.max_wait_ms)
+        keys: list[Hashable] = [TopicPartition(t, p) for t, p, *_ in active]
+        if quiet is not None:
+            keys.append(quiet)  # its partitions that wake
+        return self.purgatory.watch(delayed, keys, params.max_wait_ms)
 
     def fetchable(self, tp: TopicPartition, leader_epoch: int, replica_id: int, max_bytes: int) -> Partition:
         """One partition of a Fetch, checked before its read: led here, the fetcher's epoch current, a

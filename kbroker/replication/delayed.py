@@ -98,6 +98,8 @@ class DelayedFetch(DelayedOperation[R]):
     A check names the partition that moved (``ready_after``): only that partition's inputs are compared, so
     a follower's fetch over thousands of partitions costs one comparison per append of one of them, not one
     per partition; the fetch is read again (all of it, for the answer) only when that partition moved.
+    A follower's fetch also waits on its session's quiet partitions (``kbroker.replication.quiet``), which it
+    did not read: a check of the session reads those that woke.
 
     ``fetch`` is ``fetch_messages``' evaluation, just made: ``_inputs`` are taken at construction, so
     the purgatory's first ``ready`` (in ``watch``) does not read the logs a second time. ``respond`` shapes the
@@ -144,11 +146,27 @@ class DelayedFetch(DelayedOperation[R]):
             self._at = {tp: i for i, tp in enumerate(self._tps)}
         i = self._at.get(key) if isinstance(key, TopicPartition) else None
         if i is None:
+            if key is self.fetch.quiet and self.fetch.quiet is not None:
+                return self._woken(self.fetch.quiet.take_moved())
             return self.ready()
         now = self._input(self._tps[i])
         if now == self._last_inputs[i]:
             return False  # what this fetch reads of that partition did not move
         self._last_inputs[i] = now
+        return self._evaluate()
+
+    def _woken(self, entries: list[tuple[str, int, int, int, int]]) -> bool:
+        """Quiet partitions of the follower's session that this fetch skipped moved: it reads them from now on."""
+        if not entries:
+            return False
+        assert self._at is not None
+        for entry in entries:
+            tp = TopicPartition(entry[0], entry[1])
+            if tp not in self._at:
+                self.fetch.add(entry)
+                self._at[tp] = len(self._tps)
+                self._tps.append(tp)
+                self._last_inputs.append(self._input(tp))
         return self._evaluate()
 
     def _evaluate(self) -> bool:

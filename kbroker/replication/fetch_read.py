@@ -22,6 +22,7 @@ from kbroker.metrics.hops import HOPS
 from kbroker.protocol import message_types as msg
 from kbroker.protocol.typed_api import FileSlice
 from kbroker.replication.partition import Partition, ReadResult, error_code_of
+from kbroker.replication.quiet import QuietPartitions
 
 log = logging.getLogger(__name__)
 
@@ -76,16 +77,22 @@ class FetchRead:
     each time something it depends on moved; ``answers`` are what it read last, per partition."""
 
     def __init__(self, replicas: LeaderReplicas, params: FetchParams, wanted: Wanted,
-                 denied: list[tuple[str, int]], metrics: BrokerMetrics | None) -> None:
+                 denied: list[tuple[str, int]], metrics: BrokerMetrics | None,
+                 quiet: QuietPartitions | None = None) -> None:
         self.replicas = replicas
         self.params = params
         self.wanted = wanted
+        self.quiet = quiet  # a follower's fetch session: each read tells it which partitions are quiet
         self.denied = denied  # partitions the ACLs refuse: TOPIC_AUTHORIZATION_FAILED
         self.metrics = metrics  # the failed-fetch meters
         self.from_follower = params.replica_id >= 0
         self.bytes = 0
         self.errors = False
         self.partitions: PartitionAnswers = []
+
+    def add(self, entry: tuple[str, int, int, int, int]) -> None:
+        """A partition of the session to read from now on (it was quiet when the fetch arrived, and moved)."""
+        self.wanted.append(entry)
 
     def run(self) -> FetchRead:
         params = self.params
@@ -102,14 +109,16 @@ class FetchRead:
                 out["aborted_transactions"] = []
             self.partitions.append((topic, out))
         first = True
-        for topic, index, offset, max_bytes, leader_epoch in self.wanted:
+        quiet = self.quiet
+        for entry in self.wanted:
+            topic, index, offset, max_bytes, leader_epoch = entry
             out = {"partition_index": index, "error_code": 0, "high_watermark": -1, "last_stable_offset": -1,
                    "log_start_offset": -1, "records": b""}  # Kafka sends empty, never null, records
             if read_committed:  # only v4+ asks for it
                 out["aborted_transactions"] = []
             try:
-                partition = self.replicas.fetchable(TopicPartition(topic, index), leader_epoch, params.replica_id,
-                                                    max_bytes)
+                tp = TopicPartition(topic, index)
+                partition = self.replicas.fetchable(tp, leader_epoch, params.replica_id, max_bytes)
                 # Never negative: once the first batch has taken more than the response's max_bytes
                 # (KIP-74), later partitions get no records, as Kafka's limitBytes stays >= 0.
                 budget = max(0, min(max_bytes, remaining))
@@ -130,6 +139,8 @@ class FetchRead:
                     self.bytes += result.records.length
                     remaining = max(0, remaining - result.records.length)
                     first = False
+                if quiet is not None:
+                    quiet.note(entry, tp, partition, out)
             except errors.KafkaError as exc:
                 out["error_code"] = exc.code
                 self.errors = True

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import logging
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from kbroker import errors
 from kbroker.clock import monotonic_ms, wall_ms
@@ -48,6 +48,11 @@ class ReadResult(NamedTuple):
     aborted: list[AbortedTxn] | None = None  # read_committed: AbortedTxn the records may contain
 
 
+class SessionClock(Protocol):
+    """A follower's fetch session as a clock: when it last fetched (``kbroker.replication.quiet``)."""
+    last_fetch_ms: int
+
+
 @dataclass
 class FollowerState:
     """What the leader knows of one follower (Kafka's remote replica state)."""
@@ -55,6 +60,24 @@ class FollowerState:
     last_caught_up_ms: int = 0
     last_fetch_ms: int = 0
     last_fetch_leader_leo: int = -1   # the leader's log end offset at that fetch
+    # A quiet partition of the follower's fetch session (kbroker.replication.quiet): its incremental fetches
+    # skip this partition, which stood at the log end with nothing to send; each of them is a fetch of it
+    # caught up, at the session's clock, until a read of it again (``update_follower``).
+    resting_on: SessionClock | None = None
+
+    def rest_on(self, session: SessionClock) -> None:
+        self.resting_on = session
+
+    def wake(self, session: SessionClock) -> None:
+        """The session stops skipping this partition (forgotten): its fetches no longer stand for one of it."""
+        if self.resting_on is session:
+            self.last_caught_up_ms = max(self.last_caught_up_ms, session.last_fetch_ms)
+            self.last_fetch_ms = max(self.last_fetch_ms, session.last_fetch_ms)
+            self.resting_on = None
+
+    def caught_up_ms(self) -> int:
+        session = self.resting_on
+        return self.last_caught_up_ms if session is None else max(self.last_caught_up_ms, session.last_fetch_ms)
 
 
 class Partition:
@@ -297,6 +320,8 @@ class Partition:
         if state is None:
             raise errors.NotLeaderOrFollowerError(
                 f"broker {replica_id} is not a replica of {self.tp} (replicas {self.replicas})")
+        if state.resting_on is not None:  # the session's fetches that skipped it found it caught up
+            state.wake(state.resting_on)
         leader_leo = self.log.log_end_offset
         if fetch_offset >= leader_leo:
             state.last_caught_up_ms = max(state.last_caught_up_ms, now)
@@ -328,7 +353,7 @@ class Partition:
             if r == self.broker_id:
                 continue
             state = self.followers.get(r)
-            if state is None or now - state.last_caught_up_ms > max_lag_ms:
+            if state is None or now - state.caught_up_ms() > max_lag_ms:
                 out.append(r)
         return out
 

@@ -71,8 +71,9 @@ def test_a_bad_status_listener_is_refused_at_start(tmp_path):
 
 
 def test_keep_alive_refused_methods_and_a_malformed_request(broker_factory):
-    port = free_port()
-    broker = broker_factory({"status.listener": f"http://127.0.0.1:{port}"})
+    broker = broker_factory({"status.listener": "http://127.0.0.1:0"})  # port 0: the log names the one bound
+    port = int(re.search(r"status endpoint on http://127\.0\.0\.1:(\d+)/status", broker.log()).group(1))
+    assert port != 0
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     conn.request("GET", "/health")
     first = conn.getresponse()

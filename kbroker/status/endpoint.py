@@ -12,14 +12,19 @@ off) that a browser, a monitor or a deployment script reads as JSON:
     GET /metrics    Prometheus text format 0.0.4 (``kbroker.status.metrics``), named as the Prometheus
                     JMX exporter names Kafka's metrics, and group lag as kafka-exporter names it
 
-HTTP/1.1, one request per connection, GET only; anything else is answered 404/405.
+aiohttp serves it on the broker's own event loop (HTTP/1.1 with keep-alive). GET only: another method is
+answered 405 with ``Allow: GET``, an unknown path 404, both with a JSON error; a request aiohttp cannot parse
+gets its 400 with the parser's reason.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
-from urllib.parse import urlsplit
+from typing import Any
+
+from aiohttp import web
+from aiohttp.http_exceptions import BadHttpMessage
+from aiohttp.typedefs import Handler
 
 from kbroker.handlers.context import BrokerContext
 from kbroker.log import TopicPartition
@@ -31,7 +36,22 @@ JsonObject = dict[str, object]
 
 log = logging.getLogger(__name__)
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 503: "Service Unavailable"}
+# A connection that has not sent a whole request within this long (none yet, half a header, or idle after an
+# answer) is closed: a slow or silent client holds a socket no longer than that.
+IDLE_TIMEOUT_S = 10.0
+# stop() waits this long for an answer still being written (a client not reading it), then cuts the connection.
+SHUTDOWN_TIMEOUT_S = 2.0
+
+
+class _ClientFaultsAtDebug(logging.LoggerAdapter[logging.Logger]):
+    """aiohttp's server logs a request it cannot parse as an ERROR with its traceback. Here that is the
+    client's fault, answered 400 (the broker's log keeps ERROR for its own failures): debug."""
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kwargs: Any) -> None:
+        if isinstance(exc_info, BadHttpMessage):
+            self.logger.debug(msg, *args, exc_info=exc_info, **kwargs)
+        else:
+            self.logger.exception(msg, *args, exc_info=exc_info, **kwargs)
 
 
 class StatusServer:
@@ -39,43 +59,42 @@ class StatusServer:
         self.broker = broker
         self.host = host
         self.port = port
-        self._server: asyncio.AbstractServer | None = None
+        self._runner: web.AppRunner | None = None
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, self.host, self.port)
-        self.port = self._server.sockets[0].getsockname()[1]
+        app = web.Application(middlewares=[_json_method_not_allowed])
+        # one route for every path, so that "/", "/status/" and "/status" are one view, as before; aiohttp
+        # answers another method 405 with Allow: GET (HEAD too: allow_head=False keeps the endpoint GET only)
+        app.router.add_get("/{path:.*}", self._get, allow_head=False)
+        runner = web.AppRunner(app, access_log=None,  # no log line per scrape
+                               logger=_ClientFaultsAtDebug(logging.getLogger(f"{__name__}.http")),
+                               keepalive_timeout=IDLE_TIMEOUT_S, shutdown_timeout=SHUTDOWN_TIMEOUT_S)
+        await runner.setup()
+        site = web.TCPSite(runner, self.host, self.port)
+        try:
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self.port = site.port  # the bound one when the listener asked for port 0
         log.info("status endpoint on http://%s:%d/status", self.host, self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
+        """Stop listening and close every connection, idle or half-sent ones at once."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _get(self, request: web.Request) -> web.Response:
         try:
-            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)
-            method, target, _ = head.split(b"\r\n", 1)[0].decode("latin-1").split(" ", 2)
-            code, body = self._answer(method, urlsplit(target).path)
-        except (TimeoutError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
-            code, body = 400, {"error": "a GET request line and headers were expected"}
+            code, body = self._answer(request.path)
         except Exception:
             log.exception("status request failed")
             code, body = 503, {"error": "internal error"}
-        if isinstance(body, bytes):
-            data, content_type = body, CONTENT_TYPE
-        else:
-            data, content_type = json.dumps(body, indent=1, sort_keys=True).encode() + b"\n", "application/json"
-        writer.write(f"HTTP/1.1 {code} {_REASONS[code]}\r\nContent-Type: {content_type}\r\n"
-                     f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
-        try:
-            await writer.drain()
-        except ConnectionError:
-            pass
-        writer.close()
+        return _response(code, body)
 
-    def _answer(self, method: str, path: str) -> tuple[int, JsonObject | bytes]:
-        if method != "GET":
-            return 405, {"error": f"{method} is not served; use GET"}
+    def _answer(self, path: str) -> tuple[int, JsonObject | bytes]:
         path = path.rstrip("/") or "/status"
         if path == "/status":
             return 200, {"broker_id": self.broker.broker_id, **self.brokers(), "partitions": self.partitions(),
@@ -140,3 +159,21 @@ class StatusServer:
                         "protocol_type": overview.protocol_type, "members": len(description.members),
                         "offsets": committed})
         return out
+
+
+@web.middleware
+async def _json_method_not_allowed(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """aiohttp's router refuses a method with a text body; the endpoint's errors are JSON."""
+    try:
+        return await handler(request)
+    except web.HTTPMethodNotAllowed as refused:
+        return _response(405, {"error": f"{request.method} is not served; use GET"},
+                         {"Allow": refused.headers["Allow"]})
+
+
+def _response(code: int, body: JsonObject | bytes, headers: dict[str, str] | None = None) -> web.Response:
+    if isinstance(body, bytes):
+        data, content_type = body, CONTENT_TYPE
+    else:
+        data, content_type = json.dumps(body, indent=1, sort_keys=True).encode() + b"\n", "application/json"
+    return web.Response(status=code, body=data, headers={"Content-Type": content_type, **(headers or {})})

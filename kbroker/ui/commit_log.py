@@ -116,7 +116,7 @@ class CommitLog:
             behind = []
             for topic in response.responses:
                 for p in topic.partitions:
-                    problem = self._take(p, log_starts)
+                    problem = self.take(p, log_starts)
                     if problem:
                         problems.append(f"{OFFSETS_TOPIC}-{p.partition_index} at {conn.address}: {problem}")
                     elif self._positions.get(p.partition_index, 0) < p.high_watermark:
@@ -133,8 +133,8 @@ class CommitLog:
                     for p in partitions]}],
                 "forgotten_topics_data": [], "rack_id": ""}
 
-    def _take(self, p: Any, log_starts: Mapping[int, int]) -> str | None:
-        """Apply one partition's answer; a problem's text, or None."""
+    def take(self, p: Any, log_starts: Mapping[int, int]) -> str | None:
+        """Apply one partition's Fetch answer (its records from the last position on); a problem's text, or None."""
         index = p.partition_index
         if p.error_code == OFFSET_OUT_OF_RANGE:
             start = getattr(p, "log_start_offset", -1)

@@ -120,6 +120,7 @@ class Collector:
         self._commit_log = CommitLog()
         self._known: dict[int, tuple[str, int, str | None]] = {}  # broker id -> host, port, rack once seen
         self._first_seen: dict[tuple[str, str, int], tuple[int, int]] = {}  # offset, when it was first seen
+        self._seen_now: set[tuple[str, str, int]] = set()
         self._round = asyncio.Lock()
 
     async def snapshot(self) -> Snapshot:
@@ -288,6 +289,8 @@ class Collector:
         once) and OffsetFetch go to it."""
         groups: list[Group] = []
         commits: list[Commit] = []
+        self._seen_now = set()
+        failures = len(errors)
         for broker in brokers:
             conn = self._on_broker(broker, "ListGroups", errors)
             if conn is None:
@@ -315,6 +318,8 @@ class Collector:
                         (tp.topic, tp.partition) for tp in decode_consumer_assignment(m.member_assignment)))
                     for m in g.members)))
                 commits += self._kafka_commits(conn, g.group_id, now, errors)
+        if len(errors) == failures:  # forget offsets no longer committed (after a round that read every group)
+            self._first_seen = {k: v for k, v in self._first_seen.items() if k in self._seen_now}
         return groups, commits
 
     def _kafka_commits(self, conn: Connection, group: str, now: int, errors: list[str]) -> list[Commit]:
@@ -340,6 +345,7 @@ class Collector:
         return sorted(out, key=lambda c: (c.topic, c.partition))
 
     def _seen_since(self, key: tuple[str, str, int], offset: int, now: int) -> int:
+        self._seen_now.add(key)
         seen = self._first_seen.get(key)
         if seen is None or seen[0] != offset:
             seen = self._first_seen[key] = (offset, now)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition as KafkaTopicPartition
@@ -75,8 +75,8 @@ def register_zk_consumer(zk: KazooClient) -> None:
         zk.create(f"/consumers/{ZK_GROUP}/owners/{TOPIC}/{p}", ZK_CONSUMER.encode(), ephemeral=True, makepath=True)
 
 
-def consume_and_commit(bootstrap: str, count: int) -> None:
-    """A Kafka-stored group member that reads ``count`` records, commits, and stops."""
+def consume_and_commit(bootstrap: str, count: int, while_member: Callable[[], None]) -> None:
+    """A Kafka-stored group member that reads ``count`` records, commits, calls ``while_member``, and stops."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": KAFKA_GROUP, "auto.offset.reset": "earliest",
                          "enable.auto.commit": False, "client.id": "lagging-client"})
     try:
@@ -89,8 +89,20 @@ def consume_and_commit(bootstrap: str, count: int) -> None:
                 got += 1
         assert got == count
         consumer.commit(asynchronous=False)
+        while_member()
     finally:
         consumer.close()
+
+
+def check_member(snap: Snapshot, admin: AdminClient) -> None:
+    """The Kafka group's one member as DescribeGroups answers it (confluent-kafka), holding every partition."""
+    described = admin.describe_consumer_groups([KAFKA_GROUP])[KAFKA_GROUP].result()
+    group = next(g for g in snap.groups if g.name == KAFKA_GROUP)
+    assert (group.storage, group.state) == ("kafka", "Stable") and str(described.state).endswith("STABLE")
+    [member], [theirs] = group.members, described.members
+    assert (member.member_id, member.client_id, member.host) == (theirs.member_id, "lagging-client", theirs.host)
+    assert member.assignment == tuple((TOPIC, p) for p in range(PARTITIONS)) == tuple(
+        sorted((tp.topic, tp.partition) for tp in theirs.assignment.topic_partitions))
 
 
 def check_against_admin(snap: Snapshot, bootstrap: str) -> None:
@@ -133,7 +145,7 @@ def test_collector_reads_the_cluster_as_a_tool_does(ui_cluster: Cluster) -> None
         register_zk_consumer(zk)
         commit_v0(bootstrap, {0: 4, 1: 5, 2: 6})
         committed_before = time.time_ns() // 1_000_000
-        consume_and_commit(bootstrap, 30)
+        consume_and_commit(bootstrap, 30, lambda: check_member(snapshot(collector), admin))
         committed_after = time.time_ns() // 1_000_000
         produce(bootstrap, 20, 30)  # the Kafka group has stopped: it lags by these
 

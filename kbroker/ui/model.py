@@ -120,6 +120,9 @@ class Snapshot:
     commits: tuple[Commit, ...]
     rates: Rates | None = None  # None on the first sample (a rate needs two)
     errors: tuple[str, ...] = field(default=())  # what could not be read this round, one line each
+    # from ZooKeeper (empty without it): /admin/delete_topics and /admin/reassign_partitions
+    deleting_topics: tuple[str, ...] = ()
+    reassigning: tuple[tuple[str, int], ...] = ()  # (topic, partition)
 
 
 # -- what the sampler makes of the history (kbroker.ui.sampler) -------------------------------------------------------

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import signal
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kbroker.clock import wall_ms
 from kbroker.config.broker import BrokerConfig, parse_status_listener
@@ -49,13 +49,15 @@ from kbroker.replication.purgatory import Purgatory
 from kbroker.security import Security
 from kbroker.security.connection_security import inter_broker_client_security
 from kbroker.security.listeners import Listeners, parse_listeners
-from kbroker.status.endpoint import StatusServer
 from kbroker.topics.admin import TopicAdmin
 from kbroker.topics.single_node import SingleNodeTopics
 from kbroker.topics.zookeeper import ZooKeeperTopics
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.znodes import BrokerInfo, EndPoint
+
+if TYPE_CHECKING:
+    from kbroker.status.endpoint import StatusServer
 
 log = logging.getLogger(__name__)
 
@@ -214,6 +216,8 @@ class Broker:
             self._tasks.append(asyncio.ensure_future(mirror.run()))
         found = parse_status_listener(cfg.status_listener)
         if found is not None:
+            from kbroker.status.endpoint import StatusServer  # aiohttp's import costs 0.2 s: only when it is on
+
             self.status = StatusServer(self, *found)
             await self.status.start()
         rebalance = self._rebalance_leaders if clustered else None

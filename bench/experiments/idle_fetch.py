@@ -3,12 +3,15 @@
 A leader hosting ``--partitions`` replicated partitions (real logs in a temporary dir, a real replica manager,
 purgatory and Fetch handler in this process, no network) answers a follower's fetch session: one full Fetch
 (v12) opens it, then ``--fetches`` incremental ones name nothing new and do not wait (max_wait 0), as a caught-up
-follower's after each answer. Kafka reads every partition of a session at every fetch too
-(``IncrementalFetchContext``); the figure to watch is microseconds per partition per fetch: a follower fetches
-after every append to any partition it follows, so at thousands of partitions per session this bounds the rate
-of acks=all writes a leader can acknowledge. ``--profile`` prints the functions that take the time.
+follower's after each answer. Kafka reads every partition of a session at every fetch (``IncrementalFetchContext``),
+and so did kbroker until its sessions skipped their quiet partitions (``kbroker.replication.quiet``); the figure to
+watch is microseconds per partition per fetch: a follower fetches after every append to any partition it follows,
+so at thousands of partitions per session this bounds the rate of acks=all writes a leader can acknowledge.
+``--moving`` makes each round an acks=all write's: one record appended to the next partition, the follower's fetch
+that reads it, and its next one naming the new offset (which moves the high watermark). ``--profile`` prints the
+functions that take the time.
 
-    python -m bench.experiments.idle_fetch [--partitions 2000] [--fetches 50] [--profile]
+    python -m bench.experiments.idle_fetch [--partitions 2000] [--fetches 50] [--moving] [--profile]
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from kbroker.config.broker import load_config
 from kbroker.handlers import fetch as fetch_handler
 from kbroker.handlers.fetch_sessions import FetchSessionCache
 from kbroker.log import LogConfig, PartitionLog, TopicPartition
+from kbroker.log.batches import build_batch
 from kbroker.replicas.replica_manager import ReplicaManager
 from kbroker.replication.partition import Partition
 from kbroker.replication.purgatory import Purgatory
@@ -38,6 +42,7 @@ from kbroker.security.quotas import QuotaManager
 
 FOLLOWER = 2
 VERSION = 12
+RECORD = bytes(build_batch([(None, bytes(1000), 1_000)]))  # one 1 KiB record
 
 
 def leader(directory: Path, partitions: int) -> Any:
@@ -56,8 +61,8 @@ def leader(directory: Path, partitions: int) -> Any:
                            topics=SimpleNamespace(exists=lambda topic, index: topic == "t"))
 
 
-def request(partitions: list[int], session_id: int, epoch: int) -> Any:
-    parts = [SimpleNamespace(partition=i, fetch_offset=0, partition_max_bytes=1 << 20, current_leader_epoch=0,
+def request(partitions: list[int], session_id: int, epoch: int, offset: int = 0) -> Any:
+    parts = [SimpleNamespace(partition=i, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=0,
                              log_start_offset=-1) for i in partitions]
     return SimpleNamespace(replica_id=FOLLOWER, max_wait_ms=0, min_bytes=1, max_bytes=1 << 24, isolation_level=0,
                            session_id=session_id, session_epoch=epoch, forgotten_topics_data=[], rack_id="",
@@ -75,18 +80,37 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             started, cpu = time.perf_counter(), time.process_time()
             if profiler is not None:
                 profiler.enable()
-            for epoch in range(1, args.fetches + 1):
+            epoch = 1
+            for i in range(args.fetches):
+                if not args.moving:
+                    answer = fetch_handler.fetch(ctx, header, request([], session_id, epoch), None)
+                    assert answer["error_code"] == 0 and not answer["responses"], answer
+                    epoch += 1
+                    continue
+                index = i % args.partitions
+                moved = ctx.replicas.partitions[TopicPartition("t", index)]
+                offset = moved.log.log_end_offset
+                ctx.replicas.append_as_leader(moved, memoryview(bytearray(RECORD)), -1)
                 answer = fetch_handler.fetch(ctx, header, request([], session_id, epoch), None)
-                assert answer["error_code"] == 0 and not answer["responses"], answer
+                [out] = answer["responses"][0]["partitions"]
+                assert out["partition_index"] == index and out["records"], answer
+                answer = fetch_handler.fetch(ctx, header, request([index], session_id, epoch + 1, offset + 1), None)
+                [out] = answer["responses"][0]["partitions"]
+                assert out["high_watermark"] == offset + 1, answer
+                epoch += 2
             if profiler is not None:
                 profiler.disable()
                 pstats.Stats(profiler, stream=sys.stderr).sort_stats("tottime").print_stats(20)
             seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
             ctx.purgatory.close()
-            per_fetch_ms = seconds / args.fetches * 1000
-            return {"partitions": args.partitions, "fetches": args.fetches, "ms_per_fetch": round(per_fetch_ms, 3),
+            per_round_ms = seconds / args.fetches * 1000
+            fetches = 2 if args.moving else 1  # per round
+            per_fetch_ms = per_round_ms / fetches
+            return {"partitions": args.partitions, "moving": args.moving, "rounds": args.fetches,
+                    "fetches": args.fetches * fetches, "ms_per_round": round(per_round_ms, 3),
+                    "ms_per_fetch": round(per_fetch_ms, 3),
                     "us_per_partition": round(per_fetch_ms * 1000 / args.partitions, 3),
-                    "cpu_ms_per_fetch": round(cpu / args.fetches * 1000, 3)}
+                    "cpu_ms_per_fetch": round(cpu / args.fetches / fetches * 1000, 3)}
         return asyncio.run(main())
 
 
@@ -94,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.experiments.idle_fetch", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--partitions", type=int, default=2000)
-    p.add_argument("--fetches", type=int, default=50)
+    p.add_argument("--fetches", type=int, default=50, help="rounds: one fetch each, two with --moving")
+    p.add_argument("--moving", action="store_true", help="each round, a record appended to one partition")
     p.add_argument("--profile", action="store_true", help="print the top functions (cProfile) to stderr")
     args = p.parse_args(argv)
     print(json.dumps(header(__file__, argv)))

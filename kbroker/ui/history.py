@@ -1,0 +1,547 @@
+"""The history `kbroker ui` keeps of a cluster: one SQLite file (the standard library's), bounded in age and size.
+
+What is kept, per sampling round: each partition's log end, each group's total lag and per-partition lag, the
+cluster's rates, and each new commit of a group (with its lag when made, for Burrow's rules). Samples are kept in
+three tiers, each table keyed by its series and then time so that a chart reads one range of the file:
+
+* raw samples, for ``raw_hours`` (a day);
+* 5-minute buckets, for ``five_minute_hours`` (7 days, Kafka's default ``log.retention.hours``);
+* 1-hour buckets, for ``hourly_hours`` (30 days).
+
+A bucket holds the largest lag or log end of its samples (a spike stays visible) and the mean of the rates.
+``maintain()`` rolls complete buckets up, deletes what is past its age in bounded chunks (each its own short
+transaction, so a chart read is never held up for long), and keeps the file under ``cap_bytes``: over 90% of it, it
+drops the oldest data of every tier first until under 75%, then gives the freed pages back (incremental vacuum) and
+truncates the write-ahead log, so the file shrinks.
+
+Charts pick the tier by span (1 h: raw, 24 h: 5-minute buckets, 7 d: hourly buckets); the newest part of a span,
+not rolled up yet, is bucketed on the fly from the finer tier.
+
+Threads: History is synchronous (the web app calls it through ``asyncio.to_thread``). It holds one connection
+(``check_same_thread=False``) behind a lock, so calls from any thread are safe and run one at a time; maintain()
+takes the lock per chunk, so reads slip in between its chunks. Sample times are stored in seconds, commit times in
+milliseconds (a commit is told apart from a repeat of it by its exact time).
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+from kbroker.ui.model import Points, Rates, Storage
+from kbroker.ui.status_rules import CommitPoint
+
+Span = Literal["1h", "24h", "7d"]
+SPAN_SECONDS: dict[str, int] = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
+SPAN_TIER: dict[str, int] = {"1h": 0, "24h": 1, "7d": 2}
+TIERS: tuple[tuple[str, int], ...] = (("raw", 1), ("m5", 300), ("h1", 3600))  # (table suffix, bucket seconds)
+ROLLUP_GRACE_S = 120  # a bucket is rolled up this long after it ends: a round taken before then may still arrive
+SERIES_CHUNK = 200  # series per transaction in maintenance
+DELETE_SLICE_S = (600, 6 * 3600, 3 * 86400)  # per tier, the time one delete statement takes off one series
+ROLLUP_SLICE_S = (None, 3600, 86400)  # per tier, the time one rollup pass covers
+HIGH_WATER, LOW_WATER = 0.90, 0.75  # of cap_bytes: when to drop the oldest data, and down to where
+
+# One tier's (topic, partition) or (group, partition) key -> its points.
+TopicPartition = tuple[str, int]
+GroupKey = tuple[str, Storage]
+CommitKey = tuple[str, Storage, str, int]  # (group, storage, topic, partition)
+
+
+@dataclass(frozen=True)
+class _Kind:
+    """One kind of series: a table per tier, keyed (series, ts[, sub])."""
+    name: str
+    series: str | None  # the column naming the series; None: the kind is one series
+    series_table: str | None
+    sub: str | None  # a second key after ts (per-partition lag: the partition of the group)
+    values: tuple[tuple[str, str, str], ...]  # (column, SQL type, aggregate over a bucket)
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        return tuple(c for c in (self.series, "ts", self.sub) if c)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.key + tuple(v[0] for v in self.values)
+
+
+LOG_END = _Kind("log_end", "pid", "topic_partition", None, (("end_offset", "INTEGER", "max"),))
+GROUP_LAG = _Kind("group_lag", "gid", "consumer_group", None, (("lag", "INTEGER", "max"),))
+PARTITION_LAG = _Kind("partition_lag", "gid", "consumer_group", "pid", (("lag", "INTEGER", "max"),))
+RATES = _Kind("rates", None, None, None,
+              (("bytes_in", "REAL", "avg"), ("bytes_out", "REAL", "avg"), ("messages_in", "REAL", "avg")))
+KINDS = (LOG_END, GROUP_LAG, PARTITION_LAG, RATES)
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one sampling round adds to the history."""
+    taken_ms: int
+    log_ends: Sequence[tuple[str, int, int]] = ()  # (topic, partition, log end)
+    group_lags: Sequence[tuple[str, Storage, int]] = ()  # (group, storage, total lag)
+    partition_lags: Sequence[tuple[str, Storage, str, int, int]] = ()  # (group, storage, topic, partition, lag)
+    commits: Sequence[tuple[str, Storage, str, int, CommitPoint]] = ()  # new commits only
+    rates: Rates | None = None
+
+
+class History:
+    def __init__(self, path: str | os.PathLike[str], *, cap_bytes: int = 256 * 1024 * 1024,
+                 clock: Callable[[], float] = time.time, raw_hours: float = 24, five_minute_hours: float = 168,
+                 hourly_hours: float = 720, commits_kept: int = 10) -> None:
+        if cap_bytes < 1024 * 1024:
+            raise ValueError(f"the history's size cap must be at least 1 MiB, not {cap_bytes} bytes")
+        if not 0 < raw_hours <= five_minute_hours <= hourly_hours:
+            raise ValueError("history retention must grow with the tier: raw <= 5-minute <= hourly hours, all > 0")
+        self.path = os.fspath(path)
+        self.cap_bytes = cap_bytes
+        self._clock = clock
+        self._retention_s = (int(raw_hours * 3600), int(five_minute_hours * 3600), int(hourly_hours * 3600))
+        self._commits_kept = max(1, commits_kept)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        self._pids: dict[TopicPartition, int] = {}
+        self._gids: dict[GroupKey, int] = {}
+        self._open()
+
+    # -- set-up ---------------------------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        db = self._db
+        fresh = db.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0
+        if fresh:  # auto_vacuum must be chosen before the first table
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.execute("PRAGMA synchronous = NORMAL")  # WAL stays consistent; a crash may lose the last rounds only
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        # the write-ahead log counts against the cap too: keep it a small part of it
+        db.execute(f"PRAGMA wal_autocheckpoint = {max(64, min(1000, self.cap_bytes // page_size // 32))}")
+        db.execute(f"PRAGMA journal_size_limit = {self.cap_bytes // 32}")
+        with self._transaction():
+            for statement in _schema():
+                db.execute(statement)
+        if not fresh and db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
+            db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            db.execute("VACUUM")  # a file made without it: once, so that maintain() can shrink it
+        self._reload_names()
+
+    def _reload_names(self) -> None:
+        with self._lock:
+            rows = self._db.execute("SELECT id, topic, partition FROM topic_partition").fetchall()
+            self._pids = {(t, p): i for i, t, p in rows}
+            rows = self._db.execute("SELECT id, name, storage FROM consumer_group").fetchall()
+            self._gids = {(n, s): i for i, n, s in rows}
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self._db.close()
+
+    def __enter__(self) -> History:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def _pid(self, topic: str, partition: int) -> int:
+        found = self._pids.get((topic, partition))
+        if found is None:
+            cursor = self._db.execute("INSERT INTO topic_partition(topic, partition) VALUES (?, ?)", (topic, partition))
+            found = self._pids[(topic, partition)] = int(cursor.lastrowid or 0)
+        return found
+
+    def _gid(self, group: str, storage: Storage) -> int:
+        found = self._gids.get((group, storage))
+        if found is None:
+            cursor = self._db.execute("INSERT INTO consumer_group(name, storage) VALUES (?, ?)", (group, storage))
+            found = self._gids[(group, storage)] = int(cursor.lastrowid or 0)
+        return found
+
+    # -- writing a round ------------------------------------------------------------------------------------------
+
+    def add(self, round_: Round) -> None:
+        """Store one sampling round in one transaction (a commit already stored is ignored)."""
+        ts = round_.taken_ms // 1000
+        try:
+            self._add(round_, ts)
+        except BaseException:
+            self._reload_names()  # ids handed out in the transaction rolled back are gone
+            raise
+
+    def _add(self, round_: Round, ts: int) -> None:
+        with self._transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO log_end_raw(pid, ts, end_offset) VALUES (?, ?, ?)",
+                           [(self._pid(t, p), ts, end) for t, p, end in round_.log_ends])
+            db.executemany("INSERT OR REPLACE INTO group_lag_raw(gid, ts, lag) VALUES (?, ?, ?)",
+                           [(self._gid(g, s), ts, lag) for g, s, lag in round_.group_lags])
+            db.executemany("INSERT OR REPLACE INTO partition_lag_raw(gid, ts, pid, lag) VALUES (?, ?, ?, ?)",
+                           [(self._gid(g, s), ts, self._pid(t, p), lag) for g, s, t, p, lag in round_.partition_lags])
+            pairs = [(self._gid(g, s), self._pid(t, p), c) for g, s, t, p, c in round_.commits]
+            db.executemany("INSERT OR IGNORE INTO group_partition(gid, pid) VALUES (?, ?)",
+                           {(gid, pid) for gid, pid, _ in pairs})
+            db.executemany("INSERT OR IGNORE INTO commits(gid, pid, ts, committed, lag) VALUES (?, ?, ?, ?, ?)",
+                           [(gid, pid, c.timestamp_ms, c.offset, c.lag) for gid, pid, c in pairs])
+            if round_.rates is not None:
+                r = round_.rates
+                db.execute("INSERT OR REPLACE INTO rates_raw(ts, bytes_in, bytes_out, messages_in) VALUES (?, ?, ?, ?)",
+                           (ts, r.bytes_in, r.bytes_out, r.messages_in))
+
+    # -- what the sampler reloads after a restart -----------------------------------------------------------------
+
+    def commit_windows(self, n: int) -> dict[CommitKey, list[CommitPoint]]:
+        """The last ``n`` stored commits of every (group, partition), oldest first."""
+        names = self._names()
+        found: dict[CommitKey, list[CommitPoint]] = {}
+        with self._lock:
+            pairs = self._db.execute("SELECT gid, pid FROM group_partition").fetchall()
+            for gid, pid in pairs:
+                rows = self._db.execute("SELECT ts, committed, lag FROM commits WHERE gid = ? AND pid = ? "
+                                        "ORDER BY ts DESC LIMIT ?", (gid, pid, n)).fetchall()
+                if rows and gid in names[0] and pid in names[1]:
+                    found[names[0][gid] + names[1][pid]] = [CommitPoint(o, t, lag) for t, o, lag in reversed(rows)]
+        return found
+
+    def recent_log_ends(self, n: int) -> dict[TopicPartition, list[tuple[int, int]]]:
+        """The last ``n`` raw log-end samples of every partition as (ms, log end), oldest first."""
+        found: dict[TopicPartition, list[tuple[int, int]]] = {}
+        with self._lock:
+            for key, pid in self._pids.items():
+                rows = self._db.execute("SELECT ts, end_offset FROM log_end_raw WHERE pid = ? ORDER BY ts DESC "
+                                        "LIMIT ?", (pid, n)).fetchall()
+                if rows:
+                    found[key] = [(ts * 1000, end) for ts, end in reversed(rows)]
+        return found
+
+    def recent_group_lags(self, n: int) -> dict[GroupKey, list[int]]:
+        """The last ``n`` raw total-lag samples of every group, oldest first."""
+        found: dict[GroupKey, list[int]] = {}
+        with self._lock:
+            for key, gid in self._gids.items():
+                rows = self._db.execute("SELECT lag FROM group_lag_raw WHERE gid = ? ORDER BY ts DESC LIMIT ?",
+                                        (gid, n)).fetchall()
+                if rows:
+                    found[key] = [lag for (lag,) in reversed(rows)]
+        return found
+
+    def _names(self) -> tuple[dict[int, GroupKey], dict[int, TopicPartition]]:
+        with self._lock:
+            return {i: k for k, i in self._gids.items()}, {i: k for k, i in self._pids.items()}
+
+    # -- log-end lookups ------------------------------------------------------------------------------------------
+
+    def log_end_at(self, topic: str, partition: int, ts_ms: int) -> float | None:
+        """The partition's log end at ``ts_ms``, interpolated between stored samples; None before the first one."""
+        with self._lock:
+            pid = self._pids.get((topic, partition))
+            if pid is None:
+                return None
+            ts = ts_ms / 1000
+            for tier, _ in TIERS:
+                before = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? AND ts <= ? "
+                                          "ORDER BY ts DESC LIMIT 1", (pid, ts)).fetchone()
+                if before is None:
+                    continue
+                after = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? AND ts > ? "
+                                         "ORDER BY ts LIMIT 1", (pid, ts)).fetchone()
+                if after is None or after[0] == before[0]:
+                    return float(before[1])
+                return float(before[1] + (after[1] - before[1]) * (ts - before[0]) / (after[0] - before[0]))
+        return None
+
+    def passed_ms(self, topic: str, partition: int, offset: int) -> float | None:
+        """When the partition's log end passed ``offset`` (the message at ``offset`` was written), interpolated
+        between the stored samples around it; before every sample, extrapolated back at the stored mean rate.
+        None when no sample is known, or the log end is still at or below ``offset``."""
+        with self._lock:
+            pid = self._pids.get((topic, partition))
+            if pid is None:
+                return None
+            for index, (tier, _) in enumerate(TIERS):
+                before = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? AND "
+                                          "end_offset <= ? ORDER BY ts DESC LIMIT 1", (pid, offset)).fetchone()
+                if before is None:
+                    continue
+                after = None
+                for finer, _ in reversed(TIERS[:index + 1]):  # the next sample: same tier, else a finer one
+                    after = self._db.execute(f"SELECT ts, end_offset FROM log_end_{finer} WHERE pid = ? AND ts > ? "
+                                             "AND end_offset > ? ORDER BY ts LIMIT 1",
+                                             (pid, before[0], offset)).fetchone()
+                    if after is not None:
+                        break
+                if after is None:
+                    return None
+                return 1000 * _interpolate_time(before, after, offset + 1)
+            # every sample is past the offset: extrapolate from the oldest and newest at their mean rate
+            oldest = newest = None
+            for tier, _ in TIERS:
+                row = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? ORDER BY ts LIMIT 1",
+                                       (pid,)).fetchone()
+                oldest = row if row is not None and (oldest is None or row[0] < oldest[0]) else oldest
+            newest = self._db.execute("SELECT ts, end_offset FROM log_end_raw WHERE pid = ? ORDER BY ts DESC LIMIT 1",
+                                      (pid,)).fetchone()
+        if oldest is None or newest is None or newest[0] <= oldest[0] or newest[1] <= oldest[1]:
+            return None
+        return 1000 * _interpolate_time(oldest, newest, offset + 1)
+
+    # -- charts ---------------------------------------------------------------------------------------------------
+
+    def group_lag_points(self, group: str, storage: Storage, span: Span, now_ms: int | None = None) -> Points:
+        gid = self._gids.get((group, storage))
+        if gid is None:
+            return ()
+        rows = self._read(GROUP_LAG, span, now_ms, gid)
+        return tuple((ts * 1000, float(lag)) for ts, lag in rows)
+
+    def partition_lag_points(self, group: str, storage: Storage, span: Span,
+                             now_ms: int | None = None) -> dict[TopicPartition, Points]:
+        gid = self._gids.get((group, storage))
+        if gid is None:
+            return {}
+        names = self._names()[1]
+        points: dict[TopicPartition, list[tuple[int, float]]] = {}
+        for ts, pid, lag in self._read(PARTITION_LAG, span, now_ms, gid):
+            if pid in names:
+                points.setdefault(names[pid], []).append((ts * 1000, float(lag)))
+        return {key: tuple(series) for key, series in sorted(points.items())}
+
+    def rate_points(self, span: Span, now_ms: int | None = None) -> dict[str, Points]:
+        rows = self._read(RATES, span, now_ms, None)
+        return {name: tuple((row[0] * 1000, float(row[i])) for row in rows)
+                for i, name in enumerate(("bytes_in", "bytes_out", "messages_in"), 1)}
+
+    def _read(self, kind: _Kind, span: Span, now_ms: int | None, series: int | None) -> list[tuple[int, ...]]:
+        """A span of one series at its tier's resolution, oldest first: (ts[, sub], values...) rows."""
+        if span not in SPAN_SECONDS:
+            raise ValueError(f"unknown chart span {span!r}: one of {', '.join(SPAN_SECONDS)}")
+        now_s = int((self._clock() * 1000 if now_ms is None else now_ms) // 1000)
+        tier = SPAN_TIER[span]
+        bucket = TIERS[tier][1]
+        start = (now_s - SPAN_SECONDS[span]) // bucket * bucket
+        where = f"{kind.series} = :series AND " if kind.series else ""
+        sub = f"{kind.sub}, " if kind.sub else ""
+        names = ", ".join(v[0] for v in kind.values)
+        with self._lock:
+            marks = [self._watermark(kind, i) for i in range(len(TIERS))]
+            if tier == 0:
+                sql = (f"SELECT ts, {sub}{names} FROM {kind.name}_raw WHERE {where}ts >= :start "
+                       f"ORDER BY ts{', ' + kind.sub if kind.sub else ''}")
+                return self._db.execute(sql, {"series": series, "start": start}).fetchall()
+            # the tier up to its watermark, then each finer tier from the coarser one's watermark on
+            parts, lower = [], start
+            for i in range(tier, -1, -1):
+                upper = f" AND ts < {marks[i]}" if i > 0 else ""
+                parts.append(f"SELECT ts, {sub}{names} FROM {kind.name}_{TIERS[i][0]} "
+                             f"WHERE {where}ts >= {max(lower, start)}{upper}")
+                lower = max(lower, marks[i]) if i > 0 else lower
+            aggregates = ", ".join(f"{agg}({col})" for col, _, agg in kind.values)
+            sql = (f"SELECT ts / {bucket} * {bucket} AS bucket, {sub}{aggregates} FROM ("
+                   + " UNION ALL ".join(parts) + f") GROUP BY bucket{', ' + kind.sub if kind.sub else ''} "
+                   f"ORDER BY bucket{', ' + kind.sub if kind.sub else ''}")
+            return self._db.execute(sql, {"series": series}).fetchall()
+
+    def _watermark(self, kind: _Kind, tier: int) -> int:
+        """Up to when (seconds) tier ``tier`` of ``kind`` holds rolled-up buckets; the raw tier: always."""
+        if tier == 0:
+            return 2 ** 62
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (f"rolled:{kind.name}:{TIERS[tier][0]}",))
+        found = row.fetchone()
+        return int(found[0]) if found else 0
+
+    # -- maintenance ----------------------------------------------------------------------------------------------
+
+    def maintain(self) -> None:
+        """Roll complete buckets up, delete what is past its age, keep the file under its cap (see the module)."""
+        now_s = int(self._clock())
+        self._roll_up(now_s)
+        self._expire(now_s, floor=None)
+        if self.used_bytes() > HIGH_WATER * self.cap_bytes:
+            self._drop_oldest(now_s)
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def used_bytes(self) -> int:
+        """The bytes the database's pages hold (its free pages left out)."""
+        with self._lock:
+            pages = self._db.execute("PRAGMA page_count").fetchone()[0]
+            free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+            return int((pages - free) * self._db.execute("PRAGMA page_size").fetchone()[0])
+
+    def size_bytes(self) -> int:
+        """The file's size on disk, its write-ahead log included."""
+        return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
+
+    def _series_ids(self, kind: _Kind) -> list[int]:
+        with self._lock:
+            return [i for (i,) in self._db.execute(f"SELECT id FROM {kind.series_table} ORDER BY id")]
+
+    def _chunks(self, kind: _Kind) -> Iterator[list[int | None]]:
+        """The kind's series ids by chunks (a kind of one series: one chunk holding None)."""
+        if kind.series is None:
+            yield [None]
+            return
+        ids = self._series_ids(kind)
+        for i in range(0, len(ids), SERIES_CHUNK):
+            yield list(ids[i:i + SERIES_CHUNK])
+
+    def _roll_up(self, now_s: int) -> None:
+        for kind in KINDS:
+            for tier in range(1, len(TIERS)):
+                bucket = TIERS[tier][1]
+                with self._lock:
+                    low = self._watermark(kind, tier)
+                    source_end = now_s - ROLLUP_GRACE_S if tier == 1 else self._watermark(kind, tier - 1)
+                high = source_end // bucket * bucket
+                step = ROLLUP_SLICE_S[tier] or bucket
+                oldest = self._oldest(kind, tier - 1)
+                if not oldest:
+                    continue  # nothing to roll up yet
+                low = max(low, oldest // bucket * bucket)  # skip what was never there or was dropped for the cap
+                while low < high:
+                    upper = min(high, low + step)
+                    self._roll_slice(kind, tier, low, upper)
+                    low = upper
+
+    def _roll_slice(self, kind: _Kind, tier: int, low: int, high: int) -> None:
+        bucket = TIERS[tier][1]
+        source, target = f"{kind.name}_{TIERS[tier - 1][0]}", f"{kind.name}_{TIERS[tier][0]}"
+        aggregates = ", ".join(f"{agg}({col})" for col, _, agg in kind.values)
+        series = f"{kind.series}, " if kind.series else ""
+        sub = f", {kind.sub}" if kind.sub else ""
+        where = f"{kind.series} = ? AND " if kind.series else ""
+        sql = (f"INSERT OR REPLACE INTO {target}({', '.join(kind.columns)}) "
+               f"SELECT {series}ts / {bucket} * {bucket} AS bucket{sub}, {aggregates} FROM {source} "
+               f"WHERE {where}ts >= ? AND ts < ? GROUP BY bucket{sub}")
+        for chunk in self._chunks(kind):
+            with self._transaction() as db:
+                db.executemany(sql, [((s,) if s is not None else ()) + (low, high) for s in chunk])
+        with self._transaction() as db:
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                       (f"rolled:{kind.name}:{TIERS[tier][0]}", high))
+
+    def _oldest(self, kind: _Kind, tier: int) -> int:
+        """The oldest sample time of a kind's tier (seconds), 0 when it is empty."""
+        table = f"{kind.name}_{TIERS[tier][0]}"
+        with self._lock:
+            if kind.series is None:
+                row = self._db.execute(f"SELECT min(ts) FROM {table}").fetchone()
+            else:
+                row = self._db.execute(f"SELECT min((SELECT min(ts) FROM {table} WHERE {kind.series} = s.id)) "
+                                       f"FROM {kind.series_table} AS s").fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
+
+    def _expire(self, now_s: int, floor: int | None) -> None:
+        """Delete samples past their tier's age (raw ones only once rolled up), and everything before ``floor``."""
+        for kind in KINDS:
+            for tier in range(len(TIERS)):
+                cutoff = now_s - self._retention_s[tier]
+                if tier + 1 < len(TIERS):
+                    with self._lock:
+                        cutoff = min(cutoff, self._watermark(kind, tier + 1))
+                if floor is not None:
+                    cutoff = max(cutoff, floor)
+                self._delete_before(kind, tier, cutoff)
+        self._expire_commits(now_s, floor)
+
+    def _delete_before(self, kind: _Kind, tier: int, cutoff: int) -> None:
+        """Delete a tier's rows older than ``cutoff`` in bounded statements: each takes at most one slice of time
+        off one series, a transaction holds one chunk of series; passes repeat until nothing is left to delete."""
+        table = f"{kind.name}_{TIERS[tier][0]}"
+        slice_s = DELETE_SLICE_S[tier]
+        if kind.series is None:
+            sql = f"DELETE FROM {table} WHERE ts < min(?, (SELECT min(ts) FROM {table}) + ?)"
+        else:
+            sql = (f"DELETE FROM {table} WHERE {kind.series} = ? AND ts < min(?, (SELECT min(ts) FROM {table} "
+                   f"WHERE {kind.series} = ?) + ?)")
+        deleted = 1
+        while deleted:
+            deleted = 0
+            for chunk in self._chunks(kind):
+                params = [(cutoff, slice_s) if s is None else (s, cutoff, s, slice_s) for s in chunk]
+                with self._transaction() as db:
+                    deleted += max(0, db.executemany(sql, params).rowcount)
+
+    def _expire_commits(self, now_s: int, floor: int | None) -> None:
+        """Commits: past the raw age, all but the last ``commits_kept`` of each (group, partition) go (Burrow's
+        window needs them while the group lives); past the hourly age, all of them; before ``floor``, all but the
+        last ``commits_kept``."""
+        raw_cutoff = max(now_s - self._retention_s[0], floor or 0) * 1000
+        gone_cutoff = (now_s - self._retention_s[-1]) * 1000
+        keep = ("DELETE FROM commits WHERE gid = ? AND pid = ? AND ts < min(?, coalesce((SELECT ts FROM commits "
+                "WHERE gid = ? AND pid = ? ORDER BY ts DESC LIMIT 1 OFFSET ?), -1))")
+        gone = "DELETE FROM commits WHERE gid = ? AND pid = ? AND ts < ?"
+        with self._lock:
+            pairs = self._db.execute("SELECT gid, pid FROM group_partition").fetchall()
+        for i in range(0, len(pairs), SERIES_CHUNK):
+            chunk = pairs[i:i + SERIES_CHUNK]
+            with self._transaction() as db:
+                db.executemany(keep, [(g, p, raw_cutoff, g, p, self._commits_kept - 1) for g, p in chunk])
+                db.executemany(gone, [(g, p, gone_cutoff) for g, p in chunk])
+        with self._transaction() as db:
+            db.execute("DELETE FROM group_partition WHERE NOT EXISTS (SELECT 1 FROM commits AS c "
+                       "WHERE c.gid = group_partition.gid AND c.pid = group_partition.pid)")
+
+    def _drop_oldest(self, now_s: int) -> None:
+        """Over the cap: move a floor up from the oldest sample, deleting everything below it, until the data fits
+        under the low-water mark; then hand the freed pages back to the file system."""
+        oldest = min((t for kind in KINDS for tier in range(len(TIERS)) if (t := self._oldest(kind, tier))),
+                     default=now_s)
+        floor = oldest
+        while self.used_bytes() > LOW_WATER * self.cap_bytes and floor < now_s:
+            floor += max(300, (now_s - floor) // 8)
+            self._expire(now_s, floor=min(floor, now_s))
+        self._shrink()
+
+    def _shrink(self) -> None:
+        """Give free pages back to the file system, a bounded number per statement."""
+        while True:
+            with self._lock:
+                free = self._db.execute("PRAGMA freelist_count").fetchone()[0]
+                if not free:
+                    return
+                self._db.execute("PRAGMA incremental_vacuum(2048)").fetchall()
+                if self._db.execute("PRAGMA freelist_count").fetchone()[0] >= free:
+                    return  # nothing moved (a file without auto_vacuum): leave it
+
+
+def _interpolate_time(before: tuple[int, int], after: tuple[int, int], value: float) -> float:
+    """The time (seconds) the log end reached ``value`` on the line through two samples (ts, log end)."""
+    (t0, e0), (t1, e1) = before, after
+    if e1 == e0:
+        return float(t1)
+    return t0 + (value - e0) * (t1 - t0) / (e1 - e0)
+
+
+def _schema() -> list[str]:
+    statements = [
+        "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID",
+        "CREATE TABLE IF NOT EXISTS topic_partition(id INTEGER PRIMARY KEY, topic TEXT NOT NULL, "
+        "partition INTEGER NOT NULL, UNIQUE(topic, partition))",
+        "CREATE TABLE IF NOT EXISTS consumer_group(id INTEGER PRIMARY KEY, name TEXT NOT NULL, storage TEXT NOT NULL, "
+        "UNIQUE(name, storage))",
+        "CREATE TABLE IF NOT EXISTS group_partition(gid INTEGER NOT NULL, pid INTEGER NOT NULL, "
+        "PRIMARY KEY(gid, pid)) WITHOUT ROWID",
+        # one row per commit seen: its time (ms) and offset tell a new commit from the same one seen again
+        "CREATE TABLE IF NOT EXISTS commits(gid INTEGER NOT NULL, pid INTEGER NOT NULL, ts INTEGER NOT NULL, "
+        "committed INTEGER NOT NULL, lag INTEGER, PRIMARY KEY(gid, pid, ts, committed)) WITHOUT ROWID",
+    ]
+    for kind in KINDS:
+        for tier, _ in TIERS:
+            columns = [f"{c} INTEGER NOT NULL" for c in kind.key] + [f"{c} {t} NOT NULL" for c, t, _ in kind.values]
+            statements.append(f"CREATE TABLE IF NOT EXISTS {kind.name}_{tier}({', '.join(columns)}, "
+                              f"PRIMARY KEY({', '.join(kind.key)})) WITHOUT ROWID")
+    return statements

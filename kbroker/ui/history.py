@@ -24,6 +24,7 @@ milliseconds (a commit is told apart from a repeat of it by its exact time).
 """
 from __future__ import annotations
 
+import bisect
 import os
 import sqlite3
 import threading
@@ -41,9 +42,8 @@ SPAN_SECONDS: dict[str, int] = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
 SPAN_TIER: dict[str, int] = {"1h": 0, "24h": 1, "7d": 2}
 TIERS: tuple[tuple[str, int], ...] = (("raw", 1), ("m5", 300), ("h1", 3600))  # (table suffix, bucket seconds)
 ROLLUP_GRACE_S = 120  # a bucket is rolled up this long after it ends: a round taken before then may still arrive
-SERIES_CHUNK = 200  # series per transaction in maintenance
-DELETE_SLICE_S = (600, 6 * 3600, 3 * 86400)  # per tier, the time one delete statement takes off one series
-ROLLUP_SLICE_S = (None, 3600, 86400)  # per tier, the time one rollup pass covers
+DELETE_SLICE_S = (120, 1200, 4 * 3600)  # per tier, the most time one delete statement takes off the front
+COMMIT_CHUNK = 500  # (group, partition) pairs per transaction when trimming commit windows
 HIGH_WATER, LOW_WATER = 0.90, 0.75  # of cap_bytes: when to drop the oldest data, and down to where
 
 # One tier's (topic, partition) or (group, partition) key -> its points.
@@ -54,7 +54,8 @@ CommitKey = tuple[str, Storage, str, int]  # (group, storage, topic, partition)
 
 @dataclass(frozen=True)
 class _Kind:
-    """One kind of series: a table per tier, keyed (series, ts[, sub])."""
+    """One kind of series: a table per tier, keyed (ts[, series[, sub]]): a round appends at the end of each table
+    (a few pages written however many series), old rows go from the front, a rollup reads one range."""
     name: str
     series: str | None  # the column naming the series; None: the kind is one series
     series_table: str | None
@@ -63,7 +64,7 @@ class _Kind:
 
     @property
     def key(self) -> tuple[str, ...]:
-        return tuple(c for c in (self.series, "ts", self.sub) if c)
+        return tuple(c for c in ("ts", self.series, self.sub) if c)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -106,7 +107,9 @@ class History:
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._pids: dict[TopicPartition, int] = {}
         self._gids: dict[GroupKey, int] = {}
+        self._times: list[list[int]] = [[] for _ in TIERS]  # each log-end tier's sample times, oldest first
         self._open()
+        self._load_times()
 
     # -- set-up ---------------------------------------------------------------------------------------------------
 
@@ -184,119 +187,152 @@ class History:
             raise
 
     def _add(self, round_: Round, ts: int) -> None:
+        # rows sorted by key: with the time first, a round appends at the end of each table
         with self._transaction() as db:
-            db.executemany("INSERT OR REPLACE INTO log_end_raw(pid, ts, end_offset) VALUES (?, ?, ?)",
-                           [(self._pid(t, p), ts, end) for t, p, end in round_.log_ends])
-            db.executemany("INSERT OR REPLACE INTO group_lag_raw(gid, ts, lag) VALUES (?, ?, ?)",
-                           [(self._gid(g, s), ts, lag) for g, s, lag in round_.group_lags])
-            db.executemany("INSERT OR REPLACE INTO partition_lag_raw(gid, ts, pid, lag) VALUES (?, ?, ?, ?)",
-                           [(self._gid(g, s), ts, self._pid(t, p), lag) for g, s, t, p, lag in round_.partition_lags])
+            db.executemany("INSERT OR REPLACE INTO log_end_raw(ts, pid, end_offset) VALUES (?, ?, ?)",
+                           sorted((ts, self._pid(t, p), end) for t, p, end in round_.log_ends))
+            db.executemany("INSERT OR REPLACE INTO group_lag_raw(ts, gid, lag) VALUES (?, ?, ?)",
+                           sorted((ts, self._gid(g, s), lag) for g, s, lag in round_.group_lags))
+            db.executemany("INSERT OR REPLACE INTO partition_lag_raw(ts, gid, pid, lag) VALUES (?, ?, ?, ?)",
+                           sorted((ts, self._gid(g, s), self._pid(t, p), lag)
+                                  for g, s, t, p, lag in round_.partition_lags))
             pairs = [(self._gid(g, s), self._pid(t, p), c) for g, s, t, p, c in round_.commits]
             db.executemany("INSERT OR IGNORE INTO group_partition(gid, pid) VALUES (?, ?)",
-                           {(gid, pid) for gid, pid, _ in pairs})
+                           sorted({(gid, pid) for gid, pid, _ in pairs}))
             db.executemany("INSERT OR IGNORE INTO commits(gid, pid, ts, committed, lag) VALUES (?, ?, ?, ?, ?)",
                            [(gid, pid, c.timestamp_ms, c.offset, c.lag) for gid, pid, c in pairs])
             if round_.rates is not None:
                 r = round_.rates
                 db.execute("INSERT OR REPLACE INTO rates_raw(ts, bytes_in, bytes_out, messages_in) VALUES (?, ?, ?, ?)",
                            (ts, r.bytes_in, r.bytes_out, r.messages_in))
+        times = self._times[0]
+        if round_.log_ends and (not times or times[-1] != ts):
+            if not times or times[-1] < ts:
+                times.append(ts)
+            elif ts not in times:
+                bisect.insort(times, ts)
 
     # -- what the sampler reloads after a restart -----------------------------------------------------------------
 
     def commit_windows(self, n: int) -> dict[CommitKey, list[CommitPoint]]:
         """The last ``n`` stored commits of every (group, partition), oldest first."""
-        names = self._names()
+        groups, partitions = self._names()
         found: dict[CommitKey, list[CommitPoint]] = {}
         with self._lock:
-            pairs = self._db.execute("SELECT gid, pid FROM group_partition").fetchall()
-            for gid, pid in pairs:
-                rows = self._db.execute("SELECT ts, committed, lag FROM commits WHERE gid = ? AND pid = ? "
-                                        "ORDER BY ts DESC LIMIT ?", (gid, pid, n)).fetchall()
-                if rows and gid in names[0] and pid in names[1]:
-                    found[names[0][gid] + names[1][pid]] = [CommitPoint(o, t, lag) for t, o, lag in reversed(rows)]
-        return found
+            rows = self._db.execute("SELECT gid, pid, ts, committed, lag FROM commits ORDER BY gid, pid, ts").fetchall()
+        for gid, pid, ts, offset, lag in rows:
+            if gid in groups and pid in partitions:
+                found.setdefault(groups[gid] + partitions[pid], []).append(CommitPoint(offset, ts, lag))
+        return {key: points[-n:] for key, points in found.items()}
 
     def recent_log_ends(self, n: int) -> dict[TopicPartition, list[tuple[int, int]]]:
         """The last ``n`` raw log-end samples of every partition as (ms, log end), oldest first."""
+        partitions = self._names()[1]
         found: dict[TopicPartition, list[tuple[int, int]]] = {}
         with self._lock:
-            for key, pid in self._pids.items():
-                rows = self._db.execute("SELECT ts, end_offset FROM log_end_raw WHERE pid = ? ORDER BY ts DESC "
-                                        "LIMIT ?", (pid, n)).fetchall()
-                if rows:
-                    found[key] = [(ts * 1000, end) for ts, end in reversed(rows)]
+            rows = self._db.execute("SELECT ts, pid, end_offset FROM log_end_raw WHERE ts >= ? ORDER BY ts",
+                                    (self._nth_newest("log_end_raw", n),)).fetchall()
+        for ts, pid, end in rows:
+            if pid in partitions:
+                found.setdefault(partitions[pid], []).append((ts * 1000, end))
         return found
 
     def recent_group_lags(self, n: int) -> dict[GroupKey, list[int]]:
         """The last ``n`` raw total-lag samples of every group, oldest first."""
+        groups = self._names()[0]
         found: dict[GroupKey, list[int]] = {}
         with self._lock:
-            for key, gid in self._gids.items():
-                rows = self._db.execute("SELECT lag FROM group_lag_raw WHERE gid = ? ORDER BY ts DESC LIMIT ?",
-                                        (gid, n)).fetchall()
-                if rows:
-                    found[key] = [lag for (lag,) in reversed(rows)]
+            rows = self._db.execute("SELECT gid, lag FROM group_lag_raw WHERE ts >= ? ORDER BY ts",
+                                    (self._nth_newest("group_lag_raw", n),)).fetchall()
+        for gid, lag in rows:
+            if gid in groups:
+                found.setdefault(groups[gid], []).append(lag)
         return found
+
+    def _nth_newest(self, table: str, n: int) -> int:
+        """The ``n``-th newest distinct sample time of a table (its oldest when it holds fewer), stepping back one
+        time at a time through the primary key."""
+        row = self._db.execute(
+            f"WITH RECURSIVE r(ts, k) AS (SELECT (SELECT max(ts) FROM {table}), 1 UNION ALL "
+            f"SELECT (SELECT max(ts) FROM {table} WHERE ts < r.ts), k + 1 FROM r WHERE r.ts IS NOT NULL AND k < ?) "
+            "SELECT min(ts) FROM r", (n,)).fetchone()
+        return int(row[0]) if row and row[0] is not None else 0
 
     def _names(self) -> tuple[dict[int, GroupKey], dict[int, TopicPartition]]:
         with self._lock:
             return {i: k for k, i in self._gids.items()}, {i: k for k, i in self._pids.items()}
 
-    # -- log-end lookups ------------------------------------------------------------------------------------------
+    # -- log-end lookups (binary searches over the sample times: a log end only grows) ---------------------------
+
+    def _load_times(self) -> None:
+        """The distinct sample times of each log-end tier, oldest first."""
+        with self._lock:
+            self._times = [[ts for (ts,) in self._db.execute(
+                f"WITH RECURSIVE r(ts) AS (SELECT (SELECT min(ts) FROM log_end_{tier}) UNION ALL "
+                f"SELECT (SELECT min(ts) FROM log_end_{tier} WHERE ts > r.ts) FROM r WHERE r.ts IS NOT NULL) "
+                "SELECT ts FROM r WHERE ts IS NOT NULL")] for tier, _ in TIERS]
+
+    def _end(self, tier: int, pid: int, index: int, step: int) -> tuple[int, int, int] | None:
+        """The partition's (index, time, log end) at the tier's ``index``-th sample time, or the nearest one
+        stepping by ``step`` where the partition was sampled; None past the end."""
+        times = self._times[tier]
+        while 0 <= index < len(times):
+            row = self._db.execute(f"SELECT end_offset FROM log_end_{TIERS[tier][0]} WHERE ts = ? AND pid = ?",
+                                   (times[index], pid)).fetchone()
+            if row is not None:
+                return index, times[index], int(row[0])
+            index += step
+        return None
 
     def log_end_at(self, topic: str, partition: int, ts_ms: int) -> float | None:
         """The partition's log end at ``ts_ms``, interpolated between stored samples; None before the first one."""
         with self._lock:
             pid = self._pids.get((topic, partition))
-            if pid is None:
-                return None
-            ts = ts_ms / 1000
-            for tier, _ in TIERS:
-                before = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? AND ts <= ? "
-                                          "ORDER BY ts DESC LIMIT 1", (pid, ts)).fetchone()
+            for tier in range(len(TIERS)) if pid is not None else ():
+                assert pid is not None
+                index = bisect.bisect_right(self._times[tier], ts_ms / 1000) - 1
+                before = self._end(tier, pid, index, -1)
                 if before is None:
                     continue
-                after = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? AND ts > ? "
-                                         "ORDER BY ts LIMIT 1", (pid, ts)).fetchone()
-                if after is None or after[0] == before[0]:
-                    return float(before[1])
-                return float(before[1] + (after[1] - before[1]) * (ts - before[0]) / (after[0] - before[0]))
+                after = self._end(tier, pid, before[0] + 1, 1)
+                if after is None:
+                    return float(before[2])
+                (_, t0, e0), (_, t1, e1) = before, after
+                return e0 + (e1 - e0) * (ts_ms / 1000 - t0) / (t1 - t0)
         return None
 
     def passed_ms(self, topic: str, partition: int, offset: int) -> float | None:
         """When the partition's log end passed ``offset`` (the message at ``offset`` was written), interpolated
-        between the stored samples around it; before every sample, extrapolated back at the stored mean rate.
-        None when no sample is known, or the log end is still at or below ``offset``."""
+        between the stored samples around it; before every sample, extrapolated back at the mean rate of the
+        samples. None when nothing is stored, or the log end is still at or below ``offset``."""
         with self._lock:
             pid = self._pids.get((topic, partition))
             if pid is None:
                 return None
-            for index, (tier, _) in enumerate(TIERS):
-                before = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? AND "
-                                          "end_offset <= ? ORDER BY ts DESC LIMIT 1", (pid, offset)).fetchone()
-                if before is None:
+            newest = self._end(0, pid, len(self._times[0]) - 1, -1)
+            if newest is not None and newest[2] <= offset:
+                return None
+            oldest = None
+            for tier in range(len(TIERS)):  # newest tier first: the crossing is most likely recent
+                first = self._end(tier, pid, 0, 1)
+                last = self._end(tier, pid, len(self._times[tier]) - 1, -1)
+                if first is None or last is None:
                     continue
-                after = None
-                for finer, _ in reversed(TIERS[:index + 1]):  # the next sample: same tier, else a finer one
-                    after = self._db.execute(f"SELECT ts, end_offset FROM log_end_{finer} WHERE pid = ? AND ts > ? "
-                                             "AND end_offset > ? ORDER BY ts LIMIT 1",
-                                             (pid, before[0], offset)).fetchone()
-                    if after is not None:
-                        break
-                if after is None:
-                    return None
-                return 1000 * _interpolate_time(before, after, offset + 1)
-            # every sample is past the offset: extrapolate from the oldest and newest at their mean rate
-            oldest = newest = None
-            for tier, _ in TIERS:
-                row = self._db.execute(f"SELECT ts, end_offset FROM log_end_{tier} WHERE pid = ? ORDER BY ts LIMIT 1",
-                                       (pid,)).fetchone()
-                oldest = row if row is not None and (oldest is None or row[0] < oldest[0]) else oldest
-            newest = self._db.execute("SELECT ts, end_offset FROM log_end_raw WHERE pid = ? ORDER BY ts DESC LIMIT 1",
-                                      (pid,)).fetchone()
-        if oldest is None or newest is None or newest[0] <= oldest[0] or newest[1] <= oldest[1]:
+                oldest = first if oldest is None or first[1] < oldest[1] else oldest
+                if first[2] > offset or last[2] <= offset:
+                    continue  # not in this tier's time
+                low, high = first, last  # low: at or below the offset, high: past it
+                while high[0] - low[0] > 1:
+                    middle = self._end(tier, pid, (low[0] + high[0]) // 2, -1)
+                    if middle is None or middle[0] == low[0]:
+                        middle = self._end(tier, pid, (low[0] + high[0]) // 2 + 1, 1)
+                        if middle is None or middle[0] == high[0]:
+                            break
+                    low, high = (middle, high) if middle[2] <= offset else (low, middle)
+                return 1000 * _interpolate_time(low[1:], high[1:], offset + 1)
+        if oldest is None or newest is None or newest[1] <= oldest[1] or newest[2] <= oldest[2]:
             return None
-        return 1000 * _interpolate_time(oldest, newest, offset + 1)
+        return 1000 * _interpolate_time(oldest[1:], newest[1:], offset + 1)
 
     # -- charts ---------------------------------------------------------------------------------------------------
 
@@ -325,33 +361,40 @@ class History:
                 for i, name in enumerate(("bytes_in", "bytes_out", "messages_in"), 1)}
 
     def _read(self, kind: _Kind, span: Span, now_ms: int | None, series: int | None) -> list[tuple[int, ...]]:
-        """A span of one series at its tier's resolution, oldest first: (ts[, sub], values...) rows."""
+        """A span of one series at its tier's resolution, oldest first: (ts[, sub], values...) rows. The span's tier
+        up to its watermark, then each finer tier from the coarser one's watermark on, bucketed alike."""
         if span not in SPAN_SECONDS:
             raise ValueError(f"unknown chart span {span!r}: one of {', '.join(SPAN_SECONDS)}")
         now_s = int((self._clock() * 1000 if now_ms is None else now_ms) // 1000)
         tier = SPAN_TIER[span]
         bucket = TIERS[tier][1]
         start = (now_s - SPAN_SECONDS[span]) // bucket * bucket
-        where = f"{kind.series} = :series AND " if kind.series else ""
-        sub = f"{kind.sub}, " if kind.sub else ""
-        names = ", ".join(v[0] for v in kind.values)
+        sub = f"t.{kind.sub}, " if kind.sub else ""
+        names = ", ".join(f"t.{v[0]}" for v in kind.values)
         with self._lock:
             marks = [self._watermark(kind, i) for i in range(len(TIERS))]
-            if tier == 0:
-                sql = (f"SELECT ts, {sub}{names} FROM {kind.name}_raw WHERE {where}ts >= :start "
-                       f"ORDER BY ts{', ' + kind.sub if kind.sub else ''}")
-                return self._db.execute(sql, {"series": series, "start": start}).fetchall()
-            # the tier up to its watermark, then each finer tier from the coarser one's watermark on
-            parts, lower = [], start
+            steps, parts, lower = [], [], start
             for i in range(tier, -1, -1):
-                upper = f" AND ts < {marks[i]}" if i > 0 else ""
-                parts.append(f"SELECT ts, {sub}{names} FROM {kind.name}_{TIERS[i][0]} "
-                             f"WHERE {where}ts >= {max(lower, start)}{upper}")
-                lower = max(lower, marks[i]) if i > 0 else lower
-            aggregates = ", ".join(f"{agg}({col})" for col, _, agg in kind.values)
-            sql = (f"SELECT ts / {bucket} * {bucket} AS bucket, {sub}{aggregates} FROM ("
-                   + " UNION ALL ".join(parts) + f") GROUP BY bucket{', ' + kind.sub if kind.sub else ''} "
-                   f"ORDER BY bucket{', ' + kind.sub if kind.sub else ''}")
+                table, upper = f"{kind.name}_{TIERS[i][0]}", marks[i]
+                if kind.series is None:
+                    parts.append(f"SELECT {sub}t.ts AS ts, {names} FROM {table} AS t "
+                                 f"WHERE t.ts >= {lower} AND t.ts < {upper}")
+                else:  # one seek per sample time: the series' rows sit among every other series' at that time
+                    steps.append(f"r{i}(ts) AS (SELECT (SELECT min(ts) FROM {table} WHERE ts >= {lower}) UNION ALL "
+                                 f"SELECT (SELECT min(ts) FROM {table} WHERE ts > r{i}.ts) FROM r{i} "
+                                 f"WHERE r{i}.ts < {upper})")
+                    parts.append(f"SELECT {sub}t.ts AS ts, {names} FROM r{i} JOIN {table} AS t ON t.ts = r{i}.ts "
+                                 f"AND t.{kind.series} = :series WHERE r{i}.ts < {upper}")
+                lower = max(lower, upper) if i > 0 else lower
+            with_ = f"WITH RECURSIVE {', '.join(steps)} " if steps else ""
+            value_names = ", ".join(v[0] for v in kind.values)
+            by_sub = f", {kind.sub}" if kind.sub else ""
+            if tier == 0:
+                sql = f"{with_}SELECT ts{by_sub}, {value_names} FROM ({parts[0]}) ORDER BY ts{by_sub}"
+            else:
+                aggregates = ", ".join(f"{agg}({col})" for col, _, agg in kind.values)
+                sql = (f"{with_}SELECT ts / {bucket} * {bucket} AS bucket{by_sub}, {aggregates} FROM ("
+                       + " UNION ALL ".join(parts) + f") GROUP BY bucket{by_sub} ORDER BY bucket{by_sub}")
             return self._db.execute(sql, {"series": series}).fetchall()
 
     def _watermark(self, kind: _Kind, tier: int) -> int:
@@ -373,6 +416,7 @@ class History:
             self._drop_oldest(now_s)
         with self._lock:
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self._load_times()
 
     def used_bytes(self) -> int:
         """The bytes the database's pages hold (its free pages left out)."""
@@ -385,64 +429,40 @@ class History:
         """The file's size on disk, its write-ahead log included."""
         return sum(os.path.getsize(p) for p in (self.path, self.path + "-wal") if os.path.exists(p))
 
-    def _series_ids(self, kind: _Kind) -> list[int]:
-        with self._lock:
-            return [i for (i,) in self._db.execute(f"SELECT id FROM {kind.series_table} ORDER BY id")]
-
-    def _chunks(self, kind: _Kind) -> Iterator[list[int | None]]:
-        """The kind's series ids by chunks (a kind of one series: one chunk holding None)."""
-        if kind.series is None:
-            yield [None]
-            return
-        ids = self._series_ids(kind)
-        for i in range(0, len(ids), SERIES_CHUNK):
-            yield list(ids[i:i + SERIES_CHUNK])
-
     def _roll_up(self, now_s: int) -> None:
+        """Roll complete buckets of each tier into the next, one bucket per transaction."""
         for kind in KINDS:
             for tier in range(1, len(TIERS)):
                 bucket = TIERS[tier][1]
                 with self._lock:
                     low = self._watermark(kind, tier)
                     source_end = now_s - ROLLUP_GRACE_S if tier == 1 else self._watermark(kind, tier - 1)
-                high = source_end // bucket * bucket
-                step = ROLLUP_SLICE_S[tier] or bucket
                 oldest = self._oldest(kind, tier - 1)
-                if not oldest:
+                if oldest is None:
                     continue  # nothing to roll up yet
+                high = source_end // bucket * bucket
                 low = max(low, oldest // bucket * bucket)  # skip what was never there or was dropped for the cap
                 while low < high:
-                    upper = min(high, low + step)
-                    self._roll_slice(kind, tier, low, upper)
-                    low = upper
+                    self._roll_bucket(kind, tier, low)
+                    low += bucket
 
-    def _roll_slice(self, kind: _Kind, tier: int, low: int, high: int) -> None:
+    def _roll_bucket(self, kind: _Kind, tier: int, low: int) -> None:
         bucket = TIERS[tier][1]
         source, target = f"{kind.name}_{TIERS[tier - 1][0]}", f"{kind.name}_{TIERS[tier][0]}"
         aggregates = ", ".join(f"{agg}({col})" for col, _, agg in kind.values)
-        series = f"{kind.series}, " if kind.series else ""
-        sub = f", {kind.sub}" if kind.sub else ""
-        where = f"{kind.series} = ? AND " if kind.series else ""
-        sql = (f"INSERT OR REPLACE INTO {target}({', '.join(kind.columns)}) "
-               f"SELECT {series}ts / {bucket} * {bucket} AS bucket{sub}, {aggregates} FROM {source} "
-               f"WHERE {where}ts >= ? AND ts < ? GROUP BY bucket{sub}")
-        for chunk in self._chunks(kind):
-            with self._transaction() as db:
-                db.executemany(sql, [((s,) if s is not None else ()) + (low, high) for s in chunk])
+        keys = "".join(f", {c}" for c in (kind.series, kind.sub) if c)
         with self._transaction() as db:
+            db.execute(f"INSERT OR REPLACE INTO {target}({', '.join(kind.columns)}) "
+                       f"SELECT {low}{keys}, {aggregates} FROM {source} WHERE ts >= ? AND ts < ? "
+                       f"GROUP BY {keys.lstrip(', ') or 'NULL'}", (low, low + bucket))
             db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                       (f"rolled:{kind.name}:{TIERS[tier][0]}", high))
+                       (f"rolled:{kind.name}:{TIERS[tier][0]}", low + bucket))
 
-    def _oldest(self, kind: _Kind, tier: int) -> int:
-        """The oldest sample time of a kind's tier (seconds), 0 when it is empty."""
-        table = f"{kind.name}_{TIERS[tier][0]}"
+    def _oldest(self, kind: _Kind, tier: int) -> int | None:
+        """The oldest sample time of a kind's tier (seconds), None when it is empty."""
         with self._lock:
-            if kind.series is None:
-                row = self._db.execute(f"SELECT min(ts) FROM {table}").fetchone()
-            else:
-                row = self._db.execute(f"SELECT min((SELECT min(ts) FROM {table} WHERE {kind.series} = s.id)) "
-                                       f"FROM {kind.series_table} AS s").fetchone()
-        return int(row[0]) if row and row[0] is not None else 0
+            row = self._db.execute(f"SELECT min(ts) FROM {kind.name}_{TIERS[tier][0]}").fetchone()
+        return int(row[0]) if row and row[0] is not None else None
 
     def _expire(self, now_s: int, floor: int | None) -> None:
         """Delete samples past their tier's age (raw ones only once rolled up), and everything before ``floor``."""
@@ -454,56 +474,44 @@ class History:
                         cutoff = min(cutoff, self._watermark(kind, tier + 1))
                 if floor is not None:
                     cutoff = max(cutoff, floor)
-                self._delete_before(kind, tier, cutoff)
+                self._delete_before(f"{kind.name}_{TIERS[tier][0]}", cutoff, DELETE_SLICE_S[tier])
         self._expire_commits(now_s, floor)
 
-    def _delete_before(self, kind: _Kind, tier: int, cutoff: int) -> None:
-        """Delete a tier's rows older than ``cutoff`` in bounded statements: each takes at most one slice of time
-        off one series, a transaction holds one chunk of series; passes repeat until nothing is left to delete."""
-        table = f"{kind.name}_{TIERS[tier][0]}"
-        slice_s = DELETE_SLICE_S[tier]
-        if kind.series is None:
-            sql = f"DELETE FROM {table} WHERE ts < min(?, (SELECT min(ts) FROM {table}) + ?)"
-        else:
-            sql = (f"DELETE FROM {table} WHERE {kind.series} = ? AND ts < min(?, (SELECT min(ts) FROM {table} "
-                   f"WHERE {kind.series} = ?) + ?)")
-        deleted = 1
-        while deleted:
-            deleted = 0
-            for chunk in self._chunks(kind):
-                params = [(cutoff, slice_s) if s is None else (s, cutoff, s, slice_s) for s in chunk]
-                with self._transaction() as db:
-                    deleted += max(0, db.executemany(sql, params).rowcount)
+    def _delete_before(self, table: str, cutoff: int, slice_s: int) -> None:
+        """Delete a table's rows older than ``cutoff`` from its front, at most ``slice_s`` of time per statement,
+        each statement its own transaction."""
+        sql = f"DELETE FROM {table} WHERE ts < min(?, (SELECT min(ts) FROM {table}) + ?)"
+        while True:
+            with self._transaction() as db:
+                if db.execute(sql, (cutoff, slice_s)).rowcount <= 0:
+                    return
 
     def _expire_commits(self, now_s: int, floor: int | None) -> None:
-        """Commits: past the raw age, all but the last ``commits_kept`` of each (group, partition) go (Burrow's
-        window needs them while the group lives); past the hourly age, all of them; before ``floor``, all but the
-        last ``commits_kept``."""
-        raw_cutoff = max(now_s - self._retention_s[0], floor or 0) * 1000
-        gone_cutoff = (now_s - self._retention_s[-1]) * 1000
-        keep = ("DELETE FROM commits WHERE gid = ? AND pid = ? AND ts < min(?, coalesce((SELECT ts FROM commits "
-                "WHERE gid = ? AND pid = ? ORDER BY ts DESC LIMIT 1 OFFSET ?), -1))")
-        gone = "DELETE FROM commits WHERE gid = ? AND pid = ? AND ts < ?"
+        """Commits keep Burrow's window: all but the last ``commits_kept`` of each (group, partition) go; a group
+        silent for the hourly age goes whole."""
+        gone_cutoff = max(now_s - self._retention_s[-1], floor or 0) * 1000
+        keep = ("DELETE FROM commits WHERE gid = ? AND pid = ? AND ts < coalesce((SELECT ts FROM commits "
+                "WHERE gid = ? AND pid = ? ORDER BY ts DESC LIMIT 1 OFFSET ?), -1)")
         with self._lock:
             pairs = self._db.execute("SELECT gid, pid FROM group_partition").fetchall()
-        for i in range(0, len(pairs), SERIES_CHUNK):
-            chunk = pairs[i:i + SERIES_CHUNK]
+        for i in range(0, len(pairs), COMMIT_CHUNK):
+            chunk = pairs[i:i + COMMIT_CHUNK]
             with self._transaction() as db:
-                db.executemany(keep, [(g, p, raw_cutoff, g, p, self._commits_kept - 1) for g, p in chunk])
-                db.executemany(gone, [(g, p, gone_cutoff) for g, p in chunk])
+                db.executemany(keep, [(g, p, g, p, self._commits_kept - 1) for g, p in chunk])
         with self._transaction() as db:
+            db.execute("DELETE FROM commits WHERE (gid, pid) IN (SELECT gid, pid FROM commits GROUP BY gid, pid "
+                       "HAVING max(ts) < ?)", (gone_cutoff,))
             db.execute("DELETE FROM group_partition WHERE NOT EXISTS (SELECT 1 FROM commits AS c "
                        "WHERE c.gid = group_partition.gid AND c.pid = group_partition.pid)")
 
     def _drop_oldest(self, now_s: int) -> None:
         """Over the cap: move a floor up from the oldest sample, deleting everything below it, until the data fits
         under the low-water mark; then hand the freed pages back to the file system."""
-        oldest = min((t for kind in KINDS for tier in range(len(TIERS)) if (t := self._oldest(kind, tier))),
-                     default=now_s)
-        floor = oldest
+        floor = min((t for kind in KINDS for tier in range(len(TIERS)) if (t := self._oldest(kind, tier))),
+                    default=now_s)
         while self.used_bytes() > LOW_WATER * self.cap_bytes and floor < now_s:
-            floor += max(300, (now_s - floor) // 8)
-            self._expire(now_s, floor=min(floor, now_s))
+            floor = min(now_s, floor + max(300, (now_s - floor) // 8))
+            self._expire(now_s, floor=floor)
         self._shrink()
 
     def _shrink(self) -> None:

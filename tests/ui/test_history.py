@@ -1,0 +1,111 @@
+"""The history file (kbroker/ui/history.py): bounded across a simulated month under a fake clock, charts read the
+rolled-up tiers, old samples go, and everything survives a reopen."""
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from kbroker.ui.history import History, Round
+from kbroker.ui.model import Rates
+from kbroker.ui.sampler import Sampler
+
+from .builders import FakeClock, commit, snapshot
+
+DAY = 86400
+
+
+def spacing(points) -> set[int]:
+    return {(b[0] - a[0]) // 1000 for a, b in zip(points, points[1:])}
+
+
+def test_the_file_stays_under_its_cap_across_a_month_and_charts_read_the_rollups(tmp_path):
+    # 8 groups x 3 partitions sampled every 2 minutes for 30 days, maintained every 30 minutes, under a 2 MiB cap
+    # that binds: the month holds more than that
+    groups, partitions, every, cap = 8, 3, 120, 2 * 1024 * 1024
+    clock = FakeClock()
+    history = History(tmp_path / "history.db", cap_bytes=cap, clock=clock)
+    sampler = Sampler(history, clock=clock)
+    ends = {(f"t{g}", p): 0 for g in range(groups) for p in range(partitions)}
+    sizes, dropped = [], False
+    for round_ in range(30 * DAY // every):
+        clock.advance(every)
+        for key in ends:
+            ends[key] += 1000
+        behind = (round_ % 50) * 7  # each group's lag climbs and falls back
+        sampler.ingest(snapshot(clock.ms, ends, rates=Rates(float(round_), 1.0, 2.0), commits=[
+            commit(f"g{g}", f"t{g}", p, ends[(f"t{g}", p)] - behind - g, clock.ms - 1000)
+            for g in range(groups) for p in range(partitions)]))
+        if round_ % 15 == 14:
+            sampler.maintain()
+            sizes.append(history.size_bytes())
+            assert sizes[-1] <= cap, f"day {round_ * every / DAY:.1f}: {sizes[-1]} bytes over the {cap} cap"
+            dropped = dropped or history.used_bytes() < max(sizes) * 0.9
+    assert max(sizes) > cap // 2  # the cap was what bounded the file, not the data's ages alone
+    hour, day, week = (sampler.lag_chart("g1", span) for span in ("1h", "24h", "7d"))
+    assert spacing(hour["total"]) == {every}  # raw samples
+    assert spacing(day["total"]) == {300} and len(day["total"]) >= 280  # 5-minute buckets
+    assert spacing(week["total"]) == {3600}  # hourly buckets, as far back as the cap left them
+    # a bucket holds the largest lag of its samples: 50 rounds of 2 minutes make a saw with peaks of 49*7 per
+    # partition, so each hour's bucket holds a peak or the rounds just before it
+    assert max(v for _, v in week["total"]) == 3 * (49 * 7 + 1)
+    assert max(v for _, v in hour["total"]) <= 3 * (49 * 7 + 1)
+    per_partition = sampler.lag_chart("g1", "7d", per_partition=True)
+    assert sorted(per_partition) == ["t1-0", "t1-1", "t1-2"] and spacing(per_partition["t1-0"]) == {3600}
+    assert spacing(sampler.rate_chart("24h")["bytes_in"]) == {300}
+    # the newest hour is still there after every drop: the oldest data went first
+    assert hour["total"][-1][0] == clock.ms // 1000 * 1000
+    history.close()
+
+
+def test_raw_samples_go_after_a_day_and_rollups_after_their_age(tmp_path):
+    clock = FakeClock()
+    with History(tmp_path / "h.db", clock=clock, raw_hours=1, five_minute_hours=3, hourly_hours=6) as history:
+        for _ in range(8 * 60):  # a sample a minute for 8 hours
+            clock.advance(60)
+            history.add(Round(clock.ms, group_lags=[("g", "kafka", 5)]))
+            if clock.now % 600 == 0:
+                history.maintain()
+        history.maintain()
+        with sqlite3.connect(tmp_path / "h.db") as db:
+            oldest = {tier: db.execute(f"SELECT min(ts) FROM group_lag_{tier}").fetchone()[0]
+                      for tier in ("raw", "m5", "h1")}
+        # raw rows go once past their age and rolled up (the rollup runs 2 minutes behind, by 5-minute buckets)
+        assert clock.now - 3600 - 300 - 120 <= oldest["raw"] <= clock.now - 3600 + 60
+        assert clock.now - 3 * 3600 - 300 <= oldest["m5"] <= clock.now - 3 * 3600 + 300
+        assert clock.now - 6 * 3600 - 3600 <= oldest["h1"] <= clock.now - 6 * 3600 + 3600
+        hour = history.group_lag_points("g", "kafka", "1h")
+        assert len(hour) == 61 and spacing(hour) == {60}
+        day = history.group_lag_points("g", "kafka", "24h")
+        assert day[0][0] >= (clock.now - 3 * 3600 - 300) * 1000  # 5-minute buckets for 3 hours
+        week = history.group_lag_points("g", "kafka", "7d")
+        assert week[0][0] >= (clock.now - 6 * 3600 - 3600) * 1000 and spacing(week) == {3600}
+        assert all(v == 5.0 for _, v in week)
+
+
+def test_a_reopened_file_answers_what_was_stored(tmp_path):
+    clock = FakeClock()
+    path = tmp_path / "h.db"
+    with History(path, clock=clock) as history:
+        sampler = Sampler(history, clock=clock)
+        for i in range(40):
+            clock.advance(30)
+            sampler.ingest(snapshot(clock.ms, {("t", 0): 100 * i}, rates=Rates(5.0, 6.0, 7.0),
+                                    commits=[commit("g", "t", 0, 90 * i, clock.ms - 500)]))
+        sampler.maintain()
+        charts = (sampler.lag_chart("g", "1h"), sampler.lag_chart("g", "24h", per_partition=True),
+                  sampler.rate_chart("1h"))
+    with History(path, clock=clock) as history:
+        sampler = Sampler(history, clock=clock)
+        assert (sampler.lag_chart("g", "1h"), sampler.lag_chart("g", "24h", per_partition=True),
+                sampler.rate_chart("1h")) == charts
+        assert len(charts[0]["total"]) == 40
+        assert history.log_end_at("t", 0, clock.ms - 15_000) == pytest.approx(3850)
+        assert history.recent_log_ends(2)[("t", 0)] == [(clock.ms - 30_000, 3800), (clock.ms, 3900)]
+
+
+def test_bad_settings_are_refused_with_a_message(tmp_path):
+    with pytest.raises(ValueError, match="at least 1 MiB"):
+        History(tmp_path / "a.db", cap_bytes=1000)
+    with pytest.raises(ValueError, match="retention must grow"):
+        History(tmp_path / "b.db", raw_hours=48, five_minute_hours=24)

@@ -1,8 +1,10 @@
 """The history `kbroker ui` keeps of a cluster: one SQLite file (the standard library's), bounded in age and size.
 
 What is kept, per sampling round: each partition's log end, each group's total lag and per-partition lag, the
-cluster's rates, and each new commit of a group (with its lag when made, for Burrow's rules). Samples are kept in
-three tiers, each table keyed by its series and then time so that a chart reads one range of the file:
+cluster's rates, and each group's last commits per partition (Burrow's window, with the lag each had when made).
+Every sample table is keyed by time first: a round appends at the end of each table (a few pages written, however
+many series), old rows go from the front, a rollup reads one range; a chart of one series steps through the sample
+times, one index seek each. Samples are kept in three tiers:
 
 * raw samples, for ``raw_hours`` (a day);
 * 5-minute buckets, for ``five_minute_hours`` (7 days, Kafka's default ``log.retention.hours``);
@@ -19,7 +21,7 @@ not rolled up yet, is bucketed on the fly from the finer tier.
 
 Threads: History is synchronous (the web app calls it through ``asyncio.to_thread``). It holds one connection
 (``check_same_thread=False``) behind a lock, so calls from any thread are safe and run one at a time; maintain()
-takes the lock per chunk, so reads slip in between its chunks. Sample times are stored in seconds, commit times in
+takes the lock per statement, so reads slip in between. Sample times are stored in seconds, commit times in
 milliseconds (a commit is told apart from a repeat of it by its exact time).
 """
 from __future__ import annotations

@@ -92,6 +92,10 @@ class Round:
     rates: Rates | None = None
 
 
+class HistoryError(Exception):
+    """The history file cannot be opened or is not one."""
+
+
 class History:
     def __init__(self, path: str | os.PathLike[str], *, cap_bytes: int = 256 * 1024 * 1024,
                  clock: Callable[[], float] = time.time, raw_hours: float = 24, five_minute_hours: float = 168,
@@ -106,11 +110,14 @@ class History:
         self._retention_s = (int(raw_hours * 3600), int(five_minute_hours * 3600), int(hourly_hours * 3600))
         self._commits_kept = max(1, commits_kept)
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         self._pids: dict[TopicPartition, int] = {}
         self._gids: dict[GroupKey, int] = {}
         self._times: list[list[int]] = [[] for _ in TIERS]  # each log-end tier's sample times, oldest first
-        self._open()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._open()
+        except sqlite3.DatabaseError as exc:  # no such folder, no permission, not a SQLite file
+            raise HistoryError(f"cannot use {self.path} as the history file: {exc}") from exc
         self._load_times()
 
     # -- set-up ---------------------------------------------------------------------------------------------------
@@ -276,13 +283,14 @@ class History:
 
     def _end(self, tier: int, pid: int, index: int, step: int) -> tuple[int, int, int] | None:
         """The partition's (index, time, log end) at the tier's ``index``-th sample time, or the nearest one
-        stepping by ``step`` where the partition was sampled; None past the end."""
-        times = self._times[tier]
+        stepping by ``step`` where the partition was sampled; None past the end. A bucket's log end is its largest,
+        the last of its samples: it stands at the bucket's end."""
+        times, shift = self._times[tier], TIERS[tier][1] if tier else 0
         while 0 <= index < len(times):
             row = self._db.execute(f"SELECT end_offset FROM log_end_{TIERS[tier][0]} WHERE ts = ? AND pid = ?",
                                    (times[index], pid)).fetchone()
             if row is not None:
-                return index, times[index], int(row[0])
+                return index, times[index] + shift, int(row[0])
             index += step
         return None
 
@@ -292,7 +300,8 @@ class History:
             pid = self._pids.get((topic, partition))
             for tier in range(len(TIERS)) if pid is not None else ():
                 assert pid is not None
-                index = bisect.bisect_right(self._times[tier], ts_ms / 1000) - 1
+                shift = TIERS[tier][1] if tier else 0
+                index = bisect.bisect_right(self._times[tier], ts_ms / 1000 - shift) - 1
                 before = self._end(tier, pid, index, -1)
                 if before is None:
                     continue

@@ -3,10 +3,11 @@ rolled-up tiers, old samples go, and everything survives a reopen."""
 from __future__ import annotations
 
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from kbroker.ui.history import History, Round
+from kbroker.ui.history import History, HistoryError, Round
 from kbroker.ui.model import Rates
 from kbroker.ui.sampler import Sampler
 
@@ -112,3 +113,56 @@ def test_bad_settings_are_refused_with_a_message(tmp_path):
         History(tmp_path / "a.db", cap_bytes=1000)
     with pytest.raises(ValueError, match="retention must grow"):
         History(tmp_path / "b.db", raw_hours=48, five_minute_hours=24)
+
+
+def test_a_file_that_cannot_be_the_history_is_refused_with_a_message(tmp_path):
+    not_sqlite = tmp_path / "notes.txt"
+    not_sqlite.write_text("these are not the samples you are looking for\n" * 100)
+    with pytest.raises(HistoryError, match="cannot use .*notes.txt as the history file"):
+        History(not_sqlite)
+    with pytest.raises(HistoryError, match="cannot use .*missing/h.db"):
+        History(tmp_path / "missing" / "h.db")
+
+
+def test_rounds_charts_and_maintenance_from_several_threads_at_once(tmp_path):
+    clock = FakeClock()
+    with History(tmp_path / "h.db", clock=clock) as history:
+        start = clock.ms
+
+        def write(group: str) -> None:
+            for i in range(300):
+                history.add(Round(start + 30_000 * i, group_lags=[(group, "kafka", i)],
+                                  log_ends=[(group, 0, 10 * i)]))
+
+        def read() -> None:
+            for _ in range(100):
+                history.group_lag_points("a", "kafka", "1h", start + 3_600_000)
+                history.maintain()
+
+        with ThreadPoolExecutor(3) as pool:
+            for done in [pool.submit(write, "a"), pool.submit(write, "b"), pool.submit(read)]:
+                done.result()
+        for group in ("a", "b"):
+            points = history.group_lag_points(group, "kafka", "1h", start + 299 * 30_000)
+            assert [v for _, v in points] == [float(i) for i in range(299 - 120, 300)]
+        assert history.log_end_at("b", 0, start + 45_000) == pytest.approx(15.0)
+
+
+def test_when_the_log_end_passed_an_offset_is_read_from_the_rollups_once_raw_samples_are_gone(tmp_path):
+    clock = FakeClock()
+    first = clock.now
+    with History(tmp_path / "h.db", clock=clock, raw_hours=1, five_minute_hours=3, hourly_hours=6) as history:
+        for minute in range(5 * 60):  # a message a second, sampled every minute, from offset 6000 on
+            clock.advance(60)
+            history.add(Round(clock.ms, log_ends=[("t", 0, 6000 + 60 * (minute + 1))]))
+            if minute % 10 == 9:
+                history.maintain()
+        written_at = (first + 60 * 60 * 3) * 1000  # offset 6000 + 3 hours of messages, 2 hours ago
+        # raw: to the second
+        assert history.passed_ms("t", 0, 6000 + 4 * 3600 + 0) == pytest.approx(written_at + 3600_000 + 1000)
+        # 5-minute buckets (a bucket's largest log end stands at its end): within one sampling interval
+        assert history.passed_ms("t", 0, 6000 + 3 * 3600) == pytest.approx(written_at + 1000, abs=60_000)
+        # before every sample: back at the mean rate (a message a second), offset 0 100 minutes before the first
+        assert history.passed_ms("t", 0, 0) == pytest.approx((first - 6000) * 1000, abs=120_000)
+        assert history.passed_ms("t", 0, 6000 + 5 * 3600) is None  # not written yet
+        assert history.passed_ms("u", 0, 5) is None  # never sampled

@@ -7,10 +7,12 @@ the cluster's rates) and keeps in memory what the views read at every page: the 
 
 Views are as of the last snapshot: lag, lag in seconds and status are evaluated at its time (``taken_ms``), so a
 collector that cannot reach the cluster freezes them rather than turning every group STOP. Charts end at the
-injected clock's now. The sampler is synchronous like the history under it: the web app calls it from a thread.
+injected clock's now. The sampler is synchronous like the history under it: the web app calls it from threads, and
+a lock makes a round and a read take turns.
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -41,11 +43,16 @@ class Sampler:
         self._sparklines: dict[GroupKey, deque[int]] = {
             key: deque(lags, maxlen=SPARKLINE) for key, lags in history.recent_group_lags(SPARKLINE).items()}
         self._passed: dict[tuple[str, int, int], float | None] = {}  # (topic, partition, offset) -> ms
+        self._lock = threading.RLock()
 
     # -- a new round ----------------------------------------------------------------------------------------------
 
     def ingest(self, snapshot: Snapshot) -> None:
         """Store the snapshot's log ends, new commits, group lags and rates; its views are made at the next read."""
+        with self._lock:
+            self._ingest(snapshot)
+
+    def _ingest(self, snapshot: Snapshot) -> None:
         now = snapshot.taken_ms
         ends = {(p.topic, p.partition): p.log_end for t in snapshot.topics for p in t.partitions if p.log_end >= 0}
         commits = []
@@ -100,11 +107,12 @@ class Sampler:
 
     def groups(self) -> list[GroupView]:
         """Every group of the last snapshot, ZooKeeper- and Kafka-stored alike, by name then storage."""
-        if self._views is None:
-            snapshot = self._snapshot
-            self._views = self._make_views(snapshot) if snapshot else ()
-            self._prune_passed()
-        return list(self._views)
+        with self._lock:
+            if self._views is None:
+                snapshot = self._snapshot
+                self._views = self._make_views(snapshot) if snapshot else ()
+                self._prune_passed()
+            return list(self._views)
 
     def group(self, name: str, storage: Storage | None = None) -> GroupView | None:
         """One group of the last snapshot; a name stored both ways answers its Kafka-stored group unless told."""
@@ -182,12 +190,13 @@ class Sampler:
         """Messages per second of each topic of the last snapshot, from its partitions' last two log-end samples
         (a topic none of whose partitions has two yet is left out)."""
         rates: dict[str, float] = {}
-        for topic in self._snapshot.topics if self._snapshot else ():
-            for p in topic.partitions:
-                samples = self._log_ends.get((p.topic, p.partition))
-                if samples and len(samples) >= 2 and samples[-1][0] > samples[-2][0]:
-                    (t0, e0), (t1, e1) = samples[-2], samples[-1]
-                    rates[topic.name] = rates.get(topic.name, 0.0) + max(0, e1 - e0) * 1000 / (t1 - t0)
+        with self._lock:
+            for topic in self._snapshot.topics if self._snapshot else ():
+                for p in topic.partitions:
+                    samples = self._log_ends.get((p.topic, p.partition))
+                    if samples and len(samples) >= 2 and samples[-1][0] > samples[-2][0]:
+                        (t0, e0), (t1, e1) = samples[-2], samples[-1]
+                        rates[topic.name] = rates.get(topic.name, 0.0) + max(0, e1 - e0) * 1000 / (t1 - t0)
         return rates
 
     def maintain(self) -> None:

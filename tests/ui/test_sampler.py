@@ -2,6 +2,8 @@
 owner, Burrow's statuses over rounds, charts and rates, and a restart."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from kbroker.ui.history import History
@@ -185,3 +187,29 @@ def test_after_a_restart_windows_sparklines_and_charts_are_back(tmp_path, clock)
         assert view.status == "STALL"  # the window of commits came back from the file
         assert view.sparkline == (600, 700, 800, 900, 1000, 1200)
         assert len(history.commit_windows(10)[("g", "kafka", "t", 0)]) == 6
+
+
+def test_rounds_and_reads_from_two_threads_take_turns(history, clock):
+    sampler = Sampler(history, clock=clock)
+    start = clock.ms
+
+    def rounds_of(count: int) -> None:
+        for i in range(1, count + 1):
+            ends = {("t", p): 100 * i for p in range(20)}
+            sampler.ingest(snapshot(start + 30_000 * i, ends, commits=[
+                commit("g", "t", p, 100 * i - p, start + 30_000 * i) for p in range(20)]))
+
+    def reads() -> list[int]:
+        seen = []
+        for _ in range(300):
+            view = sampler.group("g")
+            seen.append(view.total_lag if view else -1)
+            sampler.topic_rates()
+        return seen
+
+    with ThreadPoolExecutor(2) as pool:
+        writer, reader = pool.submit(rounds_of, 200), pool.submit(reads)
+        writer.result()
+        assert set(reader.result()) <= {-1, sum(range(20))}  # no read failed or saw another lag while rounds came
+    view = sampler.group("g")
+    assert view is not None and view.total_lag == sum(range(20)) and len(view.sparkline) == 60

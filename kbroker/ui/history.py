@@ -115,8 +115,12 @@ class History:
         self._times: list[list[int]] = [[] for _ in TIERS]  # each log-end tier's sample times, oldest first
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except sqlite3.DatabaseError as exc:  # no such folder, no permission
+            raise HistoryError(f"cannot use {self.path} as the history file: {exc}") from exc
+        try:
             self._open()
-        except sqlite3.DatabaseError as exc:  # no such folder, no permission, not a SQLite file
+        except sqlite3.DatabaseError as exc:  # not a SQLite file, or not ours
+            self._db.close()
             raise HistoryError(f"cannot use {self.path} as the history file: {exc}") from exc
         self._load_times()
 

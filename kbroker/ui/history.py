@@ -13,8 +13,8 @@ times, one index seek each. Samples are kept in three tiers:
 A bucket holds the largest lag or log end of its samples (a spike stays visible) and the mean of the rates.
 ``maintain()`` rolls complete buckets up, deletes what is past its age in bounded chunks (each its own short
 transaction, so a chart read is never held up for long), and keeps the file under ``cap_bytes``: over 90% of it, it
-drops the oldest data of every tier first until under 75%, then gives the freed pages back (incremental vacuum) and
-truncates the write-ahead log, so the file shrinks.
+shortens every tier's age by one factor, dropping each tier's oldest samples first, until under 75%, then gives the
+freed pages back (incremental vacuum) and truncates the write-ahead log, so the file shrinks.
 
 Charts pick the tier by span (1 h: raw, 24 h: 5-minute buckets, 7 d: hourly buckets); the newest part of a span,
 not rolled up yet, is bucketed on the fly from the finer tier.
@@ -426,7 +426,7 @@ class History:
         """Roll complete buckets up, delete what is past its age, keep the file under its cap (see the module)."""
         now_s = int(self._clock())
         self._roll_up(now_s)
-        self._expire(now_s, floor=None)
+        self._expire(now_s)
         if self.used_bytes() > HIGH_WATER * self.cap_bytes:
             self._drop_oldest(now_s)
         with self._lock:
@@ -479,18 +479,16 @@ class History:
             row = self._db.execute(f"SELECT min(ts) FROM {kind.name}_{TIERS[tier][0]}").fetchone()
         return int(row[0]) if row and row[0] is not None else None
 
-    def _expire(self, now_s: int, floor: int | None) -> None:
-        """Delete samples past their tier's age (raw ones only once rolled up), and everything before ``floor``."""
+    def _expire(self, now_s: int, scale: float = 1.0) -> None:
+        """Delete samples past their tier's age times ``scale``; at full age, raw ones only once rolled up."""
         for kind in KINDS:
             for tier in range(len(TIERS)):
-                cutoff = now_s - self._retention_s[tier]
-                if tier + 1 < len(TIERS):
+                cutoff = now_s - int(self._retention_s[tier] * scale)
+                if tier + 1 < len(TIERS) and scale >= 1.0:
                     with self._lock:
                         cutoff = min(cutoff, self._watermark(kind, tier + 1))
-                if floor is not None:
-                    cutoff = max(cutoff, floor)
                 self._delete_before(f"{kind.name}_{TIERS[tier][0]}", cutoff, DELETE_SLICE_S[tier])
-        self._expire_commits(now_s, floor)
+        self._expire_commits(now_s, scale)
 
     def _delete_before(self, table: str, cutoff: int, slice_s: int) -> None:
         """Delete a table's rows older than ``cutoff`` from its front, at most ``slice_s`` of time per statement,
@@ -501,10 +499,10 @@ class History:
                 if db.execute(sql, (cutoff, slice_s)).rowcount <= 0:
                     return
 
-    def _expire_commits(self, now_s: int, floor: int | None) -> None:
+    def _expire_commits(self, now_s: int, scale: float) -> None:
         """Commits keep Burrow's window: all but the last ``commits_kept`` of each (group, partition) go; a group
         silent for the hourly age goes whole."""
-        gone_cutoff = max(now_s - self._retention_s[-1], floor or 0) * 1000
+        gone_cutoff = (now_s - int(self._retention_s[-1] * scale)) * 1000
         keep = ("DELETE FROM commits WHERE gid = ? AND pid = ? AND ts < coalesce((SELECT ts FROM commits "
                 "WHERE gid = ? AND pid = ? ORDER BY ts DESC LIMIT 1 OFFSET ?), -1)")
         with self._lock:
@@ -520,13 +518,13 @@ class History:
                        "WHERE c.gid = group_partition.gid AND c.pid = group_partition.pid)")
 
     def _drop_oldest(self, now_s: int) -> None:
-        """Over the cap: move a floor up from the oldest sample, deleting everything below it, until the data fits
-        under the low-water mark; then hand the freed pages back to the file system."""
-        floor = min((t for kind in KINDS for tier in range(len(TIERS)) if (t := self._oldest(kind, tier))),
-                    default=now_s)
-        while self.used_bytes() > LOW_WATER * self.cap_bytes and floor < now_s:
-            floor = min(now_s, floor + max(300, (now_s - floor) // 8))
-            self._expire(now_s, floor=floor)
+        """Over the cap: shorten every tier's age by the same factor, a step at a time, so each tier loses its oldest
+        samples first and every chart keeps its shape (a day, a week, a month become, say, 6 h, 42 h, a week), until
+        the data fits under the low-water mark; then hand the freed pages back to the file system."""
+        scale = 1.0
+        while self.used_bytes() > LOW_WATER * self.cap_bytes and scale > 0.001:
+            scale *= 0.8
+            self._expire(now_s, scale)
         self._shrink()
 
     def _shrink(self) -> None:

@@ -46,8 +46,12 @@ def test_the_file_stays_under_its_cap_across_a_month_and_charts_read_the_rollups
     assert spacing(hour["total"]) == {every}  # raw samples
     assert spacing(day["total"]) == {300} and len(day["total"]) >= 280  # 5-minute buckets
     assert spacing(week["total"]) == {3600}  # hourly buckets, as far back as the cap left them
-    # the month does not fit under the cap: the oldest days went (the last day, above, is whole)
-    assert week["total"][0][0] > (clock.now - 6 * DAY) * 1000
+    # the month does not fit under the cap: every tier lost its oldest samples, in proportion to its age
+    with sqlite3.connect(tmp_path / "history.db") as db:
+        ages = [(clock.now - db.execute(f"SELECT min(ts) FROM partition_lag_{tier}").fetchone()[0]) / DAY
+                for tier in ("raw", "m5", "h1")]
+    assert all(0.3 < age / nominal < 0.9 for age, nominal in zip(ages, (1, 7, 30))), ages
+    assert week["total"][0][0] <= (clock.now - 7 * DAY + 3600) * 1000  # a month shortened still holds the week
     # a bucket holds the largest lag of its samples: 50 rounds of 3 minutes make a saw with peaks of 49*7 per
     # partition, so each hour's bucket holds a peak or the rounds just before it
     assert max(v for _, v in week["total"]) == 3 * (49 * 7 + 1)

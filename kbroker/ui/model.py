@@ -16,8 +16,9 @@ from typing import Literal
 Storage = Literal["zookeeper", "kafka"]
 
 # A group's status by Burrow's evaluation rules (github.com/linkedin/Burrow, "Consumer Lag Evaluation Rules"):
-# a partition is OK, WARN, STOP, STALL or REWIND; a group is the worst of its partitions, ERR for any STOP, STALL
-# or REWIND; NOTFOUND when nothing is known of it yet.
+# a partition is OK, WARN, STOP, STALL or REWIND; a group is the worst of its partitions, naming the error when its
+# erring partitions agree (STOP, STALL or REWIND) and ERR when they differ; NOTFOUND when no partition of it is known
+# (kbroker.ui.status_rules).
 Status = Literal["OK", "WARN", "ERR", "STOP", "STALL", "REWIND", "NOTFOUND"]
 
 

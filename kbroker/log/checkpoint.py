@@ -27,10 +27,11 @@ class MalformedCheckpointError(ValueError):
     pass
 
 
-def write_durably(path: Path, data: bytes) -> None:
+def write_durably(path: Path, data: bytes, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new file: write ``<name>.tmp``,
     fsync it, rename it over ``path``, fsync the directory (the new name must be durable before anything
-    that trusts the file)."""
+    that trusts the file). ``sync=False`` skips both fsyncs, for a file whose loss the reader recovers from
+    (a crash may leave no file, or an empty one, never another file's bytes)."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
@@ -40,7 +41,8 @@ def write_durably(path: Path, data: bytes) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
     if crashpoints.ARMED:
@@ -48,6 +50,8 @@ def write_durably(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
     if crashpoints.ARMED:
         crashpoints.crash_point(f"checkpoint.{path.name}.before_dir_fsync")
+    if not sync:
+        return
     dir_fd = os.open(path.parent, os.O_RDONLY | os.O_CLOEXEC)
     try:
         os.fsync(dir_fd)

@@ -61,6 +61,8 @@ LOCK_FILE = ".lock"
 # cluster): each costs a directory, its files and a checkpoint, and a 1,000-partition topic must not hold
 # every connection for seconds.
 HOSTING_CHUNK = 16
+# A LeaderAndIsr gives the loop back at least this often while it creates logs (about a millisecond each).
+HOSTING_TURN_S = 0.005
 
 
 class LogSettings(Protocol):

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Protocol, TypeAlias, TypedDict, TypeVar
 
@@ -49,7 +50,7 @@ from kbroker.config.broker import BrokerConfig
 from kbroker.config.dynamic import DynamicBrokerConfig
 from kbroker.log import LogManager, TopicPartition, legacy, producer_snapshot
 from kbroker.log.log_dir_mover import LogDirMover
-from kbroker.log.log_manager import HOSTING_CHUNK
+from kbroker.log.log_manager import HOSTING_TURN_S
 from kbroker.log.names import INTERNAL_TOPICS
 from kbroker.log.partition_log import AppendResult, PartitionLog
 from kbroker.metadata.zk_view import LiveBroker, RunBlocking
@@ -469,13 +470,16 @@ class ReplicaManager:
                                    partitions: Iterable[tuple[str, LeaderAndIsrPartition]],
                                    live_leaders: Mapping[int, LiveLeader]) -> list[tuple[str, int, int]]:
         """A current LeaderAndIsr request's partitions, as Kafka's becomeLeaderOrFollower: (topic, partition,
-        error code) for each. The loop is given away every HOSTING_CHUNK partitions (thousands of them must
-        not stall the other connections); a newer controller heard from meanwhile makes the rest
+        error code) for each. The loop is given away every HOSTING_TURN_S of it (thousands of new logs must
+        not stall the other connections: an acks=all write waits for three brokers' loops); a newer controller
+        heard from meanwhile makes the rest
         STALE_CONTROLLER_EPOCH."""
         results: list[tuple[str, int, int]] = []
-        for done, (topic, p) in enumerate(partitions):
-            if done and done % HOSTING_CHUNK == 0:
+        turn = time.monotonic()
+        for topic, p in partitions:
+            if time.monotonic() - turn > HOSTING_TURN_S:
                 await asyncio.sleep(0)
+                turn = time.monotonic()
             code = 0
             try:
                 if controller_epoch < self.controller_epoch:

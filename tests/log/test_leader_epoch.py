@@ -254,3 +254,39 @@ def test_clear_and_rebuild(cache, path):
 def test_epoch_for_offset(cache):
     fill(cache, (2, 6), (3, 8))
     assert [cache.epoch_for_offset(o) for o in (0, 5, 6, 7, 8, 100)] == [-1, -1, 2, 2, 3, 3]
+
+
+# -- durability -----------------------------------------------------------------------------
+
+def test_a_new_files_first_entry_is_written_without_fsync_and_later_ones_with(cache, path, monkeypatch):
+    """A new replica's first epoch: no fsync (a crash leaves no file or an empty one, which the log loader
+    rebuilds from the batches); every later write is durable, and so is any write to a file read from disk."""
+    import os
+
+    synced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    cache.assign(3, 0)
+    assert synced == [] and path.read_bytes() == b"0\n1\n3 0\n"
+    cache.assign(4, 10)
+    assert len(synced) == 2  # the file, then its directory
+    synced.clear()
+    LeaderEpochCache(path).assign(5, 20)
+    assert len(synced) == 2
+
+
+def test_a_lost_first_entry_comes_back_from_the_batches(tmp_path, appender):
+    """The crash the unsynced first write allows: the file left empty; the log loader rebuilds the entry from
+    the epoch of the batches written at it."""
+    from kbroker.log import LogConfig, PartitionLog, TopicPartition
+    from tests.log.helpers import make_batch
+
+    tp = TopicPartition("fresh", 0)
+    plog = PartitionLog(tmp_path / str(tp), tp, LogConfig(), appender)
+    plog.leader_epochs.assign(7, 0)
+    plog.append(make_batch(3), 7)
+    plog.close()
+    (tmp_path / str(tp) / "leader-epoch-checkpoint").write_bytes(b"")
+    again = PartitionLog(tmp_path / str(tp), tp, LogConfig(), appender)
+    assert again.leader_epochs.entries == [(7, 0)]
+    again.close()

@@ -26,7 +26,7 @@
       else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
       else node.setAttribute(key, value === true ? "" : value);
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -227,7 +227,7 @@
        (p) => p.offline ? "bad" : (p.preferred_leader ? null : "warn")],
       ["replicas", "replicas", (p) => p.replicas.join(",")],
       ["isr", "ISR", (p) => p.isr.join(","), (p) => p.under_min_isr ? "bad" : (p.under_replicated ? "warn" : null)],
-      ["marks", "", (p) => [p.offline ? "offline" : "", p.under_replicated ? "under-replicated" : "",
+      ["marks", "marks", (p) => [p.offline ? "offline" : "", p.under_replicated ? "under-replicated" : "",
                             p.under_min_isr ? "under min ISR" : "",
                             !p.offline && !p.preferred_leader ? "non-preferred leader" : ""].filter(Boolean).join(", ")],
       ["log_start", "log start", (p) => num(p.log_start)], ["log_end", "log end", (p) => num(p.log_end)],
@@ -249,7 +249,7 @@
         el("summary", {text: "broker " + l.broker + " · " + l.path + " · " + l.partitions.length + " partitions"}),
         table(null, [["topic", "topic", (p) => link(topicHref(p.topic), p.topic)],
                      ["partition", "partition", (p) => p.partition], ["size", "size", (p) => bytes(p.size_bytes)]],
-              l.partitions, (p) => p.topic + "/" + p.partition)))))},
+              l.partitions, (p) => p.topic + "/" + p.partition))))},
     ];
   }
 

@@ -17,6 +17,7 @@ import hmac
 import html
 import json
 import logging
+import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ T = TypeVar("T")
 
 class Collector(Protocol):
     async def snapshot(self) -> Snapshot: ...
+    async def close(self) -> None: ...
 
 
 class Sampler(Protocol):
@@ -137,6 +139,11 @@ class Ui:
             return fn(self._sampler)
         return await asyncio.get_running_loop().run_in_executor(self._history, call)
 
+    async def open_history(self) -> None:
+        """Makes the sampler (and opens its history) now, so that a history that cannot be opened stops the UI
+        before it listens; raises what opening it raised (sqlite3.Error, OSError)."""
+        await self._on_history(lambda sampler: None)
+
     async def sample_once(self) -> Round | None:
         """One round: a snapshot, the sampler's views of it, and an update to every open page."""
         try:
@@ -153,7 +160,12 @@ class Ui:
         def ingest(sampler: Sampler) -> Round:
             sampler.ingest(snapshot)
             return Round(seq, snapshot, tuple(sampler.groups()), sampler.topic_rates())
-        self._round = await self._on_history(ingest)
+        try:
+            self._round = await self._on_history(ingest)
+        except (sqlite3.Error, OSError) as exc:  # a full disk, say: the pages keep the last round and say why
+            log.error("cannot keep the sample in the history: %s", exc)
+            self._last_error = f"history: {exc}"
+            return None
         for stream in self._streams:
             _offer(stream, self._round)
         return self._round

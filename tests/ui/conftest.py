@@ -29,6 +29,7 @@ class HandCollector:
         self._queue = list(snapshots)
         self._last: Snapshot | Exception | None = None
         self.calls = 0
+        self.closed = False
 
     def give(self, item: Snapshot | Exception) -> None:
         self._queue.append(item)
@@ -40,6 +41,9 @@ class HandCollector:
         if isinstance(item, Exception):
             raise item
         return item
+
+    async def close(self) -> None:
+        self.closed = True
 
 
 class SamplerDouble:

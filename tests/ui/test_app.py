@@ -6,6 +6,7 @@ import asyncio
 import base64
 import json
 import re
+import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -210,3 +211,20 @@ def test_pages_load_only_what_kbroker_serves():
         assert "@import" not in text and "@font-face" not in text
     assert "MIT License" in (STATIC / "uPlot.LICENSE").read_text()
     assert (STATIC / "uPlot.iife.min.js").read_text().startswith("/*! https://github.com/leeoniya/uPlot (v1.6.32)")
+
+
+async def test_a_history_that_cannot_keep_a_sample_is_reported_and_the_last_round_stays():
+    class FullDisk(SamplerDouble):
+        def ingest(self, snapshot):
+            if self.snapshots:
+                raise sqlite3.OperationalError("database or disk is full")
+            super().ingest(snapshot)
+
+    sampler = FullDisk()
+    ui = Ui(HandCollector([cluster_snapshot(T0), cluster_snapshot(T0 + 1000)]), lambda: sampler, interval=1.0)
+    async with serving(ui) as client:
+        await ui.open_history()
+        assert await ui.sample_once() is not None
+        assert await ui.sample_once() is None
+        body = await (await client.get("/api/brokers")).json()
+        assert body["seq"] == 1 and body["sample_error"] == "history: database or disk is full"

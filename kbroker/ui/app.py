@@ -35,7 +35,7 @@ from kbroker.ui.views import Round
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
-SPANS = ("1h", "24h", "7d")
+SPANS = tuple(views.SPAN_MS)
 KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies from closing an idle stream
 T = TypeVar("T")
 
@@ -262,7 +262,7 @@ class Ui:
         if span not in SPANS:
             return web.json_response({"error": f"span must be one of {', '.join(SPANS)}"}, status=400)
         chart = await self._on_history(lambda sampler: sampler.rate_chart(span))
-        return self._answer(views.overview(r, chart))
+        return self._answer(views.overview(r, chart, span))
 
     async def _group(self, request: web.Request) -> web.Response:
         r = self._round

@@ -13,6 +13,7 @@ from kbroker.ui.model import GroupView, Partition, Points, Snapshot, Status, Top
 
 JsonObject = dict[str, object]
 
+SPAN_MS = {"1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000}
 STATUSES: tuple[Status, ...] = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND", "NOTFOUND")
 
 
@@ -25,9 +26,10 @@ class Round:
     topic_rates: dict[str, float]  # messages in per second, by topic
 
 
-def series(points: dict[str, Points]) -> JsonObject:
+def series(points: dict[str, Points], span: str, now_ms: int) -> JsonObject:
     """A chart's series in the columnar shape uPlot draws: shared x (seconds), one y column per name (None where a
-    series has no point at that time)."""
+    series has no point at that time); ``from`` and ``to`` are the span's ends, so the time axis is the span's
+    even when the history is younger than it."""
     times = sorted({t for pts in points.values() for t, _ in pts})
     index = {t: i for i, t in enumerate(times)}
     columns: dict[str, list[float | None]] = {}
@@ -36,7 +38,8 @@ def series(points: dict[str, Points]) -> JsonObject:
         for t, value in points[name]:
             column[index[t]] = value
         columns[name] = column
-    return {"x": [t / 1000 for t in times], "names": list(columns), "y": list(columns.values())}
+    return {"x": [t / 1000 for t in times], "names": list(columns), "y": list(columns.values()),
+            "from": (now_ms - SPAN_MS[span]) / 1000, "to": now_ms / 1000}
 
 
 def _partition(p: Partition, topic: Topic) -> JsonObject:
@@ -56,7 +59,7 @@ def _header(r: Round) -> JsonObject:
     return {"seq": r.seq, "taken_ms": r.snapshot.taken_ms, "errors": list(r.snapshot.errors)}
 
 
-def overview(r: Round, rate_chart: dict[str, Points]) -> JsonObject:
+def overview(r: Round, rate_chart: dict[str, Points], span: str) -> JsonObject:
     s = r.snapshot
     problems: dict[str, list[JsonObject]] = {"offline": [], "under_replicated": [], "under_min_isr": []}
     total = 0
@@ -79,8 +82,9 @@ def overview(r: Round, rate_chart: dict[str, Points]) -> JsonObject:
         "groups_by_status": {status: by_status.get(status, 0) for status in STATUSES},
         "rates": asdict(s.rates) if s.rates else None,
         # bytes and messages differ by orders of magnitude: a chart each
-        "throughput_bytes": series({k: v for k, v in rate_chart.items() if k.startswith("bytes")}),
-        "throughput_messages": series({k: v for k, v in rate_chart.items() if not k.startswith("bytes")}),
+        "throughput_bytes": series({k: v for k, v in rate_chart.items() if k.startswith("bytes")}, span, s.taken_ms),
+        "throughput_messages": series({k: v for k, v in rate_chart.items() if not k.startswith("bytes")}, span,
+                                      s.taken_ms),
     }
 
 
@@ -99,7 +103,8 @@ def group(r: Round, view: GroupView, chart: dict[str, Points], span: str, per_pa
                for m in g.members]
     return {**_header(r), "group": group_row(view),
             "partitions": [asdict(p) for p in sorted(view.partitions, key=lambda p: (p.topic, p.partition))],
-            "members": members, "chart": {"span": span, "per_partition": per_partition, **series(chart)}}
+            "members": members,
+            "chart": {"span": span, "per_partition": per_partition, **series(chart, span, r.snapshot.taken_ms)}}
 
 
 def topics(r: Round) -> JsonObject:

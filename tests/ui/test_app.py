@@ -58,7 +58,8 @@ async def test_every_page_and_its_json_twin():
         assert overview["groups_by_status"]["OK"] == 2
         assert overview["throughput_bytes"]["names"] == ["bytes_in", "bytes_out"]
         assert overview["throughput_bytes"]["y"] == [[1000.0], [500.0]]
-        assert overview["throughput_messages"] == {"x": [T0 / 1000], "names": ["messages_in"], "y": [[20.0]]}
+        assert overview["throughput_messages"] == {"x": [T0 / 1000], "names": ["messages_in"], "y": [[20.0]],
+                                              "from": (T0 - 3_600_000) / 1000, "to": T0 / 1000}
 
         groups = {g["name"]: g for g in (await (await client.get("/api/groups")).json())["groups"]}
         assert groups["zk-group"]["storage"] == "zookeeper" and groups["kafka-group"]["storage"] == "kafka"

@@ -98,16 +98,18 @@
     const existing = charts[block.id];
     const same = existing && existing._names === data.names.join("\u0000");
     const columns = [data.x, ...data.y];
-    if (same) { existing.setData(columns); return; }
+    if (same) { existing._span.from = data.from; existing._span.to = data.to; existing.setData(columns); return; }
     if (existing) { existing.destroy(); delete charts[block.id]; }
+    const span = {from: data.from, to: data.to};
     const opts = {
       width: Math.max(300, main.clientWidth - 40), height: 220,
-      scales: {x: {time: true}},
+      scales: {x: {time: true, range: () => [span.from, span.to]}},  // the span's, even before the history fills it
       axes: [{}, {label: block.unit, size: 70}],
       series: [{}, ...data.names.map((n, i) => ({label: n, stroke: COLORS[i % COLORS.length], width: 1.5,
                                                   spanGaps: true}))],
     };
     const chart = new uPlot(opts, columns, holder);
+    chart._span = span;
     chart._names = data.names.join("\u0000");
     charts[block.id] = chart;
   }

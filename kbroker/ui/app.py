@@ -29,13 +29,13 @@ from aiohttp import BasicAuth, web
 from kbroker.metrics import CONTENT_TYPE
 from kbroker.ui import views
 from kbroker.ui.exposition import metrics_text
-from kbroker.ui.model import GroupView, Points, Snapshot
-from kbroker.ui.views import Round
+from kbroker.ui.model import GroupView, Points, Snapshot, Storage
+from kbroker.ui.views import Round, Span
 
 log = logging.getLogger(__name__)
 
 STATIC = Path(__file__).with_name("static")
-SPANS = tuple(views.SPAN_MS)
+SPANS: dict[str, views.Span] = {span: span for span in views.SPAN_MS}
 KEEPALIVE_S = 15.0  # an SSE comment this often keeps proxies from closing an idle stream
 T = TypeVar("T")
 
@@ -50,8 +50,9 @@ class Sampler(Protocol):
     def ingest(self, snapshot: Snapshot) -> None: ...
     def groups(self) -> list[GroupView]: ...
     def group(self, name: str) -> GroupView | None: ...
-    def lag_chart(self, group: str, span: str, per_partition: bool = False) -> dict[str, Points]: ...
-    def rate_chart(self, span: str) -> dict[str, Points]: ...
+    def lag_chart(self, group: str, span: Span, per_partition: bool = False, *,
+                  storage: Storage | None = None) -> dict[str, Points]: ...
+    def rate_chart(self, span: Span) -> dict[str, Points]: ...
     def topic_rates(self) -> dict[str, float]: ...
     def maintain(self) -> None: ...
 
@@ -115,7 +116,8 @@ def page_html(page: str, name: str = "") -> str:
 
 class Ui:
     def __init__(self, collector: Collector, make_sampler: Callable[[], Sampler], *, interval: float = 10.0,
-                 maintain_every: float = 300.0, credentials: Credentials | None = None) -> None:
+                 maintain_every: float = 300.0, credentials: Credentials | None = None,
+                 close_history: Callable[[], None] | None = None) -> None:
         if interval <= 0:
             raise ValueError("the sampling interval must be positive")
         self._collector = collector
@@ -124,6 +126,7 @@ class Ui:
         self.interval = interval
         self.maintain_every = maintain_every
         self._credentials = credentials
+        self._close_history = close_history  # on the history thread, as the app stops
         # one thread for everything that touches the history (SQLite): the sampler is made on it too
         self._history = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbroker-ui-history")
         self._round: Round | None = None
@@ -218,7 +221,10 @@ class Ui:
             pass
 
     async def _stop_history(self, app: web.Application) -> None:
-        await asyncio.get_running_loop().run_in_executor(None, self._history.shutdown)
+        loop = asyncio.get_running_loop()
+        if self._close_history is not None and self._sampler is not None:
+            await loop.run_in_executor(self._history, self._close_history)
+        await loop.run_in_executor(None, self._history.shutdown)
 
     @web.middleware
     async def _guard(self, request: web.Request,
@@ -258,9 +264,9 @@ class Ui:
         r = self._round
         if r is None:
             return self._no_round()
-        span = request.query.get("span", "1h")
-        if span not in SPANS:
-            return web.json_response({"error": f"span must be one of {', '.join(SPANS)}"}, status=400)
+        span = SPANS.get(request.query.get("span", "1h"))
+        if span is None:
+            return _bad_span()
         chart = await self._on_history(lambda sampler: sampler.rate_chart(span))
         return self._answer(views.overview(r, chart, span))
 
@@ -269,14 +275,16 @@ class Ui:
         if r is None:
             return self._no_round()
         name = request.match_info["name"]
-        span = request.query.get("span", "1h")
+        span = SPANS.get(request.query.get("span", "1h"))
         per_partition = request.query.get("per_partition", "") in ("1", "true")
-        if span not in SPANS:
-            return web.json_response({"error": f"span must be one of {', '.join(SPANS)}"}, status=400)
-        view = next((g for g in r.groups if g.name == name), None)
+        if span is None:
+            return _bad_span()
+        view = views.find_group(r, name, views.storage_of(request.query.get("storage")))
         if view is None:
             return web.json_response({"error": f"no consumer group {name!r}"}, status=404)
-        chart = await self._on_history(lambda sampler: sampler.lag_chart(name, span, per_partition))
+        storage = view.storage
+        chart = await self._on_history(
+            lambda sampler: sampler.lag_chart(name, span, per_partition, storage=storage))
         return self._answer(views.group(r, view, chart, span, per_partition))
 
     async def _topic(self, request: web.Request) -> web.Response:
@@ -323,6 +331,10 @@ class Ui:
     async def _close_streams(self, app: web.Application) -> None:
         for stream in list(self._streams):
             _offer(stream, None)
+
+
+def _bad_span() -> web.Response:
+    return web.json_response({"error": f"span must be one of {', '.join(SPANS)}"}, status=400)
 
 
 def _offer(stream: asyncio.Queue[Round | None], item: Round | None) -> None:

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import asdict, dataclass
+from typing import Literal
 
-from kbroker.ui.model import GroupView, Partition, Points, Snapshot, Status, Topic
+from kbroker.ui.model import GroupView, Partition, Points, Snapshot, Status, Storage, Topic
 
 JsonObject = dict[str, object]
 
-SPAN_MS = {"1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000}
+Span = Literal["1h", "24h", "7d"]  # a chart's time span
+SPAN_MS: dict[Span, int] = {"1h": 3_600_000, "24h": 86_400_000, "7d": 7 * 86_400_000}
 STATUSES: tuple[Status, ...] = ("OK", "WARN", "ERR", "STOP", "STALL", "REWIND", "NOTFOUND")
 
 
@@ -26,7 +28,7 @@ class Round:
     topic_rates: dict[str, float]  # messages in per second, by topic
 
 
-def series(points: dict[str, Points], span: str, now_ms: int) -> JsonObject:
+def series(points: dict[str, Points], span: Span, now_ms: int) -> JsonObject:
     """A chart's series in the columnar shape uPlot draws: shared x (seconds), one y column per name (None where a
     series has no point at that time); ``from`` and ``to`` are the span's ends, so the time axis is the span's
     even when the history is younger than it."""
@@ -59,7 +61,7 @@ def _header(r: Round) -> JsonObject:
     return {"seq": r.seq, "taken_ms": r.snapshot.taken_ms, "errors": list(r.snapshot.errors)}
 
 
-def overview(r: Round, rate_chart: dict[str, Points], span: str) -> JsonObject:
+def overview(r: Round, rate_chart: dict[str, Points], span: Span) -> JsonObject:
     s = r.snapshot
     problems: dict[str, list[JsonObject]] = {"offline": [], "under_replicated": [], "under_min_isr": []}
     total = 0
@@ -98,7 +100,7 @@ def groups(r: Round) -> JsonObject:
     return {**_header(r), "groups": [group_row(g) for g in sorted(r.groups, key=lambda g: (g.name, g.storage))]}
 
 
-def group(r: Round, view: GroupView, chart: dict[str, Points], span: str, per_partition: bool) -> JsonObject:
+def group(r: Round, view: GroupView, chart: dict[str, Points], span: Span, per_partition: bool) -> JsonObject:
     members = [asdict(m) for g in r.snapshot.groups if g.name == view.name and g.storage == view.storage
                for m in g.members]
     return {**_header(r), "group": group_row(view),
@@ -135,6 +137,16 @@ def brokers(r: Round) -> JsonObject:
                             for t, p, size in sorted(d.partitions, key=lambda x: (-x[2], x[0], x[1]))]}
             for d in sorted(r.snapshot.log_dirs, key=lambda d: (d.broker, d.path))]
     return {**_header(r), "brokers": _brokers(r.snapshot), "controller": r.snapshot.controller, "log_dirs": dirs}
+
+
+def find_group(r: Round, name: str, storage: str | None) -> GroupView | None:
+    """A group of the round by name; a name stored both ways is told apart by its storage (Kafka's first)."""
+    found = [g for g in r.groups if g.name == name and storage in (None, g.storage)]
+    return min(found, key=lambda g: g.storage != "kafka", default=None)
+
+
+def storage_of(text: str | None) -> Storage | None:
+    return "kafka" if text == "kafka" else "zookeeper" if text == "zookeeper" else None
 
 
 def find_topic(snapshot: Snapshot, name: str) -> Topic | None:

@@ -73,7 +73,8 @@ class SamplerDouble:
     def group(self, name: str) -> GroupView | None:
         return next((g for g in self.groups() if g.name == name), None)
 
-    def lag_chart(self, group: str, span: str, per_partition: bool = False) -> dict[str, Points]:
+    def lag_chart(self, group: str, span: str, per_partition: bool = False, *,
+                  storage: str | None = None) -> dict[str, Points]:
         found = self.group(group)
         assert found is not None
         return {"total": tuple((s.taken_ms, float(found.total_lag)) for s in self.snapshots)}

@@ -115,6 +115,8 @@ async def test_unknown_names_and_bad_spans_are_answered_plainly():
         answer = await client.get("/api/groups/nobody")
         assert answer.status == 404 and "nobody" in (await answer.json())["error"]
         assert (await client.get("/api/topics/nothing")).status == 404
+        assert (await client.get("/api/groups/kafka-group?storage=zookeeper")).status == 404
+        assert (await client.get("/api/groups/zk-group?storage=zookeeper")).status == 200
         answer = await client.get("/api/groups/kafka-group?span=2h")
         assert answer.status == 400 and "1h, 24h, 7d" in (await answer.json())["error"]
 

@@ -54,7 +54,7 @@
   function clock(ms) { return new Date(ms).toLocaleTimeString([], {hour12: false}); }
   function badge(status) { return el("span", {cls: "status s-" + status, text: status}); }
   function link(href, text) { return el("a", {href: href, text: text}); }
-  function groupHref(g) { return "/groups/" + encodeURIComponent(g); }
+  function groupHref(g, storage) { return "/groups/" + encodeURIComponent(g) + "?storage=" + storage; }
   function topicHref(t) { return "/topics/" + encodeURIComponent(t); }
 
   // A table: columns are [key, header, cell(row) -> text or node, class(row)?]; rows carry data-key for the tests.
@@ -163,7 +163,7 @@
   function groups(d) {
     const now = d.taken_ms;
     return [{id: "groups", title: "Consumer groups", node: table("group-table", [
-      ["name", "group", (g) => link(groupHref(g.name), g.name)], ["storage", "storage", (g) => g.storage],
+      ["name", "group", (g) => link(groupHref(g.name, g.storage), g.name)], ["storage", "storage", (g) => g.storage],
       ["state", "state", (g) => g.state], ["status", "status", (g) => badge(g.status)],
       ["partitions", "partitions", (g) => g.partitions], ["total_lag", "total lag", (g) => num(g.total_lag)],
       ["lag_seconds", "lag", (g) => seconds(g.lag_seconds)],

@@ -178,7 +178,11 @@ class Ui:
         next_maintenance = loop.time() + self.maintain_every
         while True:
             started = loop.time()
-            await self.sample_once()
+            try:
+                await self.sample_once()
+            except Exception as exc:  # a bug in a round must not end the sampling: log it, say it, go on
+                log.exception("sampling round failed")
+                self._last_error = f"{type(exc).__name__}: {exc}"
             if loop.time() >= next_maintenance:  # roll-ups, deletions and the size cap, off the event loop
                 await self._on_history(lambda sampler: sampler.maintain())
                 next_maintenance = loop.time() + self.maintain_every

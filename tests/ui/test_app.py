@@ -231,3 +231,21 @@ async def test_a_history_that_cannot_keep_a_sample_is_reported_and_the_last_roun
         assert await ui.sample_once() is None
         body = await (await client.get("/api/brokers")).json()
         assert body["seq"] == 1 and body["sample_error"] == "history: database or disk is full"
+
+
+async def test_a_failing_round_is_logged_and_the_loop_goes_on():
+    class Broken(SamplerDouble):
+        def ingest(self, snapshot):
+            super().ingest(snapshot)
+            if len(self.snapshots) == 1:
+                raise RuntimeError("a bug in one round")
+
+    sampler = Broken()
+    ui = Ui(HandCollector([cluster_snapshot()]), lambda: sampler, interval=0.02)
+    task = asyncio.create_task(ui.sample_forever())
+    try:
+        while len(sampler.snapshots) < 3:
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert not task.done() or task.cancelled()

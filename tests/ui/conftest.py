@@ -1,5 +1,5 @@
-"""The web app's fast tests: coroutine tests on a fresh event loop (no plugin needed), a collector that hands out
-hand-built snapshots, and, until kbroker.ui.sampler lands, a test double of the sampler (here only)."""
+"""The web app's fast tests: coroutine tests on a fresh event loop (no plugin needed), and a collector that hands
+out hand-built snapshots (the sampler and history behind it are the real ones)."""
 from __future__ import annotations
 
 import asyncio
@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from kbroker.ui.model import GroupView, PartitionLag, Points, Snapshot
+from kbroker.ui.model import Snapshot
 
 HANG_GUARD_S = 30
 
@@ -44,52 +44,3 @@ class HandCollector:
 
     async def close(self) -> None:
         self.closed = True
-
-
-class SamplerDouble:
-    """Lag from the latest snapshot only, every group OK: enough for the app's routes (the real sampler's rules
-    are tested with it)."""
-
-    def __init__(self) -> None:
-        self.snapshots: list[Snapshot] = []
-        self.maintained = 0
-
-    def ingest(self, snapshot: Snapshot) -> None:
-        self.snapshots.append(snapshot)
-
-    def groups(self) -> list[GroupView]:
-        s = self.snapshots[-1]
-        ends = {(p.topic, p.partition): p.log_end for t in s.topics for p in t.partitions}
-        views = []
-        for g in s.groups:
-            parts = tuple(PartitionLag(c.topic, c.partition, c.offset, ends[c.topic, c.partition],
-                                       max(0, ends[c.topic, c.partition] - c.offset), 1.5, c.timestamp_ms, None, "OK")
-                          for c in s.commits if c.group == g.name)
-            views.append(GroupView(g.name, g.storage, g.state, "OK", sum(p.lag for p in parts), 1.5,
-                                   max((p.last_commit_ms or 0 for p in parts), default=None), parts,
-                                   tuple(_lag(x, g.name) for x in self.snapshots)))
-        return views
-
-    def group(self, name: str) -> GroupView | None:
-        return next((g for g in self.groups() if g.name == name), None)
-
-    def lag_chart(self, group: str, span: str, per_partition: bool = False, *,
-                  storage: str | None = None) -> dict[str, Points]:
-        found = self.group(group)
-        assert found is not None
-        return {"total": tuple((s.taken_ms, float(found.total_lag)) for s in self.snapshots)}
-
-    def rate_chart(self, span: str) -> dict[str, Points]:
-        return {name: tuple((s.taken_ms, getattr(s.rates, name)) for s in self.snapshots if s.rates)
-                for name in ("bytes_in", "bytes_out", "messages_in")}
-
-    def topic_rates(self) -> dict[str, float]:
-        return {"orders": 12.5}
-
-    def maintain(self) -> None:
-        self.maintained += 1
-
-
-def _lag(s: Snapshot, group: str) -> int:
-    ends = {(p.topic, p.partition): p.log_end for t in s.topics for p in t.partitions}
-    return sum(max(0, ends[c.topic, c.partition] - c.offset) for c in s.commits if c.group == group)

@@ -239,7 +239,7 @@ class Ui:
         response = await handler(request)
         # the pages load only what kbroker serves: a script that tried anything else would be refused
         response.headers.setdefault("Content-Security-Policy",
-                                    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+                                    "default-src 'self'; img-src 'self' data:; style-src 'self'; "
                                     "frame-ancestors 'none'")
         response.headers.setdefault("X-Content-Type-Options", "nosniff")
         return response

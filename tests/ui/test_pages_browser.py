@@ -4,7 +4,8 @@ ZooKeeper-era consumer writes) and a Kafka-stored group that lags; `kbroker ui` 
 
 Each page's tables say what Kafka's Admin API (confluent-kafka) answers, the group's lag chart is drawn, nothing is
 logged to the console as an error, no request leaves 127.0.0.1, and a sampling round pushed by the server changes
-a cell with no reload; a broker killed at the end turns down on the open overview, with its partitions
+a cell with no reload; the ZooKeeper-era group turns STALL, STOP and OK again as it commits without moving, stops and
+catches up; a broker killed at the end turns down on the open overview, with its partitions
 under-replicated. A screenshot of each page is written to the directory the test prints (pytest's tmp dir),
 and also to ``$KBROKER_UI_SCREENSHOTS`` when set (the README's come from ``KBROKER_UI_SCREENSHOTS=docs/ui``).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -197,6 +199,7 @@ def test_every_page_in_a_browser(web_cluster: Cluster, tmp_path: Path) -> None:
                 browser = Browser(chromium.new_page(viewport={"width": 1280, "height": 900}), shots)
                 check_live_update(browser, ui.url, admin)
                 check_pages(browser, ui.url, admin, web_cluster)
+                check_statuses(browser, ui.url, admin)
                 check_broker_down(browser, ui.url, admin, web_cluster)
             finally:
                 chromium.close()
@@ -303,6 +306,41 @@ def check_live_update(browser: Browser, url: str, admin: AdminView) -> None:
     expected = admin.log_ends()[partition]
     assert expected == before + 7
     page.wait_for_function(f"() => document.querySelector(\"{cell}\").textContent === '{expected}'", timeout=30_000)
+    assert page.evaluate("window.kbrokerNotReloaded") is True
+
+
+def check_statuses(browser: Browser, url: str, admin: AdminView) -> None:
+    """Burrow's rules on the open groups page as the ZooKeeper-era consumer misbehaves: committing the same lagging
+    offsets again and again turns it STALL, no commit for longer than its window spans STOP, and committing the
+    log end (it resumed and caught up) OK again."""
+    page = browser.page
+    browser.open(url + "groups")
+    page.evaluate("window.kbrokerNotReloaded = true")
+    status = f"#group-table tr[data-key='zookeeper/{ZK_GROUP}'] td[data-col=status]"
+
+    def shows(value: str) -> None:
+        page.wait_for_function(f"() => document.querySelector(\"{status}\").textContent === '{value}'",
+                               timeout=90_000)
+
+    lagging = fetch_v0(admin.bootstrap)
+    assert all(lagging[p] < end for p, end in admin.log_ends().items())
+    stop = threading.Event()
+
+    def commit_without_moving() -> None:
+        while not stop.is_set():
+            commit_v0(admin.bootstrap, lagging)
+            stop.wait(0.5)
+    committer = threading.Thread(target=commit_without_moving, name="stalled-consumer")
+    committer.start()
+    try:
+        shows("STALL")
+    finally:
+        stop.set()
+        committer.join()
+    shows("STOP")
+    commit_v0(admin.bootstrap, admin.log_ends())
+    shows("OK")
+    assert cells(page, "group-table", "total_lag")[f"zookeeper/{ZK_GROUP}"] == "0"
     assert page.evaluate("window.kbrokerNotReloaded") is True
 
 

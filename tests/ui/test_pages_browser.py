@@ -3,10 +3,12 @@
 ZooKeeper-era consumer writes) and a Kafka-stored group that lags; `kbroker ui` runs as a process.
 
 Each page's tables say what Kafka's Admin API (confluent-kafka) answers, the group's lag chart is drawn, nothing is
-logged to the console as an error, no request leaves 127.0.0.1, and a sampling round pushed by the server changes
-a cell with no reload; the ZooKeeper-era group turns STALL, STOP and OK again as it commits without moving, stops and
-catches up; a broker killed at the end turns down on the open overview, with its partitions
-under-replicated. A screenshot of each page is written to the directory the test prints (pytest's tmp dir),
+logged to the console as an error, no request leaves 127.0.0.1, and a sampling round pushed by the server changes a
+cell with no reload. Burrow's statuses, pushed to the open groups page: the ZooKeeper-era group turns STALL, STOP and
+OK again as it commits without moving, goes silent and catches up; a Kafka-stored group keeping up with a producer
+turns STOP when its consumer stops and OK when it resumes. A broker killed at the end turns down on the open
+overview, with its partitions under-replicated.
+A screenshot of each page is written to the directory the test prints (pytest's tmp dir),
 and also to ``$KBROKER_UI_SCREENSHOTS`` when set (the README's come from ``KBROKER_UI_SCREENSHOTS=docs/ui``).
 """
 from __future__ import annotations
@@ -35,6 +37,7 @@ TOPIC = "web-orders"
 PARTITIONS = 3
 ZK_GROUP = "web-zk-era-group"
 KAFKA_GROUP = "web-lagging-group"
+LIVE_GROUP = "web-live-group"
 ZK_CONSUMER = f"{ZK_GROUP}_host-1-{uuid.uuid4().hex[:8]}"
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
 CHROMIUM = "/usr/bin/chromium"
@@ -200,6 +203,7 @@ def test_every_page_in_a_browser(web_cluster: Cluster, tmp_path: Path) -> None:
                 check_live_update(browser, ui.url, admin)
                 check_pages(browser, ui.url, admin, web_cluster)
                 check_statuses(browser, ui.url, admin)
+                check_consumer_stops_and_resumes(browser, ui.url, admin)
                 check_broker_down(browser, ui.url, admin, web_cluster)
             finally:
                 chromium.close()
@@ -341,6 +345,94 @@ def check_statuses(browser: Browser, url: str, admin: AdminView) -> None:
     commit_v0(admin.bootstrap, admin.log_ends())
     shows("OK")
     assert cells(page, "group-table", "total_lag")[f"zookeeper/{ZK_GROUP}"] == "0"
+    assert page.evaluate("window.kbrokerNotReloaded") is True
+
+
+class Background:
+    """A loop in a thread until stopped: a steady producer, a consumer polling with auto-commit."""
+
+    def __init__(self, name: str, step) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(step,), name=name)
+        self._thread.start()
+
+    def _run(self, step) -> None:
+        state = step(None)
+        try:
+            while not self._stop.is_set():
+                step(state)
+        finally:
+            state.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        assert not self._thread.is_alive()
+
+
+def producing(bootstrap: str) -> Background:
+    class Steady:
+        def __init__(self) -> None:
+            self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+
+        def close(self) -> None:
+            self.producer.flush(10)
+
+    def step(state: Steady | None) -> Steady:
+        if state is None:
+            return Steady()
+        for i in range(5):
+            state.producer.produce(TOPIC, value=b"steady", partition=i % PARTITIONS)
+        state.producer.poll(0.25)
+        return state
+    return Background("steady-producer", step)
+
+
+def consuming(bootstrap: str) -> Background:
+    def step(consumer: Consumer | None) -> Consumer:
+        if consumer is None:
+            consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": LIVE_GROUP, "client.id": "web-live",
+                                 "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                                 "auto.commit.interval.ms": 500})
+            consumer.subscribe([TOPIC])
+            return consumer
+        consumer.poll(0.2)
+        return consumer
+    return Background("live-consumer", step)
+
+
+def check_consumer_stops_and_resumes(browser: Browser, url: str, admin: AdminView) -> None:
+    """A Kafka-stored group keeping up with a steady producer is OK; its consumer stops and it turns STOP; it
+    resumes and turns OK again (each pushed to the open groups page)."""
+    page = browser.page
+    browser.open(url + "groups")
+    page.evaluate("window.kbrokerNotReloaded = true")
+    status = f"#group-table tr[data-key='kafka/{LIVE_GROUP}'] td[data-col=status]"
+
+    def shows(value: str) -> None:
+        page.wait_for_function(f"() => document.querySelector(\"{status}\")?.textContent === '{value}'",
+                               timeout=90_000)
+
+    producer = producing(admin.bootstrap)
+    try:
+        consumer = consuming(admin.bootstrap)
+        try:
+            shows("OK")
+            # it keeps up on every partition (OK from a run of commits, not from a lone first one)
+            partitions = f"#group-table tr[data-key='kafka/{LIVE_GROUP}'] td[data-col=partitions]"
+            page.wait_for_function(f"() => document.querySelector(\"{partitions}\").textContent === '{PARTITIONS}'",
+                                   timeout=60_000)
+            shows("OK")
+        finally:
+            consumer.stop()
+        shows("STOP")
+        consumer = consuming(admin.bootstrap)
+        try:
+            shows("OK")
+        finally:
+            consumer.stop()
+    finally:
+        producer.stop()
     assert page.evaluate("window.kbrokerNotReloaded") is True
 
 

@@ -5,7 +5,7 @@ PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-DEB_PACKAGES := zookeeper kcat liburing-dev fio openssl
+DEB_PACKAGES := zookeeper kcat liburing-dev fio openssl chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # The extras of pyproject.toml: `run-deps` installs the broker's own (compression: a broker without the codec libraries
 # refuses compressed batches), `deps` adds dev = test, bench, spark, deploy and compression.
@@ -15,8 +15,16 @@ LINT_PATHS := kbroker zk_compat kazoo_bridge tests bench
 
 .PHONY: run check test test-io-uring build run-deps deps debs js clean bench lint
 
+# The broker (127.0.0.1:9092, its /metrics on STATUS_LISTEN) and `kbroker ui` beside it (UI_LISTEN), two processes;
+# Ctrl-C stops both. The UI's history is ./kbroker-ui.sqlite.
+UI_LISTEN := 127.0.0.1:9021
+STATUS_LISTEN := 127.0.0.1:9094
 run: build
-	$(VENV)/bin/kbroker serve
+	@trap 'kill $$broker 2>/dev/null; wait $$broker' EXIT; \
+	$(VENV)/bin/kbroker serve --override status.listener=http://$(STATUS_LISTEN) & broker=$$!; \
+	echo "kbroker ui: http://$(UI_LISTEN)/ (the broker: 127.0.0.1:9092; Ctrl-C stops both)"; \
+	$(VENV)/bin/kbroker ui --bootstrap-server 127.0.0.1:9092 --broker-metrics http://$(STATUS_LISTEN)/metrics \
+		--listen $(UI_LISTEN) --history kbroker-ui.sqlite
 
 # The fast tier, while working: every test that runs inside pytest's process, tests/quality's ruff, mypy and import
 # contracts among them (no ZooKeeper, no broker process, no command line, no Spark: tests/conftest.py marks those
@@ -98,7 +106,7 @@ tests/js/node_modules/.stamp: tests/js/package.json tests/js/package-lock.json
 	cd tests/js && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-# Debian packages the tests drive for real (ZooKeeper, kcat) and tools bench/ uses.
+# Debian packages the tests drive for real (ZooKeeper, kcat, chromium for tests/ui's pages) and tools bench/ uses.
 debs:
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \

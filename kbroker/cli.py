@@ -16,6 +16,8 @@
                                                                        (kafka-leader-election.sh)
     kbroker log-dirs --bootstrap-server HOST:PORT --describe [--broker-list 1,2] [--topic-list a,b]
                                                                        (kafka-log-dirs.sh)
+    kbroker ui --bootstrap-server HOST:PORT [--zookeeper HOST:PORT/CHROOT] [--listen 127.0.0.1:9021] ...
+                                       (a read-only web page of the cluster: lag over time, group status, health)
 
 Exit status: 0 success, 1 failure (one line on stderr), 2 bad arguments.
 """
@@ -147,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     configs.add_parser(sub)
     leader_election.add_parser(sub)
     log_dirs.add_parser(sub)
+    from kbroker.ui import command as ui
+    ui.add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(args)
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"no such file: {', '.join(missing)}")
         from kbroker.log.dump import dump_log
         return dump_log(args.files)
-    if args.command in ("topics", "groups", "reassign", "acls", "configs", "leader-election", "log-dirs"):
+    if args.command in ("topics", "groups", "reassign", "acls", "configs", "leader-election", "log-dirs", "ui"):
         try:
             tool: Callable[[argparse.Namespace], int] = args.run
             return tool(args)

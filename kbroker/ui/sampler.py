@@ -246,11 +246,12 @@ def _assigned(group: Group) -> Iterable[TopicPartition]:
 
 
 def _owners(group: Group) -> dict[TopicPartition, str]:
-    """Who reads each partition: a Kafka member as "client_id/host", a ZooKeeper owner by its consumer id."""
+    """Who reads each partition: a Kafka member as "client_id/host", a ZooKeeper owner by its consumer id (the
+    owner node says it; the collector also lists a ZooKeeper group's consumers as members, with no host)."""
     owners = {(t, p): consumer for t, p, consumer in group.owners}
     for member in group.members:
         for key in member.assignment:
-            owners[key] = f"{member.client_id}/{member.host.lstrip('/')}"
+            owners.setdefault(key, f"{member.client_id}/{member.host.lstrip('/')}")
     return owners
 
 

@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from kbroker.ui.history import History
-from kbroker.ui.model import Group, Rates
+from kbroker.ui.model import Group, Member, Rates
 from kbroker.ui.sampler import Sampler
 
 from .builders import FakeClock, commit, kafka_group, snapshot
@@ -47,6 +47,19 @@ def test_lag_last_commit_and_owner_of_each_partition(history, clock):
     assert legacy.partitions[0].owner == "legacy_host-1600000000000-ab12cd34-0"
     assert (legacy.total_lag, legacy.last_commit_ms) == (400, clock.ms - 9000)
     assert [g.name for g in sampler.groups()] == ["billing", "legacy"]
+
+
+def test_a_zookeeper_group_s_owner_is_its_owner_node_s_consumer_id(history, clock):
+    """The collector lists a ZooKeeper group's consumers as members too (member and client id the consumer id, no
+    host): the owner shown is still the owner node's consumer id."""
+    consumer = "legacy_host-1600000000000-ab12cd34-0"
+    zk = Group(name="legacy", storage="zookeeper", state="Active",
+               members=(Member(consumer, consumer, "", (("orders", 0),)),), owners=(("orders", 0, consumer),))
+    sampler = Sampler(history, clock=clock)
+    sampler.ingest(snapshot(clock.ms, {("orders", 0): 500}, groups=[zk],
+                            commits=[commit("legacy", "orders", 0, 100, clock.ms - 9000, "zookeeper")]))
+    legacy = sampler.group("legacy")
+    assert legacy is not None and [p.owner for p in legacy.partitions] == [consumer]
 
 
 def test_lag_seconds_is_how_long_ago_the_log_end_passed_the_committed_offset(history, clock):

@@ -88,6 +88,7 @@ class LiveBroker:
 class Snapshot:
     brokers: dict[int, LiveBroker] = field(default_factory=dict)
     controller_id: int | None = None
+    # read only: a topic's dict (and its configs') is shared by the snapshots until its node changes
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     topic_ids: dict[str, str | None] = field(default_factory=dict)
     configs: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -151,6 +152,9 @@ class ClusterView:
         # what the last reads found (executor thread), kept while their watches stay armed: a topic's assignment
         # (None: no such node, an exists watch armed) and a partition's state with its zkVersion
         self._topics: dict[str, TopicAssignment | None] = {}
+        # each topic's assignment as the snapshots hand it out, made once per read of the topic's node (not at every
+        # refresh: thousands of topics), and shared by the snapshots until it changes (they never modify it)
+        self._handed_out: dict[str, tuple[TopicAssignment, dict[int, list[int]]]] = {}
         self._states: dict[tuple[str, int], tuple[PartitionState, int] | None] = {}
         self._changed: set[str] = set()  # paths whose watch fired since the last read (any thread)
         self._changed_lock = threading.Lock()
@@ -315,6 +319,7 @@ class ClusterView:
         topics = sorted(self._children(TopicsZNode.path()))
         for gone in set(self._topics).difference(topics):
             del self._topics[gone]
+            self._handed_out.pop(gone, None)
         if len(self._states) > 0:
             listed = set(topics)
             for key in [k for k in self._states if k[0] not in listed]:
@@ -327,7 +332,10 @@ class ClusterView:
             assignment = self._topics[topic]
             if assignment is None:
                 continue
-            snap.assignments[topic] = {p: list(r) for p, r in assignment.partitions.items()}
+            handed = self._handed_out.get(topic)
+            if handed is None or handed[0] is not assignment:
+                handed = self._handed_out[topic] = (assignment, {p: list(r) for p, r in assignment.partitions.items()})
+            snap.assignments[topic] = handed[1]
             for p in set(assignment.adding_replicas) | set(assignment.removing_replicas):
                 snap.moving[(topic, p)] = (list(assignment.adding_replicas.get(p, [])),
                                            list(assignment.removing_replicas.get(p, [])))

@@ -37,6 +37,8 @@ class ZooKeeperTopics(TopicAdmin):
         self.cluster = cluster
         self.metadata = metadata  # what the controller last told us (UpdateMetadata)
         self._pending: set[str] = set()  # created here, not yet seen in a snapshot
+        # what apply_snapshot last took of each topic (assignment, configs, id): the same objects again change nothing
+        self._applied: dict[str, tuple[dict[int, list[int]], dict[str, str], str | None]] = {}
         self.run_blocking: RunBlocking = cluster.run_blocking
         self._awaited: dict[str, int] = {}  # topics some admin answer waits for (how many answers)
         metadata.listeners.append(self._on_metadata)
@@ -201,6 +203,7 @@ class ZooKeeperTopics(TopicAdmin):
         for name in list(self.topics):
             if name not in snap.assignments and name not in self._pending:
                 info = self.topics.pop(name)
+                self._applied.pop(name, None)
                 self.log_manager.topic_overrides.pop(name, None)
                 self.replicas.delete_partitions(name, info.assignment)  # the controller removed it
                 log.info("topic %s is gone from ZooKeeper: its local logs are deleted", name)
@@ -208,6 +211,12 @@ class ZooKeeperTopics(TopicAdmin):
         for name, assignment in snap.assignments.items():
             configs = snap.configs.get(name, {})
             known = self.topics.get(name)
+            topic_id = snap.topic_ids.get(name)
+            applied = self._applied.get(name)
+            if (known is not None and applied is not None and applied[0] is assignment and applied[1] is configs
+                    and applied[2] == topic_id):
+                continue  # the very dicts applied last time: the view shares them until the topic's nodes change
+            self._applied[name] = (assignment, configs, topic_id)
             if (known.configs != configs) if known is not None else bool(configs):
                 # changed, or seen for the first time while the controller's LeaderAndIsr already created its
                 # logs here with the broker's defaults (it may come before this broker's view has the topic)

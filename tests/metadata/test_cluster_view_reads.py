@@ -13,7 +13,7 @@ from tests.store_contract.backends import CountingStore
 from zk_compat import layout
 from zk_compat.embedded import EmbeddedServer
 from zk_compat.store import MetadataStore
-from zk_compat.znodes import PartitionState
+from zk_compat.znodes import PartitionState, TopicAssignment
 
 
 def add_topic(store: MetadataStore, name: str) -> None:
@@ -86,3 +86,35 @@ def test_a_topics_states_appear_together_though_their_watch_events_come_one_by_o
 
     snap = asyncio.run(main())
     assert sorted(snap.states) == [("new", p) for p in range(4)]
+
+
+def test_a_topics_assignment_is_handed_out_once_per_change_of_its_node() -> None:
+    """A refresh copies no assignment that did not change (thousands of topics at every refresh): snapshots share
+    a topic's dict until its node changes, and then carry the new one."""
+    async def main() -> tuple[Snapshot, Snapshot, Snapshot]:
+        server = EmbeddedServer()
+        store = server.connect()
+        add_topic(store, "a")
+        add_topic(store, "b")
+        view = ClusterView(store, asyncio.get_running_loop(), lambda s: None)
+        first = await view.loop.run_in_executor(None, view._read)
+        add_topic(store, "c")
+        with view._changed_lock:
+            view._changed = {"/brokers/topics"}
+        second = await view.loop.run_in_executor(None, view._read)
+        layout.set_topic_assignment(store, "a", TopicAssignment({p: [1, 2] for p in range(4)}))
+        with view._changed_lock:
+            view._changed = {"/brokers/topics/a"}
+        third = await view.loop.run_in_executor(None, view._read)
+        view.stop()
+        store.close()
+        server.close()
+        return first, second, third
+
+    first, second, third = asyncio.run(main())
+    assert second.assignments["a"] is first.assignments["a"] and second.assignments["b"] is first.assignments["b"]
+    assert third.assignments["b"] is first.assignments["b"]
+    assert third.assignments["a"] is not first.assignments["a"]
+    assert third.assignments["a"] == {p: [1, 2] for p in range(4)}
+    assert first.assignments["a"] == {p: [1] for p in range(4)}
+    assert sorted(second.assignments) == ["a", "b", "c"]

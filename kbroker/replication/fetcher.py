@@ -40,6 +40,9 @@ OFFSET_FOR_LEADER_EPOCH_VERSION = 3
 LIST_OFFSETS_VERSION = 2
 INITIAL_SESSION_EPOCH = 0
 MAX_SESSION_EPOCH = 2**31 - 1
+# At most one cut of a waiting Fetch (see ``LeaderFetcher.add``) per this long: a LeaderAndIsr adds thousands of
+# partitions a few at a time, and each cut costs a full fetch of every partition followed from that leader.
+CUT_INTERVAL_S = 0.1
 EARLIEST, LATEST = -2, -1
 
 # Answers that mean "ask again once the metadata moved on": back off, the view re-assigns.
@@ -87,6 +90,9 @@ class LeaderFetcher:
         self._wake = asyncio.Event()
         self._polling = False      # a Fetch is waiting at the leader (up to replica.fetch.wait.max.ms)
         self._interrupted = False  # ... and add() cut it short to fetch the new partition too
+        self._added = False        # a partition was added since the last Fetch was sent
+        self._last_cut = 0.0       # monotonic seconds
+        self._cut_timer: asyncio.TimerHandle | None = None
         # KIP-227 fetch session with the leader: after a full Fetch opens it, a request names only the
         # partitions whose fetch position changed (and the ones to forget), and the answer only those
         # with something new, instead of every followed partition both ways on every round trip.
@@ -98,16 +104,31 @@ class LeaderFetcher:
 
     def add(self, partition: Partition) -> None:
         self.targets[partition.tp] = _Target(partition, partition.leader_epoch)
+        self._added = True
         self._wake.set()
-        if self._polling and not self._interrupted:
+        if self._polling and not self._interrupted and self._cut_timer is None:
             # The Fetch in flight names only the partitions followed when it was sent, and an
             # idle leader holds it for replica.fetch.wait.max.ms: the new partition (and acks=all
             # writes waiting for this replica) would wait that long for its first fetch. Drop the
             # connection (the answer changes nothing here: nothing was appended from it) and
-            # fetch again at once, with the new partition.
-            self._interrupted = True
-            self.connection.close()
-            self._reset_session()
+            # fetch again at once, with the new partition: at once for the first, and for a burst no
+            # more than once per CUT_INTERVAL_S (each cut costs a full fetch).
+            wait = self._last_cut + CUT_INTERVAL_S - time.monotonic()
+            if wait <= 0:
+                self._cut()
+            else:
+                self._cut_timer = asyncio.get_running_loop().call_later(wait, self._cut_if_waiting)
+
+    def _cut_if_waiting(self) -> None:
+        self._cut_timer = None
+        if self._polling and not self._interrupted and self._added and not self._stopped:
+            self._cut()
+
+    def _cut(self) -> None:
+        self._last_cut = time.monotonic()
+        self._interrupted = True
+        self.connection.close()
+        self._reset_session()
 
     def remove(self, tp: TopicPartition) -> None:
         self.targets.pop(tp, None)
@@ -118,6 +139,9 @@ class LeaderFetcher:
         # broker closed its logs must find nothing to append to.
         self.targets.clear()
         self._stopped = True  # and should the cancellation be lost, the loop ends at its next turn
+        if self._cut_timer is not None:
+            self._cut_timer.cancel()
+            self._cut_timer = None
         self._task.cancel()
         self.connection.close()
         self._wake.set()
@@ -252,6 +276,7 @@ class LeaderFetcher:
             for tp, (_, offset) in sent.items():
                 HOPS.mark("fetch_out", tp.topic, tp.partition, offset, self.leader.id)
         self._polling = True
+        self._added = False
         try:
             response = await self.connection.request(1, FETCH_VERSION, {
                 "replica_id": self.broker.broker_id, "max_wait_ms": cfg.replica_fetch_wait_max_ms,

@@ -87,3 +87,28 @@ def test_a_partition_added_during_a_waiting_fetch_is_fetched_at_once(tmp_path, a
             leader.server.close()
 
     asyncio.run(main())
+
+
+def test_a_burst_of_added_partitions_cuts_the_waiting_fetch_a_few_times_not_once_each(tmp_path, appender):
+    """A LeaderAndIsr adds thousands of partitions a few at a time; each cut of the waiting Fetch costs a full
+    fetch of every partition followed from that leader, so a burst is fetched with a cut per CUT_INTERVAL_S."""
+    async def main():
+        leader = _IdleLeader()
+        port = await leader.start()
+        fetcher, a, _ = start_fetcher(tmp_path, appender, port, wait_ms=30_000, backoff_ms=30_000)
+        try:
+            fetcher.add(a)
+            await leader.wait_for_fetch_of({("a", 0)}, 5)
+            added = set()
+            for i in range(40):  # 40 partitions over about 0.3 s, while a Fetch waits at the leader
+                tp = TopicPartition("burst", i)
+                fetcher.add(_follower_partition(tmp_path, appender, tp))
+                added.add((tp.topic, tp.partition))
+                await asyncio.sleep(0.008)
+            await leader.wait_for_fetch_of(added, 5)
+            assert len(leader.fetches) <= 8, len(leader.fetches)  # 40 with a cut per added partition
+        finally:
+            fetcher.stop()
+            leader.server.close()
+
+    asyncio.run(main())

@@ -17,11 +17,12 @@ epoch: the cluster view may have moved it meanwhile, and a stale answer must not
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
 
 from kbroker import errors
 from kbroker.config.broker import BrokerConfig
@@ -43,6 +44,8 @@ MAX_SESSION_EPOCH = 2**31 - 1
 # At most one cut of a waiting Fetch (see ``LeaderFetcher.add``) per this long: a LeaderAndIsr adds thousands of
 # partitions a few at a time, and each cut costs a full fetch of every partition followed from that leader.
 CUT_INTERVAL_S = 0.1
+# An incremental request looks at the partitions that moved; at least this often at every partition followed.
+FULL_LOOK_S = 1.0
 EARLIEST, LATEST = -2, -1
 
 # Answers that mean "ask again once the metadata moved on": back off, the view re-assigns.
@@ -63,10 +66,14 @@ class FollowerBroker(Protocol):
         """``size`` record bytes appended from a leader (kafka_server_..._replicationbytesin_total)."""
 
 
+_SERIALS = itertools.count()
+
+
 @dataclass
 class _Target:
     partition: Partition
     leader_epoch: int
+    serial: int = field(default_factory=lambda: next(_SERIALS))  # tells a partition followed again from before
     truncating: bool = True
     not_before: float = 0.0   # monotonic seconds: backing off until then
     lag: int | None = None    # the leader's high watermark minus the log end, at the last answer with records
@@ -76,6 +83,33 @@ class _Target:
         p = self.partition
         return (fetcher.targets.get(p.tp) is self and not p.is_leader and p.leader_id == fetcher.leader.id
                 and p.leader_epoch == self.leader_epoch)
+
+
+# Where a partition stands in a request, and so in the leader's session: (fetch offset, leader epoch, max bytes,
+# the target's serial).
+Position = tuple[int, int, int, int]
+# A request's positions, and the partitions it looked at (every one, or those that moved: ``LeaderFetcher._fetch``).
+Look = tuple[dict[TopicPartition, Position], Iterable[TopicPartition]]
+
+
+class Asked(Protocol):
+    def get(self, tp: TopicPartition) -> tuple[_Target, int] | None: ...
+
+
+class _Sent:
+    """What a Fetch asked of each partition, (its target, fetch offset), looked up as the answers come: only a
+    target still followed since the request (the same serial) is answered."""
+
+    def __init__(self, targets: dict[TopicPartition, _Target], positions: dict[TopicPartition, Position]) -> None:
+        self.targets = targets
+        self.positions = positions
+
+    def get(self, tp: TopicPartition) -> tuple[_Target, int] | None:
+        position = self.positions.get(tp)
+        target = self.targets.get(tp)
+        if position is None or target is None or target.serial != position[3]:
+            return None
+        return target, position[0]
 
 
 class LeaderFetcher:
@@ -98,12 +132,22 @@ class LeaderFetcher:
         # with something new, instead of every followed partition both ways on every round trip.
         self._session_id = 0
         self._session_epoch = INITIAL_SESSION_EPOCH
-        self._in_session: dict[TopicPartition, tuple[int, int, int]] = {}  # what the leader's session holds
+        self._in_session: dict[TopicPartition, Position] = {}  # what the leader's session holds
+        # Which partitions may have moved since the last request (added, removed, appended to, truncated, backing
+        # off): an incremental request looks at those alone, not at every partition followed from this leader
+        # (thousands: milliseconds per fetch, and a follower fetches after every append). A full request, a
+        # bounded follower throttle or a second's time looks at all of them.
+        self._moved: set[TopicPartition] = set()
+        self._backing_off: dict[TopicPartition, float] = {}  # until when (monotonic seconds)
+        self._truncating: set[TopicPartition] = set()  # those that may still have to ask where their log diverges
+        self._full_look_at = 0.0  # monotonic seconds: the next look at every partition
         self._stopped = False
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     def add(self, partition: Partition) -> None:
         self.targets[partition.tp] = _Target(partition, partition.leader_epoch)
+        self._moved.add(partition.tp)
+        self._truncating.add(partition.tp)
         self._added = True
         self._wake.set()
         if self._polling and not self._interrupted and self._cut_timer is None:
@@ -131,7 +175,8 @@ class LeaderFetcher:
         self._reset_session()
 
     def remove(self, tp: TopicPartition) -> None:
-        self.targets.pop(tp, None)
+        if self.targets.pop(tp, None) is not None:
+            self._moved.add(tp)
 
     def stop(self) -> None:
         # Forget the targets first: on Python 3.11 a cancellation can be lost when the awaited
@@ -199,11 +244,24 @@ class LeaderFetcher:
     def _back_off(self, target: _Target, why: str) -> None:
         log.debug("fetcher %d -> %d: %s: %s", self.broker.broker_id, self.leader.id, target.partition.tp, why)
         target.not_before = time.monotonic() + self.backoff_s
+        self._moved.add(target.partition.tp)
+        self._backing_off[target.partition.tp] = target.not_before
 
     # -- truncation by leader epoch ------------------------------------------------------------
 
+    def _pending_truncation(self) -> list[_Target]:
+        now = time.monotonic()
+        pending = []
+        for tp in list(self._truncating):
+            target = self.targets.get(tp)
+            if target is None or not target.truncating:
+                self._truncating.discard(tp)
+            elif target.not_before <= now:
+                pending.append(target)
+        return pending
+
     async def _truncate(self) -> bool:
-        pending = self._ready(truncating=True)
+        pending = self._pending_truncation()
         if not pending:
             return False
         asked: dict[TopicPartition, tuple[_Target, int]] = {}
@@ -214,6 +272,7 @@ class LeaderFetcher:
             if epoch < 0:  # nothing with an epoch in the log: nothing can diverge
                 p.truncate_to(p.log.high_watermark)
                 target.truncating = False
+                self._moved.add(p.tp)
                 continue
             asked[p.tp] = (target, epoch)
             by_topic.setdefault(p.tp.topic, []).append(
@@ -238,43 +297,85 @@ class LeaderFetcher:
                 offset = min(result.end_offset, ours if ours >= 0 else leo, leo)
             p.truncate_to(offset)
             target.truncating = False
+            self._moved.add(p.tp)
         return True
 
     # -- fetching -------------------------------------------------------------------------------
 
-    async def _fetch(self) -> bool:
+    def _position(self, target: _Target) -> Position:
+        return (target.partition.log.log_end_offset, target.leader_epoch, self.broker.config.replica_fetch_max_bytes,
+                target.serial)
+
+    def _look_at_all(self) -> Look | None | Literal["throttled"]:
+        """Every partition followed: (the positions of those to fetch, the partitions looked at); None when none
+        is ready, "throttled" when every ready one is."""
         ready = self._ready(truncating=False)
         if not ready:
-            return False
-        unthrottled = [t for t in ready if not self._follower_throttled(t)]
-        if not unthrottled:  # Kafka's fetcher builds no request then and backs off; no longer than the quota needs
-            await self._sleep(max(0.01, min(self.backoff_s, self.broker.quotas.follower.delay_s())))
-            return True
-        ready = unthrottled
+            return None
+        ready = [t for t in ready if not self._follower_throttled(t)]
+        if not ready:
+            return "throttled"
+        self._moved.clear()
+        now = time.monotonic()
+        self._backing_off = {tp: t.not_before for tp, t in self.targets.items() if t.not_before > now}
+        self._full_look_at = now + FULL_LOOK_S
+        positions = {t.partition.tp: self._position(t) for t in ready}
+        return positions, set(positions) | set(self._in_session)
+
+    def _look_at_moved(self, now: float) -> Look | None:
+        """The partitions that moved since the last request (and those whose back-off ended), against what the
+        leader's session holds."""
+        for tp, until in list(self._backing_off.items()):
+            if until <= now:
+                del self._backing_off[tp]
+                self._moved.add(tp)
+        looked_at, self._moved = self._moved, set()
+        positions = dict(self._in_session)
+        for tp in looked_at:
+            target = self.targets.get(tp)
+            if target is None or target.truncating or target.not_before > now:
+                positions.pop(tp, None)
+            else:
+                positions[tp] = self._position(target)
+        if not positions:
+            self._moved = looked_at  # nothing to fetch: look again next time
+            return None
+        return positions, looked_at
+
+    async def _fetch(self) -> bool:
         cfg = self.broker.config
         full = self._session_epoch == INITIAL_SESSION_EPOCH
+        now = time.monotonic()
+        if full or self.broker.quotas.follower.bounded or now >= self._full_look_at:
+            found = self._look_at_all()
+        else:
+            found = self._look_at_moved(now)
+        if found is None:
+            return False
+        if found == "throttled":  # Kafka's fetcher builds no request then and backs off; no longer than the quota
+            await self._sleep(max(0.01, min(self.backoff_s, self.broker.quotas.follower.delay_s())))
+            return True
+        positions, looked_at = found
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        sent: dict[TopicPartition, tuple[_Target, int]] = {}  # every partition the leader's session will hold
-        positions: dict[TopicPartition, tuple[int, int, int]] = {}
-        for target in ready:
-            p = target.partition
-            offset = p.log.log_end_offset
-            sent[p.tp] = (target, offset)
-            position = positions[p.tp] = (offset, target.leader_epoch, cfg.replica_fetch_max_bytes)
-            if not full and self._in_session.get(p.tp) == position:
+        for tp in looked_at:
+            position = positions.get(tp)
+            if position is None:
+                continue
+            p = self.targets[tp].partition
+            if not full and self._in_session.get(tp) == position:
                 continue  # the leader's session has it where it is
-            by_topic.setdefault(p.tp.topic, []).append({
-                "partition": p.tp.partition, "current_leader_epoch": target.leader_epoch, "fetch_offset": offset,
+            by_topic.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": position[1], "fetch_offset": position[0],
                 "log_start_offset": p.log.log_start_offset, "partition_max_bytes": cfg.replica_fetch_max_bytes})
         forgotten: dict[str, list[int]] = {}
         if not full:
-            for tp in self._in_session:
-                if tp not in positions:  # backing off, truncating or no longer followed
+            for tp in looked_at:
+                if tp in self._in_session and tp not in positions:  # backing off, truncating or no longer followed
                     forgotten.setdefault(tp.topic, []).append(tp.partition)
         epoch = self._session_epoch
         if HOPS.on:
-            for tp, (_, offset) in sent.items():
-                HOPS.mark("fetch_out", tp.topic, tp.partition, offset, self.leader.id)
+            for tp, position in positions.items():
+                HOPS.mark("fetch_out", tp.topic, tp.partition, position[0], self.leader.id)
         self._polling = True
         self._added = False
         try:
@@ -305,7 +406,8 @@ class LeaderFetcher:
         else:  # no session (the leader's cache declined one): the next request is full again
             self._session_id = 0
             self._reset_session()
-        for data, target, offset in self._answers(response.responses, sent, lambda d: d.partition_index):
+        for data, target, offset in self._answers(response.responses, _Sent(self.targets, positions),
+                                                  lambda d: d.partition_index):
             if target.partition.log.log_end_offset != offset:
                 continue
             if data.error_code == 0:
@@ -320,7 +422,7 @@ class LeaderFetcher:
                 self._back_off(target, "error")
         return True
 
-    def _answers(self, topics: Iterable[Any], asked: dict[TopicPartition, tuple[_Target, int]],
+    def _answers(self, topics: Iterable[Any], asked: Asked,
                  index_of: Callable[[Any], int]) -> Iterator[tuple[Any, _Target, int]]:
         """(answer, target, what was asked of it) for each answered partition this loop still follows (``topics``:
         the decoded response's, as the client decodes them)."""
@@ -332,6 +434,7 @@ class LeaderFetcher:
 
     def _append(self, target: _Target, data: Any) -> None:
         p = target.partition
+        self._moved.add(p.tp)
         records = data.records if data.records is not None else b""
         if HOPS.on and records:
             HOPS.mark("recv", p.tp.topic, p.tp.partition, p.log.log_end_offset, self.leader.id)
@@ -346,6 +449,7 @@ class LeaderFetcher:
         except errors.KafkaError as exc:
             log.warning("%s: cannot append what leader %d sent: %s; truncating again", p.tp, self.leader.id, exc)
             target.truncating = True
+            self._truncating.add(p.tp)
             self._back_off(target, str(exc))
             return
         if data.log_start_offset > p.log.log_start_offset:

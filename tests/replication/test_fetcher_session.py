@@ -88,3 +88,53 @@ def test_the_follower_fetches_incrementally_in_a_session(tmp_path, appender):
     assert incremental["partitions"] == {("a", 0): 3} and not incremental["forgotten"]  # b did not move
     assert refused["session"] == (SESSION, 2) and refused["partitions"] == {}
     assert again["session"][1] == 0 and again["partitions"] == {("a", 0): 3, ("b", 0): 0}
+
+
+def test_an_incremental_request_looks_only_at_the_partitions_that_moved(tmp_path, appender, monkeypatch):
+    """With thousands of partitions followed from one leader, a follower fetches after every append: building a
+    request must not cost a look at each of them. After the full Fetch, a request looks at the partition it
+    appended to alone, and the next at none, while the leader's session keeps all of them."""
+    from kbroker.log import TopicPartition
+    from kbroker.replication.fetcher import LeaderFetcher
+
+    from .test_fetcher_add import _follower_partition
+
+    batch = bytes(make_batch(3))
+    script = [(0, SESSION, {("many", 7): (batch, 3)}), (0, SESSION, {}), (0, SESSION, {})]
+    looks: list[int] = []
+    real = LeaderFetcher._position
+
+    def position(self, target):
+        looks[-1] += 1
+        return real(self, target)
+
+    monkeypatch.setattr(LeaderFetcher, "_position", position)
+
+    async def main():
+        leader = _ScriptedLeader(script)
+        port = await leader.start()
+        fetcher, _, _ = start_fetcher(tmp_path, appender, port, wait_ms=10, backoff_ms=10)
+        real_request = fetcher.connection.request
+
+        async def request(*args, **kwargs):
+            response = await real_request(*args, **kwargs)
+            looks.append(0)  # the looks before the next request
+            return response
+        fetcher.connection.request = request  # type: ignore[method-assign]
+        looks.append(0)
+        try:
+            for i in range(50):
+                fetcher.add(_follower_partition(tmp_path, appender, TopicPartition("many", i)))
+            await asyncio.wait_for(leader.done.wait(), 10)
+        finally:
+            fetcher.stop()
+            leader.server.close()
+        return leader.requests
+
+    requests = asyncio.run(main())
+    start = next(i for i, r in enumerate(requests) if len(r["partitions"]) == 50)
+    full, appended, idle = requests[start:start + 3]
+    assert full["session"][1] == 0
+    assert appended["partitions"] == {("many", 7): 3} and idle["partitions"] == {} and not idle["forgotten"]
+    # positions computed before each request: every partition for the full one, then only what moved
+    assert looks[:3] == [50, 1, 0], looks

@@ -7,16 +7,18 @@ consumers). Every fourth group lags (it committed behind the log end and never m
 UI runs, a record is produced to each partition and those groups commit the new log end once per ``--interval``.
 Then ``kbroker ui`` runs as its own process against the broker, its history in a temporary directory, and:
 
-* CPU: its user+system CPU (from /proc/<pid>/stat) over ``--cpu-seconds`` after the first sample landed, with no
-  page requests but one open server-sent-events stream (which tells when each round lands): CPU per minute and per
-  sampling round;
+* CPU: its user+system CPU (from /proc/<pid>/stat) over ``--cpu-seconds`` from the end of round
+  ``--warm-rounds`` on (by then each group's window of 10 commits, which the history keeps, is full: what follows is
+  the steady state), with no page requests but one open server-sent-events stream (which tells when each round
+  lands): CPU per minute and per sampling round;
 * pages: ``--requests`` GETs of each page and its JSON twin (``/``, ``/groups``, ``/groups/<group>``, ``/topics``,
   ``/topics/<topic>``, ``/brokers``, ``/api/...``, ``/metrics``), one at a time: median and max answer time, bytes;
 * history: the file's bytes in use (SQLite pages less free pages) and on disk after the run; its growth per
-  sampling round over the CPU window, projected to a day of raw samples at this interval and at 30 s.
+  sampling round over the CPU window (in total and per table, from SQLite's dbstat where it is compiled in),
+  projected to a day of raw samples at this interval and at 30 s.
 
     python -m bench.experiments.ui_scale [--groups 1000] [--partitions 10] [--interval 10] [--cpu-seconds 120]
-                                         [--requests 10] [--out FILE]
+                                         [--warm-rounds 12] [--requests 10] [--out FILE]
 
 JSON lines on stdout (the provenance header first); ``--out`` writes the same lines to a file.
 """
@@ -179,6 +181,15 @@ def pages(group: str) -> list[str]:
     return [*paths, *(f"api/{p}" for p in paths), "metrics"]
 
 
+def table_bytes(path: Path) -> dict[str, int]:
+    """Bytes of each table's pages (dbstat); {} when this SQLite has no dbstat."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+            return {name: int(size) for name, size in db.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name")}
+    except sqlite3.OperationalError:
+        return {}
+
+
 def history_bytes(path: Path) -> dict[str, int]:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         page = db.execute("PRAGMA page_size").fetchone()[0]
@@ -221,25 +232,27 @@ def run(args: argparse.Namespace, emit: Any) -> None:
             rounds = Rounds(url, ui_proc.pid)
             rounds.wait_for(1, 300)
             first_seq, t0, cpu0 = rounds.landed[0]
-            rounds.wait_for(2, 300)  # the window starts as a round lands: whole rounds in it
-            _, t0, cpu0 = rounds.landed[1]
-            used0 = history_bytes(history)["used"]
+            start = max(1, args.warm_rounds)
+            rounds.wait_for(start + 1, args.interval * start * 10 + 300)  # the window starts as a round lands
+            _, t0, cpu0 = rounds.landed[start]
+            used0, tables0 = history_bytes(history)["used"], table_bytes(history)
             deadline = t0 + args.cpu_seconds
             while time.monotonic() < deadline:
                 count = len(rounds.landed)
                 rounds.wait_for(count + 1, args.interval * 10 + 300)
             _, t1, cpu1 = rounds.landed[-1]
-            n = len(rounds.landed) - 2
-            used1 = history_bytes(history)["used"]
-            gaps = [b[1] - a[1] for a, b in zip(rounds.landed[1:], rounds.landed[2:])]
-            cpu_rounds = [b[2] - a[2] for a, b in zip(rounds.landed[1:], rounds.landed[2:])]
+            n = len(rounds.landed) - 1 - start
+            used1, tables1 = history_bytes(history)["used"], table_bytes(history)
+            window = rounds.landed[start:]
+            gaps = [b[1] - a[1] for a, b in zip(window, window[1:])]
+            cpu_rounds = [b[2] - a[2] for a, b in zip(window, window[1:])]
             emit({"kind": "result", "measure": "ui_cpu", "groups": args.groups, "partitions": args.partitions,
                   "interval_s": args.interval, "window_s": round(t1 - t0, 1), "rounds": n,
                   "cpu_s": round(cpu1 - cpu0, 2), "cpu_s_per_minute": round((cpu1 - cpu0) / (t1 - t0) * 60, 2),
                   "cpu_s_per_round_median": round(statistics.median(cpu_rounds), 3),
                   "cpu_s_per_round_max": round(max(cpu_rounds), 3),
                   "seconds_between_rounds_median": round(statistics.median(gaps), 2),
-                  "first_round_seq": first_seq})
+                  "warm_rounds": start, "first_round_seq": first_seq})
             group = group_name(1)
             for path in pages(group):
                 times, size = [], 0
@@ -258,6 +271,9 @@ def run(args: argparse.Namespace, emit: Any) -> None:
             per_round = (used1 - used0) / n
             emit({"kind": "result", "measure": "history", "rounds": landed, "bytes_used": sizes["used"],
                   "bytes_on_disk": sizes["on_disk"], "bytes_per_round": round(per_round),
+                  "bytes_per_round_by_table": {name: round((size - tables0.get(name, 0)) / n)
+                                               for name, size in sorted(tables1.items())
+                                               if size != tables0.get(name, 0)},
                   "mb_per_day_raw_at_interval": projected(per_round, args.interval),
                   "mb_per_day_raw_at_30s": projected(per_round, 30.0), "ui_cpu_s_total": round(ui_cpu_total, 2),
                   "activity_rounds": activity.rounds, "activity_failure": activity.failure,
@@ -278,6 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--records", type=int, default=1000, help="records produced to each partition before the commits")
     p.add_argument("--interval", type=float, default=10.0, help="kbroker ui's --interval, seconds")
     p.add_argument("--cpu-seconds", type=float, default=120.0, help="the CPU window, seconds (whole rounds)")
+    p.add_argument("--warm-rounds", type=int, default=12, help="sampling rounds before the CPU window")
     p.add_argument("--requests", type=int, default=10, help="GETs of each page")
     p.add_argument("--out", type=Path, default=None, help="also write the JSON lines to this file")
     args = p.parse_args(argv)

@@ -1,7 +1,8 @@
 """The history `kbroker ui` keeps of a cluster: one SQLite file (the standard library's), bounded in age and size.
 
-What is kept, per sampling round: each partition's log end, each group's total lag and per-partition lag, the
-cluster's rates, and each group's last commits per partition (Burrow's window, with the lag each had when made).
+What is kept, per sampling round: each partition's log end, each group's total lag and per-partition lag (all of a
+group's partitions packed in one row), the cluster's rates, and each group's last commits per partition (Burrow's
+window, with the lag each had when made).
 Every sample table is keyed by time first: a round appends at the end of each table (a few pages written, however
 many series), old rows go from the front, a rollup reads one range; a chart of one series steps through the sample
 times, one index seek each. Samples are kept in three tiers:
@@ -23,10 +24,14 @@ Threads: History is synchronous (the web app calls it through ``asyncio.to_threa
 (``check_same_thread=False``) behind a lock, so calls from any thread are safe and run one at a time; maintain()
 takes the lock per statement, so reads slip in between. Sample times are stored in seconds, commit times in
 milliseconds (a commit is told apart from a repeat of it by its exact time).
+
+One module: the schema, the writes, the chart reads and the maintenance share one connection, its lock and the
+tiers' tables and watermarks; the packing of per-partition rows is apart (kbroker/ui/packed_rows.py).
 """
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import sqlite3
 import threading
@@ -37,7 +42,10 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kbroker.ui.model import Points, Rates, Storage
+from kbroker.ui.packed_rows import largest_per_series, pack_pairs, unpacked_rows
 from kbroker.ui.status_rules import CommitPoint
+
+log = logging.getLogger(__name__)
 
 Span = Literal["1h", "24h", "7d"]
 SPAN_SECONDS: dict[str, int] = {"1h": 3600, "24h": 86400, "7d": 7 * 86400}
@@ -47,6 +55,7 @@ ROLLUP_GRACE_S = 120  # a bucket is rolled up this long after it ends: a round t
 DELETE_SLICE_S = (120, 1200, 4 * 3600)  # per tier, the most time one delete statement takes off the front
 COMMIT_CHUNK = 500  # (group, partition) pairs per transaction when trimming commit windows
 HIGH_WATER, LOW_WATER = 0.90, 0.75  # of cap_bytes: when to drop the oldest data, and down to where
+PACKED_COLUMN = "packed"
 
 # One tier's (topic, partition) or (group, partition) key -> its points.
 TopicPartition = tuple[str, int]
@@ -63,19 +72,21 @@ class _Kind:
     series_table: str | None
     sub: str | None  # a second key after ts (per-partition lag: the partition of the group)
     values: tuple[tuple[str, str, str], ...]  # (column, SQL type, aggregate over a bucket)
+    packed: bool = False  # a (ts, series)'s subs in one row: a blob of (sub, value) pairs (see PARTITION_LAG)
 
     @property
     def key(self) -> tuple[str, ...]:
-        return tuple(c for c in ("ts", self.series, self.sub) if c)
+        return tuple(c for c in ("ts", self.series, None if self.packed else self.sub) if c)
 
     @property
     def columns(self) -> tuple[str, ...]:
-        return self.key + tuple(v[0] for v in self.values)
+        return self.key + (PACKED_COLUMN,) if self.packed else self.key + tuple(v[0] for v in self.values)
 
 
 LOG_END = _Kind("log_end", "pid", "topic_partition", None, (("end_offset", "INTEGER", "max"),))
 GROUP_LAG = _Kind("group_lag", "gid", "consumer_group", None, (("lag", "INTEGER", "max"),))
-PARTITION_LAG = _Kind("partition_lag", "gid", "consumer_group", "pid", (("lag", "INTEGER", "max"),))
+# a group's per-partition lags of one time in one row: ~4 bytes a partition, not ~18 (kbroker/ui/packed_rows.py)
+PARTITION_LAG = _Kind("partition_lag", "gid", "consumer_group", "pid", (("lag", "INTEGER", "max"),), packed=True)
 RATES = _Kind("rates", None, None, None,
               (("bytes_in", "REAL", "avg"), ("bytes_out", "REAL", "avg"), ("messages_in", "REAL", "avg")))
 KINDS = (LOG_END, GROUP_LAG, PARTITION_LAG, RATES)
@@ -138,12 +149,25 @@ class History:
         db.execute(f"PRAGMA wal_autocheckpoint = {max(64, min(1000, self.cap_bytes // page_size // 32))}")
         db.execute(f"PRAGMA journal_size_limit = {self.cap_bytes // 32}")
         with self._transaction():
+            self._drop_unpacked_tables()
             for statement in _schema():
                 db.execute(statement)
         if not fresh and db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:
             db.execute("PRAGMA auto_vacuum = INCREMENTAL")
             db.execute("VACUUM")  # a file made without it: once, so that maintain() can shrink it
         self._reload_names()
+
+    def _drop_unpacked_tables(self) -> None:
+        """A file from before the packing (a row per partition) loses those rows with a warning, keeps the rest."""
+        for kind in KINDS:
+            columns = {row[1] for row in self._db.execute(f"PRAGMA table_info({kind.name}_raw)")}
+            if not kind.packed or not columns or PACKED_COLUMN in columns:
+                continue
+            log.warning("history %s: its per-partition lags are in the older layout (a row per partition): dropped, "
+                        "per-partition charts start again; totals, log ends, rates and commits kept", self.path)
+            for tier, _ in TIERS:
+                self._db.execute(f"DROP TABLE IF EXISTS {kind.name}_{tier}")
+            self._db.execute("DELETE FROM meta WHERE key LIKE ?", (f"rolled:{kind.name}:%",))
 
     def _reload_names(self) -> None:
         with self._lock:
@@ -206,9 +230,11 @@ class History:
                            sorted((ts, self._pid(t, p), end) for t, p, end in round_.log_ends))
             db.executemany("INSERT OR REPLACE INTO group_lag_raw(ts, gid, lag) VALUES (?, ?, ?)",
                            sorted((ts, self._gid(g, s), lag) for g, s, lag in round_.group_lags))
-            db.executemany("INSERT OR REPLACE INTO partition_lag_raw(ts, gid, pid, lag) VALUES (?, ?, ?, ?)",
-                           sorted((ts, self._gid(g, s), self._pid(t, p), lag)
-                                  for g, s, t, p, lag in round_.partition_lags))
+            by_group: dict[int, dict[int, int]] = {}
+            for g, s, t, p, lag in round_.partition_lags:
+                by_group.setdefault(self._gid(g, s), {})[self._pid(t, p)] = lag
+            db.executemany("INSERT OR REPLACE INTO partition_lag_raw(ts, gid, packed) VALUES (?, ?, ?)",
+                           [(ts, gid, pack_pairs(lags)) for gid, lags in sorted(by_group.items())])
             pairs = [(self._gid(g, s), self._pid(t, p), c) for g, s, t, p, c in round_.commits]
             db.executemany("INSERT OR IGNORE INTO group_partition(gid, pid) VALUES (?, ?)",
                            sorted({(gid, pid) for gid, pid, _ in pairs}))
@@ -384,8 +410,8 @@ class History:
         tier = SPAN_TIER[span]
         bucket = TIERS[tier][1]
         start = (now_s - SPAN_SECONDS[span]) // bucket * bucket
-        sub = f"t.{kind.sub}, " if kind.sub else ""
-        names = ", ".join(f"t.{v[0]}" for v in kind.values)
+        sub = f"t.{kind.sub}, " if kind.sub and not kind.packed else ""
+        names = f"t.{PACKED_COLUMN}" if kind.packed else ", ".join(f"t.{v[0]}" for v in kind.values)
         with self._lock:
             marks = [self._watermark(kind, i) for i in range(len(TIERS))]
             steps, parts, lower = [], [], start
@@ -402,6 +428,9 @@ class History:
                                  f"AND t.{kind.series} = :series WHERE r{i}.ts < {upper}")
                 lower = max(lower, upper) if i > 0 else lower
             with_ = f"WITH RECURSIVE {', '.join(steps)} " if steps else ""
+            if kind.packed:
+                rows = self._db.execute(f"{with_}" + " UNION ALL ".join(parts), {"series": series}).fetchall()
+                return unpacked_rows(rows, bucket if tier else 0)
             value_names = ", ".join(v[0] for v in kind.values)
             by_sub = f", {kind.sub}" if kind.sub else ""
             if tier == 0:
@@ -464,6 +493,15 @@ class History:
     def _roll_bucket(self, kind: _Kind, tier: int, low: int) -> None:
         bucket = TIERS[tier][1]
         source, target = f"{kind.name}_{TIERS[tier - 1][0]}", f"{kind.name}_{TIERS[tier][0]}"
+        if kind.packed:  # each sub's largest value over the bucket, per series, in Python: SQLite cannot see in
+            with self._transaction() as db:
+                rows = db.execute(f"SELECT {kind.series}, {PACKED_COLUMN} FROM {source} WHERE ts >= ? AND ts < ?",
+                                  (low, low + bucket))
+                db.executemany(f"INSERT OR REPLACE INTO {target}({', '.join(kind.columns)}) VALUES ({low}, ?, ?)",
+                               largest_per_series(rows))
+                db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                           (f"rolled:{kind.name}:{TIERS[tier][0]}", low + bucket))
+            return
         aggregates = ", ".join(f"{agg}({col})" for col, _, agg in kind.values)
         keys = "".join(f", {c}" for c in (kind.series, kind.sub) if c)
         with self._transaction() as db:
@@ -562,7 +600,9 @@ def _schema() -> list[str]:
     ]
     for kind in KINDS:
         for tier, _ in TIERS:
-            columns = [f"{c} INTEGER NOT NULL" for c in kind.key] + [f"{c} {t} NOT NULL" for c, t, _ in kind.values]
+            values = [f"{PACKED_COLUMN} BLOB NOT NULL"] if kind.packed else [
+                f"{c} {t} NOT NULL" for c, t, _ in kind.values]
+            columns = [f"{c} INTEGER NOT NULL" for c in kind.key] + values
             statements.append(f"CREATE TABLE IF NOT EXISTS {kind.name}_{tier}({', '.join(columns)}, "
                               f"PRIMARY KEY({', '.join(kind.key)})) WITHOUT ROWID")
     return statements

@@ -21,9 +21,9 @@ def spacing(points) -> set[int]:
 
 
 def test_the_file_stays_under_its_cap_across_a_month_and_charts_read_the_rollups(tmp_path):
-    # 8 groups x 3 partitions sampled every 3 minutes for 30 days, maintained every 30 minutes, under a 2 MiB cap
+    # 8 groups x 3 partitions sampled every 3 minutes for 30 days, maintained every 30 minutes, under a 1.5 MiB cap
     # that binds: the month holds more than that
-    groups, partitions, every, cap = 8, 3, 180, 2 * 1024 * 1024
+    groups, partitions, every, cap = 8, 3, 180, 1536 * 1024
     clock = FakeClock()
     history = History(tmp_path / "history.db", cap_bytes=cap, clock=clock)
     sampler = Sampler(history, clock=clock)

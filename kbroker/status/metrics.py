@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from kbroker.handlers.context import BrokerContext
+from kbroker.log import LogManager
 from kbroker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, QUANTILES, BrokerMetrics, Family
 from kbroker.protocol import API_NAMES
 
@@ -76,7 +77,7 @@ def scrape(broker: BrokerContext, groups: list[GroupStatus], under_replicated: i
     families += _replica_manager(broker, under_replicated)
     families += _controller(broker)
     families += _logs(broker)
-    families += _log_dirs(broker)
+    families += log_dir_volumes(broker.log_manager)
     families += _consumer_groups(groups)
     return families
 
@@ -185,11 +186,11 @@ def _logs(broker: BrokerContext) -> list[Family]:
     return [size, end, start, segments, newest, oldest, threads]
 
 
-def _log_dirs(broker: BrokerContext) -> list[Family]:
+def log_dir_volumes(manager: LogManager) -> list[Family]:
+    """Each online log dir's file system, from the last measurement (``kbroker.log.disk_space``)."""
     usable = Family("kafka_log_logmanager_usablebytes", "gauge",
                     "bytes the log dir's file system has free for the broker (statvfs f_bavail, a few seconds old)")
     total = Family("kafka_log_logmanager_totalbytes", "gauge", "bytes of the log dir's file system (statvfs)")
-    manager = broker.log_manager
     for directory, volume in sorted(manager.disk_space.volumes().items()):
         if directory in manager.offline_dirs:  # measured before it failed
             continue

@@ -1,5 +1,5 @@
 """kbroker.log.disk_space: a log dir's usable and total bytes are statvfs's, measured off the loop, one measurement
-in flight at most, a dir statvfs cannot read left out."""
+in flight at most, a dir statvfs cannot read left out; /metrics publishes each online dir's, not an offline one's."""
 from __future__ import annotations
 
 import asyncio
@@ -7,7 +7,12 @@ import os
 import threading
 from pathlib import Path
 
+from prometheus_client.parser import text_string_to_metric_families
+
+from kbroker.log import LogManager
 from kbroker.log.disk_space import DiskSpace, Volume
+from kbroker.metrics import render
+from kbroker.status.metrics import log_dir_volumes
 
 SLACK = 256 << 20  # free space moves with whatever else writes on this disk meanwhile
 
@@ -49,3 +54,24 @@ def test_a_measurement_still_running_is_not_started_again(tmp_path: Path) -> Non
 
     volumes = asyncio.run(run())
     assert len(started) == 2 and list(volumes) == [tmp_path]
+
+
+def test_metrics_publish_each_online_dir_and_leave_out_an_offline_one(tmp_path: Path) -> None:
+    manager = LogManager([tmp_path / "a", tmp_path / "b"], cleaner_thread=False)
+    manager.startup()
+    try:
+        assert set(manager.disk_space.volumes()) == {(tmp_path / "a").resolve(), (tmp_path / "b").resolve()}
+        text = render(log_dir_volumes(manager)).decode()
+        parsed = {(s.name, s.labels["logdirectory"]): s.value
+                  for f in text_string_to_metric_families(text) for s in f.samples}
+        st = os.statvfs(tmp_path)
+        for name in ("a", "b"):
+            path = str((tmp_path / name).resolve())
+            assert parsed[("kafka_log_logmanager_totalbytes", path)] == st.f_blocks * st.f_frsize
+            assert abs(parsed[("kafka_log_logmanager_usablebytes", path)] - st.f_bavail * st.f_frsize) < SLACK
+        manager.mark_dir_offline((tmp_path / "b").resolve(), OSError(5, "Input/output error"))
+        text = render(log_dir_volumes(manager)).decode()
+        assert {s.labels["logdirectory"] for f in text_string_to_metric_families(text) for s in f.samples} == {
+            str((tmp_path / "a").resolve())}
+    finally:
+        manager.shutdown()

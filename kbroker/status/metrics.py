@@ -14,8 +14,9 @@ Two families have no Kafka 2.8 MBean. ``kafka_server_app_info{id="<broker.id>"} 
 ``kafka.server:type=app-info,id=<broker.id>`` MBean (which carries only strings), so a scraper can tell which broker
 an endpoint is. ``kafka_log_logmanager_usablebytes`` and ``..._totalbytes{logdirectory="<dir>"}`` are each online
 log dir's file system (``kbroker.log.disk_space``): KIP-827 (Kafka 3.3) put these figures in DescribeLogDirs v4
-as UsableBytes and TotalBytes without a JMX gauge, so they are named here as a LogManager gauge with the
-``logDirectory`` tag of Kafka's LogDirectoryOffline would be; an offline dir is left out.
+as UsableBytes and TotalBytes without a JMX gauge, so the names are kbroker's own: what the JMX exporter would
+make of ``kafka.log:type=LogManager,name=UsableBytes,logDirectory=<dir>`` (the tag Kafka's LogDirectoryOffline
+gauge has). An offline dir is left out (DescribeLogDirs says it is offline).
 
 Consumer group offsets and lag are named as kafka-exporter names them (``kafka_consumergroup_lag``).
 Each broker reports what it knows: its own partitions, the groups it coordinates (lag where it leads the

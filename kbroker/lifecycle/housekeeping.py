@@ -1,6 +1,7 @@
 """The broker's periodic work, on one loop task: flush and compaction every period; retention,
 offset checkpoints, preferred-leader rebalancing (the active controller only), timed-out
-transactions and expired group offsets each on their own Kafka interval."""
+transactions and expired group offsets each on their own Kafka interval; the log dirs' free space
+(for /metrics, measured in a thread) every few seconds."""
 from __future__ import annotations
 
 import asyncio
@@ -11,6 +12,7 @@ from kbroker.config.broker import BrokerConfig
 from kbroker.coordinator.group.binding import GroupBinding
 from kbroker.coordinator.transaction.binding import TransactionBinding
 from kbroker.log import LogManager
+from kbroker.log.disk_space import MEASURE_INTERVAL_S
 
 
 async def housekeeping(config: BrokerConfig, log_manager: LogManager, groups: GroupBinding,
@@ -25,6 +27,7 @@ async def housekeeping(config: BrokerConfig, log_manager: LogManager, groups: Gr
         "rebalance": float(cfg.leader_imbalance_check_interval_seconds),
         "transactions": cfg.transaction_abort_timed_out_transaction_cleanup_interval_ms / 1000,
         "offsets": cfg.offsets_retention_check_interval_ms / 1000,
+        "disk_space": MEASURE_INTERVAL_S,
     }
     last = dict.fromkeys(intervals, time.monotonic())
 
@@ -39,6 +42,8 @@ async def housekeeping(config: BrokerConfig, log_manager: LogManager, groups: Gr
         now = time.monotonic()
         log_manager.flush_dirty()
         log_manager.clean()  # compaction: applies a finished job, hands the next to the cleaner thread
+        if due("disk_space", now):
+            log_manager.measure_disk_space()
         if due("retention", now):
             log_manager.cleanup()
         if due("checkpoint", now):

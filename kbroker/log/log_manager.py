@@ -48,6 +48,7 @@ from kbroker.log.cleaner import (
     should_clean,
 )
 from kbroker.log.cleaner_threads import CleanerThread
+from kbroker.log.disk_space import DiskSpace
 from kbroker.log.names import CLEAN_SHUTDOWN_FILE, TopicPartition, parse_log_dir_name, validate_topic_name
 from kbroker.log.partition_log import PartitionLog
 from kbroker.log.swap import fsync_dir
@@ -106,6 +107,7 @@ class LogManager:
         # Future logs are written by the mover's worker thread: a stateless pwritev appender of their own.
         self.future_appender = open_appender("pwritev")
         self.offline_dirs: set[Path] = set()
+        self.disk_space = DiskSpace()  # each online dir's usable and total bytes, for /metrics
         # called once every log dir is offline: the broker cannot serve anything (Kafka halts then)
         self.on_all_dirs_offline = on_all_dirs_offline
         # told of each dir that goes offline, with the partitions it held (the replica manager: KIP-112)
@@ -148,6 +150,7 @@ class LogManager:
                 self._load_dir(directory)
             except OSError as exc:
                 self.mark_dir_offline(directory, exc)
+        self.disk_space.measure(self.online_dirs)  # the first figures; then housekeeping's, off the loop
         if self.config.cleaner_enable and self._cleaner_thread:
             self.cleaner.start()
 
@@ -417,6 +420,10 @@ class LogManager:
         offsets = {tp: o for tp, o in self.cleaner_offsets.items()
                    if tp in self.logs and self.logs[tp].directory.parent == directory}
         checkpoint.write_checkpoint(directory / checkpoint.CLEANER_OFFSET, offsets)
+
+    def measure_disk_space(self) -> None:
+        """Housekeeping's: the online dirs' usable and total bytes, measured in a thread (``DiskSpace``)."""
+        self.disk_space.measure_in_thread(self.online_dirs)
 
     def flush_dirty(self, now: int | None = None) -> None:
         """``flush.ms`` policy: fdatasync logs whose oldest unflushed data is old enough."""

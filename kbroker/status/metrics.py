@@ -10,6 +10,14 @@ give Kafka's MBeans, so dashboards and alerts written for Kafka read kbroker unc
         -> kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99"} and ..._count
     kafka.log:type=Log,name=Size,topic=t,partition=0 -> kafka_log_log_size{topic="t",partition="0"}
 
+Two families have no Kafka 2.8 MBean. ``kafka_server_app_info{id="<broker.id>"} 1`` stands for the
+``kafka.server:type=app-info,id=<broker.id>`` MBean (which carries only strings), so a scraper can tell which broker
+an endpoint is. ``kafka_log_logmanager_usablebytes`` and ``..._totalbytes{logdirectory="<dir>"}`` are each online
+log dir's file system (``kbroker.log.disk_space``): KIP-827 (Kafka 3.3) put these figures in DescribeLogDirs v4
+as UsableBytes and TotalBytes without a JMX gauge, so the names are kbroker's own: what the JMX exporter would
+make of ``kafka.log:type=LogManager,name=UsableBytes,logDirectory=<dir>`` (the tag Kafka's LogDirectoryOffline
+gauge has). An offline dir is left out (DescribeLogDirs says it is offline).
+
 Consumer group offsets and lag are named as kafka-exporter names them (``kafka_consumergroup_lag``).
 Each broker reports what it knows: its own partitions, the groups it coordinates (lag where it leads the
 partition), and the controller's gauges when it is the active controller (0 elsewhere, as in Kafka).
@@ -19,6 +27,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from kbroker.handlers.context import BrokerContext
+from kbroker.log import LogManager
 from kbroker.metrics import FETCH_CONSUMER, FETCH_FOLLOWER, PHASES, QUANTILES, BrokerMetrics, Family
 from kbroker.protocol import API_NAMES
 
@@ -64,9 +73,12 @@ def scrape(broker: BrokerContext, groups: list[GroupStatus], under_replicated: i
                                "record bytes sent to followers (all topics, as Kafka's)")
                         .add(broker.metrics.replication_bytes_out))
         families += _request_metrics(broker.metrics)
+    families.append(Family("kafka_server_app_info", "gauge", "this broker; its broker.id is the id label")
+                    .add(1, (("id", str(broker.broker_id)),)))
     families += _replica_manager(broker, under_replicated)
     families += _controller(broker)
     families += _logs(broker)
+    families += log_dir_volumes(broker.log_manager)
     families += _consumer_groups(groups)
     return families
 
@@ -173,6 +185,20 @@ def _logs(broker: BrokerContext) -> list[Family]:
     threads = Family("kbroker_log_cleaner_threads", "gauge", "log cleaner threads running (log.cleaner.threads, "
                      "a dynamic broker config)").add(broker.log_manager.cleaner.thread_count)
     return [size, end, start, segments, newest, oldest, threads]
+
+
+def log_dir_volumes(manager: LogManager) -> list[Family]:
+    """Each online log dir's file system, from the last measurement (``kbroker.log.disk_space``)."""
+    usable = Family("kafka_log_logmanager_usablebytes", "gauge",
+                    "bytes the log dir's file system has free for the broker (statvfs f_bavail, a few seconds old)")
+    total = Family("kafka_log_logmanager_totalbytes", "gauge", "bytes of the log dir's file system (statvfs)")
+    for directory, volume in sorted(manager.disk_space.volumes().items()):
+        if directory in manager.offline_dirs:  # measured before it failed
+            continue
+        labels = (("logdirectory", str(directory)),)
+        usable.add(volume.usable_bytes, labels)
+        total.add(volume.total_bytes, labels)
+    return [usable, total]
 
 
 def _consumer_groups(groups: list[GroupStatus]) -> list[Family]:

@@ -13,7 +13,8 @@ A round asks, over kbroker's own admin client (``kbroker.tools.client``):
   and OffsetFetch per group; the commits' timestamps come from ``__consumer_offsets`` (``kbroker.ui.commit_log``);
 - ZooKeeper, when given (``kbroker.ui.zookeeper_view``): registered brokers (a broker in an assignment but not
   registered is down), the controller, topics being deleted or reassigned, and the ZooKeeper-stored groups;
-- the brokers' ``/metrics`` when listed (``kbroker.ui.broker_metrics``): throughput.
+- the brokers' ``/metrics`` when listed (``kbroker.ui.broker_metrics``): throughput, and each log dir's free and
+  total bytes (matched to DescribeLogDirs' dirs by the broker id and path the endpoint names).
 
 Nothing that fails fails the round: what could be read is returned, with one line per failure in ``errors``.
 """
@@ -37,7 +38,7 @@ from kbroker.tools.client import (
     command_config,
     decode_consumer_assignment,
 )
-from kbroker.ui.broker_metrics import BrokerMetrics
+from kbroker.ui.broker_metrics import BrokerMetrics, Disks
 from kbroker.ui.commit_log import OFFSETS_TOPIC, CommitLog
 from kbroker.ui.model import Broker, Commit, Group, LogDir, Member, Partition, Snapshot, Topic
 from kbroker.ui.zookeeper_view import ZooKeeperError, ZooKeeperState, ZooKeeperView
@@ -149,7 +150,8 @@ class Collector:
         topics_meta = [t for t in (meta.topics if meta is not None else []) if t.name and t.error_code in (0, 5)]
         leaders = {(t.name, p.partition_index): p.leader_id for t in topics_meta for p in t.partitions}
         starts, ends = self._list_offsets(leaders, errors)
-        log_dirs, sizes = self._log_dirs(live, errors)
+        rates, disks, problems = self._metrics.scrape(now)
+        log_dirs, sizes = self._log_dirs(live, disks, errors)
         min_isr = self._min_isr([t.name for t in topics_meta], errors)
         topics = tuple(Topic(
             name=t.name, internal=bool(getattr(t, "is_internal", t.name.startswith("__"))),
@@ -167,7 +169,6 @@ class Collector:
             zk_groups, zk_commits = self._zookeeper_groups(zk, {g.name for g in groups})
             groups = sorted(self._with_owners(groups, zk) + zk_groups, key=lambda g: (g.name, g.storage))
             commits += zk_commits
-        rates, problems = self._metrics.scrape(now)
         errors += problems
         return Snapshot(
             taken_ms=now, brokers=self._brokers(meta, zk, topics), controller=self._controller(meta, zk),
@@ -224,9 +225,10 @@ class Collector:
                 errors.append(f"ListOffsets on broker {leader}: {exc}")
         return starts, ends
 
-    def _log_dirs(self, brokers: Iterable[int], errors: list[str]
+    def _log_dirs(self, brokers: Iterable[int], disks: Disks, errors: list[str]
                   ) -> tuple[list[LogDir], dict[tuple[int, str, int], int]]:
-        """Every broker's log dirs, and (broker, topic, partition) -> its current replica's size there."""
+        """Every broker's log dirs (free and total bytes from ``disks``, the brokers' /metrics, where they publish
+        them), and (broker, topic, partition) -> its current replica's size there."""
         dirs: list[LogDir] = []
         sizes: dict[tuple[int, str, int], int] = {}
         for broker in brokers:
@@ -243,10 +245,12 @@ class Collector:
                                         for t in result.topics for p in t.partitions if not p.is_future_key))
                 for topic, partition, size in replicas:
                     sizes[(broker, topic, partition)] = size
+                volume = disks.get((broker, result.log_dir))
                 dirs.append(LogDir(broker=broker, path=result.log_dir,
                                    error=KafkaApiError(result.error_code).name if result.error_code else None,
-                                   size_bytes=sum(size for _, _, size in replicas), free_bytes=None,
-                                   total_bytes=None, partitions=replicas))
+                                   size_bytes=sum(size for _, _, size in replicas),
+                                   free_bytes=volume.usable_bytes if volume else None,
+                                   total_bytes=volume.total_bytes if volume else None, partitions=replicas))
         return dirs, sizes
 
     def _min_isr(self, topics: list[str], errors: list[str]) -> dict[str, int]:

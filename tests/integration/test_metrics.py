@@ -4,6 +4,7 @@ offsets; on a 3-broker cluster the controller, under-replicated, offline and ISR
 killed and brought back."""
 from __future__ import annotations
 
+import os
 import re
 import time
 import urllib.request
@@ -98,6 +99,13 @@ def test_metrics_move_with_produce_fetch_and_commits(broker_factory):
     assert before.types["kafka_controller_kafkacontroller_activecontrollercount"] == "gauge"
     assert before.only("kafka_controller_kafkacontroller_activecontrollercount") == 1
     assert before.only("kafka_log_log_logendoffset", topic="metered", partition="1") == 0
+    assert before.only("kafka_server_app_info", id="0") == 1  # broker.id's default
+    # the log dir's file system as statvfs says now; free space moves with whatever else writes on this disk
+    volume = os.statvfs(broker.dirs)
+    logdir = str(broker.dirs.resolve())
+    assert before.only("kafka_log_logmanager_totalbytes", logdirectory=logdir) == volume.f_blocks * volume.f_frsize
+    usable = before.only("kafka_log_logmanager_usablebytes", logdirectory=logdir)
+    assert abs(usable - volume.f_bavail * volume.f_frsize) < 256 << 20
 
     # 20 Produce requests of one record each (flushed one by one), then 180 records in batches
     producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all", "linger.ms": 5})

@@ -2,10 +2,12 @@
 ZooKeeper-stored group (OffsetCommit v0, with the ids and owners nodes a ZooKeeper-era consumer writes) and a
 Kafka-stored group that lags. The snapshot's values are what confluent-kafka's AdminClient and the brokers
 answer; the ZooKeeper group's commit time moves on a commit of the same offset; a killed broker shows as down
-with its partitions under-replicated, and an unreachable ZooKeeper is one line in ``errors``, not an exception."""
+with its partitions under-replicated, each log dir's free and total bytes are statvfs's, and an unreachable
+ZooKeeper is one line in ``errors``, not an exception."""
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -29,6 +31,7 @@ ZK_GROUP = "zk-era-group"
 KAFKA_GROUP = "lagging-group"
 ZK_CONSUMER = f"{ZK_GROUP}_host-1-{uuid.uuid4().hex[:8]}"
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+SLACK = 256 << 20  # bytes a disk's free space may move between two measurements on this shared machine
 
 
 @pytest.fixture(scope="module")
@@ -181,6 +184,16 @@ def test_collector_reads_the_cluster_as_a_tool_does(ui_cluster: Cluster) -> None
         for p in next(t for t in snap.topics if t.name == TOPIC).partitions:
             leader_dir = next(d for d in snap.log_dirs if d.broker == p.leader)
             assert p.size_bytes == dict(((t, q), s) for t, q, s in leader_dir.partitions)[(TOPIC, p.partition)] > 0
+        # each dir's file system from its broker's /metrics, as statvfs says (free space moves with what else
+        # writes on this disk between the broker's measurement and this one)
+        assert all(d.path == str(ui_cluster.brokers[d.broker].dirs.resolve()) for d in snap.log_dirs)
+
+        def disks_agree(s: Snapshot) -> bool:
+            return all(d.free_bytes is not None and d.total_bytes == os.statvfs(d.path).f_blocks * os.statvfs(
+                d.path).f_frsize and abs(d.free_bytes - os.statvfs(d.path).f_bavail * os.statvfs(d.path).f_frsize)
+                < SLACK for d in s.log_dirs) and len(s.log_dirs) == len(ui_cluster.brokers)
+        if not disks_agree(snap):  # free space moved more than SLACK meanwhile: until a round agrees
+            wait_until(lambda: disks_agree(snapshot(collector)), 60, "log dirs' space as statvfs says", interval=1)
 
         # throughput between the two scrapes: 50 records were produced
         assert snap.rates is not None and snap.rates.messages_in > 0 and snap.rates.bytes_in > 0

@@ -1,6 +1,7 @@
 """The collector's options (as Kafka's tools take them, bad values refused with a clear message) and its reading of
 the brokers' /metrics: rates between two scrapes, summed over brokers, a restarted broker's counters, an endpoint
-that does not answer. The endpoints are real HTTP servers on 127.0.0.1."""
+that does not answer, each log dir's free and total bytes tied to the broker the endpoint names. The endpoints are
+real HTTP servers on 127.0.0.1."""
 from __future__ import annotations
 
 import argparse
@@ -11,8 +12,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from kbroker.metrics import Family, render
 from kbroker.tools.client import ClientError
-from kbroker.ui.broker_metrics import BrokerMetrics, parse_counters
+from kbroker.ui.broker_metrics import BrokerMetrics, Volume, parse, parse_counters
 from kbroker.ui.collector import add_collector_options, collector_from_args
 from kbroker.ui.model import Rates
 
@@ -78,11 +80,12 @@ class _Counters:
 
     def __init__(self) -> None:
         self.values = (0, 0, 0)
+        self.more = b""  # more families, as the broker renders them
 
     def text(self) -> bytes:
         names = ("bytesin", "bytesout", "messagesin")
         return "".join(f"kafka_server_brokertopicmetrics_{n}_total {v}\n"
-                       for n, v in zip(names, self.values, strict=True)).encode()
+                       for n, v in zip(names, self.values, strict=True)).encode() + self.more
 
 
 @pytest.fixture
@@ -122,12 +125,48 @@ def test_rates_are_summed_over_brokers_between_two_scrapes(endpoints) -> None:
     down = f"http://127.0.0.1:{_closed_port()}/metrics"
     metrics = BrokerMetrics([url_a, url_b, down], timeout=5)
     a.values, b.values = (1000, 500, 10), (2000, 0, 20)
-    rates, problems = metrics.scrape(10_000)
+    rates, _, problems = metrics.scrape(10_000)
     assert rates is None  # one scrape: no rate yet
     assert len(problems) == 1 and problems[0].startswith(f"broker metrics {down}: ")
     a.values, b.values = (3000, 700, 30), (2000, 400, 60)
-    rates, _ = metrics.scrape(12_000)
+    rates, _, _ = metrics.scrape(12_000)
     assert rates == Rates(bytes_in=1000.0, bytes_out=300.0, messages_in=30.0)
     a.values = (500, 0, 5)  # broker a restarted: its counters began again
-    rates, _ = metrics.scrape(13_000)
+    rates, _, _ = metrics.scrape(13_000)
     assert rates == Rates(bytes_in=500.0, bytes_out=0.0, messages_in=5.0)
+
+
+def _disks(broker_id: int | None, dirs: dict[str, tuple[int, int]]) -> bytes:
+    """The families a kbroker broker's /metrics names itself and its log dirs' file systems with."""
+    families = []
+    if broker_id is not None:
+        families.append(Family("kafka_server_app_info", "gauge", "broker").add(1, (("id", str(broker_id)),)))
+    usable = Family("kafka_log_logmanager_usablebytes", "gauge", "usable")
+    total = Family("kafka_log_logmanager_totalbytes", "gauge", "total")
+    for path, (free, size) in dirs.items():
+        usable.add(free, (("logdirectory", path),))
+        total.add(size, (("logdirectory", path),))
+    return render([*families, usable, total])
+
+
+def test_a_path_with_quotes_and_backslashes_comes_back_as_the_broker_named_it() -> None:
+    odd = '/data/"kafka"\\logs\n2'
+    scraped = parse(_disks(3, {odd: (5, 9), "/d": (1, 2)}).decode())
+    assert scraped.broker_id == 3
+    assert scraped.volumes == {odd: Volume(5, 9), "/d": Volume(1, 2)}
+    assert parse('kafka_log_logmanager_usablebytes{logdirectory="/only-usable"} 5\n').volumes == {}
+
+
+def test_log_dirs_free_space_is_keyed_by_the_broker_each_endpoint_names(endpoints) -> None:
+    (url_a, a), (url_b, b) = endpoints
+    big = 12 * 2**40 + 12345  # 12 TiB and some: exact, not a float's rounding
+    a.more = _disks(2, {"/var/kafka/a": (big - 100, big), "/var/kafka/b": (7, 50)})
+    b.more = _disks(1, {"/var/kafka/a": (40, 80)})
+    _, disks, problems = BrokerMetrics([url_a, url_b], timeout=5).scrape(1_000)
+    assert problems == []
+    assert disks == {(2, "/var/kafka/a"): Volume(big - 100, big), (2, "/var/kafka/b"): Volume(7, 50),
+                     (1, "/var/kafka/a"): Volume(40, 80)}
+    b.more = _disks(None, {"/var/kafka/a": (40, 80)})  # whose dirs? not guessed: said
+    _, disks, problems = BrokerMetrics([url_a, url_b], timeout=5).scrape(2_000)
+    assert set(disks) == {(2, "/var/kafka/a"), (2, "/var/kafka/b")}
+    assert problems == [f"broker metrics {url_b}: log dir sizes without kafka_server_app_info{{id}} to say whose"]

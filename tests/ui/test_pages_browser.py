@@ -5,7 +5,8 @@ ZooKeeper-era consumer writes) and a Kafka-stored group that lags; `kbroker ui` 
 Each page's tables say what Kafka's Admin API (confluent-kafka) answers, the group's lag chart is drawn, nothing is
 logged to the console as an error, no request leaves 127.0.0.1, and a sampling round pushed by the server changes a
 cell with no reload. Burrow's statuses, pushed to the open groups page: the ZooKeeper-era group turns STALL, STOP and
-OK again as it commits without moving, goes silent and catches up; a Kafka-stored group keeping up with a producer
+OK again as it commits without moving, goes silent and catches up; each log dir's free and total space on the
+brokers page is statvfs's; a Kafka-stored group keeping up with a producer
 turns STOP when its consumer stops and OK when it resumes. A broker killed at the end turns down on the open
 overview, with its partitions under-replicated.
 A screenshot of each page is written to the directory the test prints (pytest's tmp dir),
@@ -40,6 +41,8 @@ KAFKA_GROUP = "web-lagging-group"
 LIVE_GROUP = "web-live-group"
 ZK_CONSUMER = f"{ZK_GROUP}_host-1-{uuid.uuid4().hex[:8]}"
 OFFSET_COMMIT, OFFSET_FETCH = 8, 9
+BYTE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}  # as ui.js's bytes() writes
+FREE_SLACK = 256 << 20  # bytes a disk's free space may move between two measurements on this shared machine
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -295,6 +298,19 @@ def check_pages(browser: Browser, url: str, admin: AdminView, cluster: Cluster) 
     paths = cells(page, "dir-table", "path")
     assert sorted(paths.values()) == sorted(str(b.dirs) for b in cluster.brokers.values())
     assert set(cells(page, "dir-table", "state").values()) == {"online"}
+    # free and total: statvfs of each dir as its broker's /metrics published it, shown to 0.1 of the unit; free space
+    # moves with whatever else writes on this shared disk, so until a round agrees with statvfs taken now
+    def disks_agree() -> bool:
+        for column in ("free", "total"):
+            for key, text in cells(page, "dir-table", column).items():
+                volume = os.statvfs(paths[key])
+                want = volume.f_bavail * volume.f_frsize if column == "free" else volume.f_blocks * volume.f_frsize
+                number, unit = text.split()
+                scale = BYTE_UNITS[unit]
+                if abs(float(number) * scale - want) > 0.051 * scale + (FREE_SLACK if column == "free" else 0):
+                    return False
+        return True
+    wait_until(disks_agree, 60, "the log dirs' free and total space as statvfs says", interval=1)
     browser.shoot("brokers")
 
 
